@@ -1,0 +1,133 @@
+package lock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"flashsale/internal/localredis"
+	"flashsale/internal/redistest"
+	"flashsale/lock"
+)
+
+// One five-node cluster serves every test that does not stop nodes; each
+// test keeps to its own key namespace.
+var (
+	sharedOnce    sync.Once
+	sharedCluster *localredis.Cluster
+	sharedErr     error
+	namespaces    atomic.Int64
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if sharedCluster != nil {
+		_ = sharedCluster.Stop()
+	}
+	os.Exit(code)
+}
+
+func shared(t testing.TB) *localredis.Cluster {
+	t.Helper()
+	redistest.Require(t)
+	sharedOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		sharedCluster, sharedErr = localredis.Start(ctx, 5, localredis.Options{})
+	})
+	if sharedErr != nil {
+		t.Fatalf("start shared redis nodes: %v", sharedErr)
+	}
+	return sharedCluster
+}
+
+// env is one test's view of a cluster: its lockers, its namespace and a raw
+// client per node to look at what the locks left in Redis.
+type env struct {
+	t   testing.TB
+	ls  *lock.Lockers
+	ns  string
+	raw []*redis.Client
+}
+
+func newEnv(t testing.TB, c *localredis.Cluster, opts ...lock.Option) *env {
+	t.Helper()
+	ns := fmt.Sprintf("t%d:", namespaces.Add(1))
+	ls, err := lock.NewLockers(redistest.Options(c), append([]lock.Option{lock.WithNamespace(ns)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, ls: ls, ns: ns}
+	for _, o := range redistest.Options(c) {
+		e.raw = append(e.raw, redis.NewClient(o))
+	}
+	t.Cleanup(func() {
+		_ = ls.Close()
+		for _, r := range e.raw {
+			_ = r.Close()
+		}
+	})
+	return e
+}
+
+func (e *env) locker(name string) *lock.Locker {
+	e.t.Helper()
+	l, err := e.ls.Get(name)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return l
+}
+
+// pttl is the lock key's remaining TTL on node i: -2 gone, -1 no TTL.
+func (e *env) pttl(i int, key string) time.Duration {
+	e.t.Helper()
+	d, err := e.raw[i].PTTL(context.Background(), e.ns+"lock:"+key).Result()
+	if err != nil {
+		e.t.Fatalf("PTTL on node %d: %v", i, err)
+	}
+	return d
+}
+
+// waitGone waits until the lock key has left node i (expired or deleted).
+func (e *env) waitGone(i int, key string, within time.Duration) {
+	e.t.Helper()
+	deadline := time.Now().Add(within)
+	for e.pttl(i, key) != -2 {
+		if time.Now().After(deadline) {
+			e.t.Fatalf("lock %q still on node %d after %v", key, i, within)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// nodesOf is how many nodes a variant writes its lock to.
+func nodesOf(name string, all int) int {
+	switch name {
+	case lock.Redlock, lock.RedlockFence:
+		return all
+	case lock.None:
+		return 0
+	}
+	return 1
+}
+
+func mustAcquire(t testing.TB, l *lock.Locker, key string, within time.Duration) *lock.Lease {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	lease, err := l.Acquire(ctx, key)
+	if err != nil {
+		t.Fatalf("%s: acquire %q: %v", l.Name(), key, err)
+	}
+	return lease
+}
+
+func isBusy(err error) bool { return errors.Is(err, lock.ErrNotAcquired) }

@@ -1,0 +1,249 @@
+// Package lock provides per-key Redis locks in every variant of the teaching
+// ladder: the broken ones the articles warn about and the correct ones, all
+// behind one Locker type so a caller can switch between them at run time.
+//
+// A variant is a small value that knows how to take, give back and extend one
+// lease on Redis (one file each: none.go, setnx_expire.go, get_del.go,
+// plain_del.go, lua.go, redlock.go). Everything they share — waiting for a busy
+// lock, the watchdog, fault points, fencing bookkeeping — lives here, so that
+// two variants differ only in the lines that make one of them wrong.
+package lock
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Errors a caller can branch on with errors.Is.
+var (
+	// ErrNotAcquired means the lock is held by someone else (busy).
+	ErrNotAcquired = errors.New("lock: not acquired, held by another client")
+	// ErrUnavailable means too few Redis nodes answered to decide (down, not busy).
+	ErrUnavailable = errors.New("lock: unavailable, too few Redis nodes reachable")
+	// ErrNotHeld means a release or extend found the lease no longer ours:
+	// it expired, or another client holds the key now.
+	ErrNotHeld = errors.New("lock: lease not held")
+	// ErrLockLost is reported by the watchdog when it could not keep a lease alive.
+	ErrLockLost = errors.New("lock: lease lost while held")
+	// ErrCrashed is returned when an injected crash fault abandoned the operation
+	// at a fault point, exactly as a process dying there would.
+	ErrCrashed = errors.New("lock: holder crashed at an injected fault point")
+	// ErrUnknownVariant is returned for a variant name that is not on the ladder.
+	ErrUnknownVariant = errors.New("lock: unknown variant")
+)
+
+// Variant names, in ladder order.
+const (
+	None         = "none"
+	SetNXExpire  = "setnx-expire"
+	GetDel       = "get-del"
+	PlainDel     = "plain-del"
+	Lua          = "lua"
+	Redlock      = "redlock"
+	LuaFence     = "lua+fence"
+	RedlockFence = "redlock+fence"
+)
+
+// Names lists every variant in ladder order.
+func Names() []string {
+	return []string{None, SetNXExpire, GetDel, PlainDel, Lua, Redlock, LuaFence, RedlockFence}
+}
+
+// keys are the Redis keys one lock name maps to.
+type keys struct {
+	lock  string // the lock itself
+	fence string // the fencing counter of this lock
+}
+
+// grant is what one successful acquire attempt of a variant yields.
+type grant struct {
+	validity time.Duration // how long the lease is safe to use from now
+	token    uint64        // fencing token; meaningful only when fenced
+}
+
+// gap is a fault point between two steps of a variant's operation. It returns
+// ErrCrashed when the operation must be abandoned there.
+type gap func(ctx context.Context, p Point) error
+
+// variant is one rung of the ladder: a way to take, give back and extend a
+// lease with a given owner value. Implementations make exactly the Redis calls
+// the pattern they teach makes, with a gap wherever that pattern has two steps.
+type variant interface {
+	acquire(ctx context.Context, at gap, k keys, value string, ttl time.Duration) (grant, error)
+	release(ctx context.Context, at gap, k keys, value string) error
+	extend(ctx context.Context, k keys, value string, ttl time.Duration) (time.Duration, error)
+}
+
+// Locker hands out leases on named keys with one variant.
+type Locker struct {
+	name   string
+	v      variant
+	fenced bool
+	cfg    *config
+	wake   *waker
+}
+
+// Name is the variant's name, as in Names.
+func (l *Locker) Name() string { return l.name }
+
+// Fenced reports whether leases carry fencing tokens the store must check.
+func (l *Locker) Fenced() bool { return l.fenced }
+
+// TTL is the lease time to live this locker asks for.
+func (l *Locker) TTL() time.Duration { return l.cfg.ttl }
+
+func (l *Locker) keysFor(name string) keys {
+	return keys{lock: l.cfg.namespace + "lock:" + name, fence: l.cfg.namespace + "fence:" + name}
+}
+
+// TryAcquire makes exactly one attempt. It fails with ErrNotAcquired when the
+// lock is held, ErrUnavailable when too few nodes answered, or ErrCrashed.
+func (l *Locker) TryAcquire(ctx context.Context, name string) (*Lease, error) {
+	start := time.Now()
+	lease, err := l.try(ctx, name)
+	l.observe(Event{Kind: outcome(err), Variant: l.name, Key: name, Tries: 1, Wait: time.Since(start), Lease: lease, Err: err})
+	return lease, err
+}
+
+func (l *Locker) try(ctx context.Context, name string) (*Lease, error) {
+	k := l.keysFor(name)
+	value := newValue()
+	start := time.Now()
+	g, err := l.v.acquire(ctx, l.cfg.faults.gapFor(l, name, nil), k, value, l.cfg.ttl)
+	if err != nil {
+		return nil, err
+	}
+	lease := &Lease{
+		locker: l, name: name, k: k, value: value,
+		token: g.token, validUntil: start.Add(g.validity), acquired: time.Now(),
+		lost: make(chan struct{}),
+	}
+	if l.cfg.watchdog {
+		lease.startWatchdog()
+	}
+	return lease, nil
+}
+
+// Acquire waits for the lock until ctx is done. A waiter does not poll: it is
+// woken when the key is deleted or expires (Redis keyspace notifications),
+// with a jittered backoff as the fallback, and waiters in this process take
+// turns in arrival order so one hot key does not become a storm of attempts.
+// A cancelled or timed-out wait returns errors.Join(ErrNotAcquired, ctx.Err()).
+func (l *Locker) Acquire(ctx context.Context, name string) (*Lease, error) {
+	start := time.Now()
+	lease, tries, err := l.acquire(ctx, name)
+	l.observe(Event{Kind: outcome(err), Variant: l.name, Key: name, Tries: tries, Wait: time.Since(start), Lease: lease, Err: err})
+	return lease, err
+}
+
+// newValue is a 128-bit random owner value: unguessable, so no other client
+// can produce it by accident.
+func newValue() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
+	return hex.EncodeToString(b[:])
+}
+
+// Lease is one grant of a lock. Release it when done; it is safe for use by
+// one holder goroutine plus its watchdog.
+type Lease struct {
+	locker   *Locker
+	name     string
+	k        keys
+	value    string
+	token    uint64
+	acquired time.Time
+
+	// hold is taken by the holder's injected pauses and by every watchdog
+	// extend, so a paused holder freezes its watchdog too, as a real GC pause
+	// or a stopped process would.
+	hold sync.Mutex
+
+	mu         sync.Mutex
+	validUntil time.Time
+	released   bool
+	err        error
+	lost       chan struct{}
+	stopDog    chan struct{}
+	dogDone    chan struct{}
+}
+
+// Key is the lock name this lease holds.
+func (l *Lease) Key() string { return l.name }
+
+// Variant is the name of the variant that granted the lease.
+func (l *Lease) Variant() string { return l.locker.name }
+
+// Owner is the random value that marks this lease as the owner in Redis.
+func (l *Lease) Owner() string { return l.value }
+
+// Token is the fencing token and whether the variant issues one. Tokens of one
+// key grow strictly with every grant.
+func (l *Lease) Token() (uint64, bool) { return l.token, l.locker.fenced }
+
+// Acquired is when the lease was granted.
+func (l *Lease) Acquired() time.Time { return l.acquired }
+
+// ValidUntil is the time until which the lease is known to be exclusive.
+func (l *Lease) ValidUntil() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.validUntil
+}
+
+// Lost is closed when the watchdog found the lease gone; Err then says why.
+func (l *Lease) Lost() <-chan struct{} { return l.lost }
+
+// Err is nil while the lease is believed held, ErrLockLost (wrapped) after the
+// watchdog lost it.
+func (l *Lease) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
+}
+
+// Extend renews the lease for the locker's TTL. It fails with ErrNotHeld when
+// the variant can tell the lease is no longer ours.
+func (l *Lease) Extend(ctx context.Context) error {
+	start := time.Now()
+	validity, err := l.locker.v.extend(ctx, l.k, l.value, l.locker.cfg.ttl)
+	if err != nil {
+		return fmt.Errorf("extend %q: %w", l.name, err)
+	}
+	l.mu.Lock()
+	l.validUntil = start.Add(validity)
+	l.mu.Unlock()
+	return nil
+}
+
+// Checkpoint is a fault point inside the caller's critical section
+// (InCriticalSection). An injected pause freezes the holder and its watchdog;
+// an injected crash returns ErrCrashed and the caller must abandon its work
+// without releasing, as a dead process would.
+func (l *Lease) Checkpoint(ctx context.Context, p Point) error {
+	return l.locker.cfg.faults.gapFor(l.locker, l.name, l)(ctx, p)
+}
+
+// Release gives the lock back. Releasing twice is a no-op. A release that
+// finds the lease gone returns ErrNotHeld where the variant can tell.
+func (l *Lease) Release(ctx context.Context) error {
+	l.mu.Lock()
+	if l.released {
+		l.mu.Unlock()
+		return nil
+	}
+	l.released = true
+	l.mu.Unlock()
+	l.stopWatchdog()
+	err := l.locker.v.release(ctx, l.locker.cfg.faults.gapFor(l.locker, l.name, l), l.k, l.value)
+	l.locker.observe(Event{Kind: Released, Variant: l.locker.name, Key: l.name, Lease: l, Err: err})
+	if err != nil {
+		return fmt.Errorf("release %q: %w", l.name, err)
+	}
+	return nil
+}

@@ -1,0 +1,290 @@
+package lock_test
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"flashsale/lock"
+)
+
+func TestAcquireReleaseExtend(t *testing.T) {
+	c := shared(t)
+	for _, name := range lock.Names() {
+		if name == lock.None {
+			continue
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, c, lock.WithTTL(time.Second))
+			l := e.locker(name)
+			ctx := context.Background()
+
+			a, err := l.TryAcquire(ctx, "sku:1")
+			if err != nil {
+				t.Fatalf("first acquire: %v", err)
+			}
+			for i := range nodesOf(name, len(e.raw)) {
+				if ttl := e.pttl(i, "sku:1"); ttl <= 0 || ttl > time.Second {
+					t.Errorf("node %d: lock TTL %v, want in (0, 1s]", i, ttl)
+				}
+			}
+			if _, err := l.TryAcquire(ctx, "sku:1"); !isBusy(err) {
+				t.Fatalf("second acquire while held: got %v, want ErrNotAcquired", err)
+			}
+			if _, err := l.TryAcquire(ctx, "sku:2"); err != nil {
+				t.Fatalf("another key must be free: %v", err)
+			}
+
+			// Shorten the TTL behind the lock's back; Extend must restore it.
+			for i := range nodesOf(name, len(e.raw)) {
+				e.raw[i].PExpire(ctx, e.ns+"lock:sku:1", 100*time.Millisecond)
+			}
+			if err := a.Extend(ctx); err != nil {
+				t.Fatalf("extend: %v", err)
+			}
+			for i := range nodesOf(name, len(e.raw)) {
+				if ttl := e.pttl(i, "sku:1"); ttl < 500*time.Millisecond {
+					t.Errorf("node %d: TTL after extend %v, want about 1s", i, ttl)
+				}
+			}
+			if until := time.Until(a.ValidUntil()); until <= 0 || until > time.Second {
+				t.Errorf("valid for %v after extend, want in (0, 1s]", until)
+			}
+
+			if err := a.Release(ctx); err != nil {
+				t.Fatalf("release: %v", err)
+			}
+			for i := range nodesOf(name, len(e.raw)) {
+				if ttl := e.pttl(i, "sku:1"); ttl != -2 {
+					t.Errorf("node %d: lock still there after release (TTL %v)", i, ttl)
+				}
+			}
+			b, err := l.TryAcquire(ctx, "sku:1")
+			if err != nil {
+				t.Fatalf("acquire after release: %v", err)
+			}
+			if ta, fenced := a.Token(); fenced {
+				if tb, _ := b.Token(); tb <= ta {
+					t.Errorf("fencing token went from %d to %d, want strictly increasing", ta, tb)
+				}
+			}
+		})
+	}
+}
+
+// A lease whose TTL ran out must not release or extend its successor's lock
+// — where the variant claims an owner check. The broken ones show their flaw.
+func TestStaleLease(t *testing.T) {
+	c := shared(t)
+	cases := []struct {
+		name                   string
+		checksOwnerOnRelease   bool
+		checksOwnerOnExtension bool
+	}{
+		{lock.SetNXExpire, false, false},
+		{lock.GetDel, true, false}, // the check is there, but not atomic with the DEL
+		{lock.PlainDel, false, false},
+		{lock.Lua, true, true},
+		{lock.LuaFence, true, true},
+		{lock.Redlock, true, true},
+		{lock.RedlockFence, true, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, c, lock.WithTTL(200*time.Millisecond))
+			l := e.locker(tc.name)
+			ctx := context.Background()
+			stale := mustAcquire(t, l, "k", time.Second)
+			e.waitGone(0, "k", 2*time.Second)
+			successor := mustAcquire(t, l, "k", 2*time.Second)
+
+			err := stale.Extend(ctx)
+			if tc.checksOwnerOnExtension && !errors.Is(err, lock.ErrNotHeld) {
+				t.Errorf("stale extend: got %v, want ErrNotHeld", err)
+			}
+			if !tc.checksOwnerOnExtension && err != nil {
+				t.Errorf("stale extend of an unchecked variant renews whatever is there; got %v", err)
+			}
+
+			err = stale.Release(ctx)
+			_, busy := l.TryAcquire(ctx, "k")
+			if tc.checksOwnerOnRelease {
+				if !errors.Is(err, lock.ErrNotHeld) {
+					t.Errorf("stale release: got %v, want ErrNotHeld", err)
+				}
+				if !isBusy(busy) {
+					t.Errorf("after a stale release the successor's lock must stand; acquire got %v", busy)
+				}
+			} else if busy != nil {
+				t.Errorf("a stale plain DEL deletes the successor's lock, so a third client gets in; acquire got %v", busy)
+			}
+			_ = successor.Release(ctx)
+		})
+	}
+}
+
+// Thirty-two clients fight for ONE key. Inside the section each reads a
+// shared counter, yields, and writes it back plus one: a second holder shows
+// up as an overlap and as a lost increment.
+func TestOneKeyManyClients(t *testing.T) {
+	c := shared(t)
+	const clients, rounds = 32, 8
+	for _, name := range lock.Names() {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t, c, lock.WithTTL(2*time.Second))
+			l := e.locker(name)
+			var counter, holders, overlaps atomic.Int64
+			var wg sync.WaitGroup
+			errs := make(chan error, clients*rounds)
+			for range clients {
+				wg.Go(func() {
+					for range rounds {
+						ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+						lease, err := l.Acquire(ctx, "hot")
+						cancel()
+						if err != nil {
+							errs <- err
+							return
+						}
+						if holders.Add(1) > 1 {
+							overlaps.Add(1)
+						}
+						v := counter.Load()
+						runtime.Gosched()
+						time.Sleep(100 * time.Microsecond) // the business work
+						counter.Store(v + 1)
+						holders.Add(-1)
+						if err := lease.Release(context.Background()); err != nil {
+							errs <- err
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Fatalf("client error: %v", err)
+			}
+			broke := overlaps.Load() > 0 || counter.Load() != clients*rounds
+			t.Logf("%s: %d overlaps, counter %d of %d", name, overlaps.Load(), counter.Load(), clients*rounds)
+			if want := name == lock.None; broke != want {
+				t.Errorf("broke = %v, want %v (overlaps %d, counter %d of %d)", broke, want, overlaps.Load(), counter.Load(), clients*rounds)
+			}
+		})
+	}
+}
+
+// A waiter is woken by the release itself: the fallback backoff here is far
+// longer than the wait budget, so only the keyspace notification can make
+// this acquire succeed.
+func TestWaiterWokenByRelease(t *testing.T) {
+	c := shared(t)
+	for _, name := range []string{lock.Lua, lock.Redlock, lock.GetDel} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, c, lock.WithTTL(30*time.Second), lock.WithBackoff(time.Minute, time.Minute))
+			l := e.locker(name)
+			held := mustAcquire(t, l, "k", time.Second)
+			tried := make(chan struct{})
+			got := make(chan error, 1)
+			go func() {
+				// First try fails (held), then the waiter sleeps for a wake-up.
+				if _, err := l.TryAcquire(context.Background(), "k"); !isBusy(err) {
+					got <- err
+					return
+				}
+				close(tried)
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				lease, err := l.Acquire(ctx, "k")
+				if err == nil {
+					err = lease.Release(context.Background())
+				}
+				got <- err
+			}()
+			<-tried
+			if err := held.Release(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-got; err != nil {
+				t.Fatalf("waiter: %v", err)
+			}
+		})
+	}
+}
+
+func TestAcquireGivesUpWithContext(t *testing.T) {
+	e := newEnv(t, shared(t), lock.WithTTL(10*time.Second))
+	l := e.locker(lock.Lua)
+	held := mustAcquire(t, l, "k", time.Second)
+	defer held.Release(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_, err := l.Acquire(ctx, "k")
+	if !errors.Is(err, lock.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("got %v, want ErrNotAcquired joined with DeadlineExceeded", err)
+	}
+}
+
+func TestWatchdog(t *testing.T) {
+	c := shared(t)
+	const ttl = 300 * time.Millisecond
+	for _, name := range []string{lock.Lua, lock.Redlock, lock.RedlockFence} {
+		t.Run(name+"/keeps", func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, c, lock.WithTTL(ttl), lock.WithWatchdog(true))
+			l := e.locker(name)
+			lease := mustAcquire(t, l, "k", time.Second)
+			time.Sleep(4 * ttl) // work for several TTLs; the watchdog must carry the lease
+			if _, err := l.TryAcquire(context.Background(), "k"); !isBusy(err) {
+				t.Fatalf("lease expired under its watchdog: acquire got %v", err)
+			}
+			if err := lease.Err(); err != nil {
+				t.Fatalf("lease reported lost: %v", err)
+			}
+			if err := lease.Release(context.Background()); err != nil {
+				t.Fatalf("release: %v", err)
+			}
+		})
+		t.Run(name+"/paused-holder-loses", func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, c, lock.WithTTL(ttl), lock.WithWatchdog(true))
+			l := e.locker(name)
+			holder := mustAcquire(t, l, "k", time.Second)
+			if err := e.ls.Faults().Set(1, []lock.Fault{{Point: lock.InCriticalSection, Action: lock.Pause, P: 1, MS: int(3 * ttl / time.Millisecond)}}); err != nil {
+				t.Fatal(err)
+			}
+			paused := make(chan error, 1)
+			go func() { paused <- holder.Checkpoint(context.Background(), lock.InCriticalSection) }()
+			// The pause freezes the watchdog too, so the lease expires and a
+			// successor gets in.
+			successor := mustAcquire(t, l, "k", 5*time.Second)
+			defer successor.Release(context.Background())
+			if err := <-paused; err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-holder.Lost():
+			case <-time.After(5 * time.Second):
+				t.Fatal("watchdog did not report the lost lease")
+			}
+			if !errors.Is(holder.Err(), lock.ErrLockLost) {
+				t.Fatalf("lease error %v, want ErrLockLost", holder.Err())
+			}
+		})
+	}
+}
+
+func TestUnknownVariant(t *testing.T) {
+	e := newEnv(t, shared(t))
+	if _, err := e.ls.Get("setnx"); !errors.Is(err, lock.ErrUnknownVariant) {
+		t.Fatalf("got %v, want ErrUnknownVariant", err)
+	}
+}

@@ -1,0 +1,200 @@
+package lock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Lockers is every variant of the ladder over one set of Redis nodes, built
+// once at start-up so a request can pick its variant by name. Single-node
+// variants use the first node; Redlock uses them all.
+type Lockers struct {
+	cfg    *config
+	nodes  []*node
+	byName map[string]*Locker
+	wake   *waker
+}
+
+// NewLockers connects to the given Redis nodes (independent masters, one per
+// Redlock vote) and builds every variant. It does not wait for the nodes: a
+// node that is down now counts as failed until it answers.
+func NewLockers(nodes []*redis.Options, opts ...Option) (*Lockers, error) {
+	if len(nodes) == 0 {
+		return nil, errors.New("lock: at least one Redis node is needed")
+	}
+	cfg := defaultConfig()
+	for _, o := range opts {
+		o(cfg)
+	}
+	if cfg.ttl <= 0 {
+		return nil, fmt.Errorf("lock: ttl must be positive, got %v", cfg.ttl)
+	}
+	if cfg.nodeTimeout <= 0 {
+		cfg.nodeTimeout = cfg.ttl / 20
+	}
+	if cfg.backoffMax <= 0 {
+		cfg.backoffMax = cfg.ttl / 8
+	}
+	if cfg.backoffMin <= 0 || cfg.backoffMin > cfg.backoffMax {
+		cfg.backoffMin = min(time.Millisecond, cfg.backoffMax)
+	}
+	s := &Lockers{cfg: cfg}
+	for _, o := range nodes {
+		s.nodes = append(s.nodes, newNode(o, cfg))
+	}
+	clients := make([]*redis.Client, len(s.nodes))
+	for i, n := range s.nodes {
+		clients[i] = n.rdb
+	}
+	s.wake = newWaker(cfg, clients)
+	first := s.nodes[0].rdb
+	rl := &redlock{nodes: s.nodes, cfg: cfg}
+	variants := map[string]variant{
+		None:         noLock{},
+		SetNXExpire:  setnxExpire{first},
+		GetDel:       getDel{first},
+		PlainDel:     plainDel{first},
+		Lua:          luaLock{rdb: first},
+		LuaFence:     luaLock{rdb: first, fenced: true},
+		Redlock:      rl,
+		RedlockFence: &redlock{nodes: s.nodes, cfg: cfg, fenced: true},
+	}
+	s.byName = make(map[string]*Locker, len(variants))
+	for name, v := range variants {
+		s.byName[name] = &Locker{name: name, v: v, fenced: strings.HasSuffix(name, "+fence"), cfg: cfg, wake: s.wake}
+	}
+	return s, nil
+}
+
+// Get returns the named variant, or ErrUnknownVariant.
+func (s *Lockers) Get(name string) (*Locker, error) {
+	l, ok := s.byName[name]
+	if !ok {
+		return nil, fmt.Errorf("%w %q (known: %s)", ErrUnknownVariant, name, strings.Join(Names(), ", "))
+	}
+	return l, nil
+}
+
+// Faults is the fault plan every variant shares.
+func (s *Lockers) Faults() *Faults { return s.cfg.faults }
+
+// TTL is the lease time to live.
+func (s *Lockers) TTL() time.Duration { return s.cfg.ttl }
+
+// Clients are the Redis clients, one per node, first node first.
+func (s *Lockers) Clients() []*redis.Client {
+	out := make([]*redis.Client, len(s.nodes))
+	for i, n := range s.nodes {
+		out[i] = n.rdb
+	}
+	return out
+}
+
+// Quorum is how many nodes Redlock needs: N/2+1.
+func (s *Lockers) Quorum() int { return len(s.nodes)/2 + 1 }
+
+// Ping reports ErrUnavailable unless a quorum of nodes answers PING.
+func (s *Lockers) Ping(ctx context.Context) error {
+	errs := forEachNode(ctx, s.nodes, s.cfg.nodeTimeout*4, func(ctx context.Context, n *node) error {
+		return n.rdb.Ping(ctx).Err()
+	})
+	ok := 0
+	for _, err := range errs {
+		if err == nil {
+			ok++
+		}
+	}
+	if ok < s.Quorum() {
+		return fmt.Errorf("%w: %d of %d nodes answer, %d needed: %w", ErrUnavailable, ok, len(s.nodes), s.Quorum(), errors.Join(errs...))
+	}
+	return nil
+}
+
+// StuckLock is a lock key without a TTL: nobody will ever acquire it again.
+type StuckLock struct {
+	Node string `json:"node"`
+	Key  string `json:"key"`
+}
+
+// StuckLocks scans every reachable node for lock keys that have no TTL.
+// Nodes that do not answer are reported in the error; the keys found on the
+// others are still returned.
+func (s *Lockers) StuckLocks(ctx context.Context) ([]StuckLock, error) {
+	var mu sync.Mutex
+	var out []StuckLock
+	errs := forEachNode(ctx, s.nodes, 0, func(ctx context.Context, n *node) error {
+		iter := n.rdb.Scan(ctx, 0, s.cfg.namespace+"lock:*", 1000).Iterator()
+		for iter.Next(ctx) {
+			ttl, err := n.rdb.PTTL(ctx, iter.Val()).Result()
+			if err != nil {
+				return err
+			}
+			if ttl == -1 { // go-redis reports "no TTL" as -1 (and -2 for gone)
+				mu.Lock()
+				out = append(out, StuckLock{Node: n.addr, Key: strings.TrimPrefix(iter.Val(), s.cfg.namespace+"lock:")})
+				mu.Unlock()
+			}
+		}
+		return iter.Err()
+	})
+	return out, errors.Join(errs...)
+}
+
+// Reset deletes every lock and fencing counter on every node, for a clean
+// sale. Nodes that do not answer are reported in the error.
+func (s *Lockers) Reset(ctx context.Context) error {
+	errs := forEachNode(ctx, s.nodes, 0, func(ctx context.Context, n *node) error {
+		for _, pattern := range []string{"lock:*", "fence:*"} {
+			iter := n.rdb.Scan(ctx, 0, s.cfg.namespace+pattern, 1000).Iterator()
+			for iter.Next(ctx) {
+				if err := n.rdb.Del(ctx, iter.Val()).Err(); err != nil {
+					return err
+				}
+			}
+			if err := iter.Err(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return errors.Join(errs...)
+}
+
+// Close stops the wake-up subscriptions and closes every client.
+func (s *Lockers) Close() error {
+	s.wake.close()
+	var errs []error
+	for _, n := range s.nodes {
+		errs = append(errs, n.rdb.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// forEachNode runs fn on every node in parallel, each under its own timeout
+// (none when timeout is 0), and returns each node's error, in node order,
+// wrapped with the node's address.
+func forEachNode(ctx context.Context, nodes []*node, timeout time.Duration, fn func(context.Context, *node) error) []error {
+	errs := make([]error, len(nodes))
+	var wg sync.WaitGroup
+	for i, n := range nodes {
+		wg.Go(func() {
+			ctx := ctx
+			if timeout > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, timeout)
+				defer cancel()
+			}
+			if err := fn(ctx, n); err != nil {
+				errs[i] = fmt.Errorf("node %s: %w", n.addr, err)
+			}
+		})
+	}
+	wg.Wait()
+	return errs
+}

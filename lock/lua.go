@@ -1,0 +1,61 @@
+package lock
+
+import (
+	"context"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// luaLock is the correct single-node lock of seed articles 001 and 004:
+// SET k <128-bit random> NX PX ttl to acquire, a Lua compare-and-delete to
+// release and a Lua compare-and-pexpire to extend, so no check can be
+// separated from its action.
+//
+// Where it still breaks: a holder that pauses inside its critical section
+// past the TTL (GC, swap, SIGSTOP) wakes up believing it holds the lock while
+// a successor does too. Only fencing tokens checked by the store (fenced:
+// lua+fence) make that safe. And one node is one point of failure.
+type luaLock struct {
+	rdb    *redis.Client
+	fenced bool
+}
+
+func (v luaLock) acquire(ctx context.Context, at gap, k keys, value string, ttl time.Duration) (grant, error) {
+	if !v.fenced {
+		return setNXPX(ctx, v.rdb, at, k, value, ttl)
+	}
+	token, err := acquireFenced.Run(ctx, v.rdb, []string{k.lock, k.fence}, value, ttl.Milliseconds()).Uint64()
+	if err != nil {
+		return grant{}, down(v.rdb, err)
+	}
+	if token == 0 {
+		return grant{}, ErrNotAcquired
+	}
+	if err := at(ctx, AfterAcquireStep1); err != nil {
+		return grant{}, err
+	}
+	return grant{validity: ttl, token: token}, nil
+}
+
+func (v luaLock) release(ctx context.Context, _ gap, k keys, value string) error {
+	n, err := compareAndDelete.Run(ctx, v.rdb, []string{k.lock}, value).Int()
+	if err != nil {
+		return down(v.rdb, err)
+	}
+	if n == 0 {
+		return ErrNotHeld
+	}
+	return nil
+}
+
+func (v luaLock) extend(ctx context.Context, k keys, value string, ttl time.Duration) (time.Duration, error) {
+	n, err := compareAndPexpire.Run(ctx, v.rdb, []string{k.lock}, value, ttl.Milliseconds()).Int()
+	if err != nil {
+		return 0, down(v.rdb, err)
+	}
+	if n == 0 {
+		return 0, ErrNotHeld
+	}
+	return ttl, nil
+}

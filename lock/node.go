@@ -1,0 +1,117 @@
+package lock
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// node is one independent Redis master and what this process knows about its
+// incarnation. Every command after a restart travels on a new connection, so
+// checking the run_id when a connection opens sees every restart before any
+// command reaches the new incarnation.
+type node struct {
+	addr string
+	rdb  *redis.Client
+	cfg  *config
+
+	mu       sync.Mutex
+	runID    string
+	back     time.Time // restarted: does not count toward a quorum before this
+	reseed   bool      // restarted: fencing counters must be re-seeded first
+	notified bool      // keyspace notifications checked on this incarnation
+
+	reseedMu sync.Mutex // one re-seed at a time
+}
+
+func newNode(o *redis.Options, cfg *config) *node {
+	cp := *o // our own copy: we set OnConnect on it
+	o = &cp
+	n := &node{addr: o.Addr, cfg: cfg}
+	prev := o.OnConnect
+	o.OnConnect = func(ctx context.Context, cn *redis.Conn) error {
+		n.onConnect(ctx, cn)
+		if prev != nil {
+			return prev(ctx, cn)
+		}
+		return nil
+	}
+	n.rdb = redis.NewClient(o)
+	return n
+}
+
+// onConnect notices a changed run_id and turns keyspace notifications on.
+// Errors are ignored: a server without INFO or CONFIG (or an ACL user not
+// allowed them) still works, only without restart awareness or wake-ups.
+func (n *node) onConnect(ctx context.Context, cn *redis.Conn) {
+	info, err := cn.Info(ctx, "server").Result()
+	if err != nil {
+		return
+	}
+	id := infoField(info, "run_id")
+	n.mu.Lock()
+	restarted := n.runID != "" && id != "" && id != n.runID
+	if restarted {
+		n.back = time.Now().Add(n.cfg.ttl)
+		n.reseed = true
+		n.notified = false
+	}
+	if id != "" {
+		n.runID = id
+	}
+	notify := n.cfg.notifications && !n.notified
+	n.notified = true
+	n.mu.Unlock()
+	if restarted {
+		n.cfg.logger.Warn("redis node restarted: not counted toward a quorum until the TTL has passed",
+			"node", n.addr, "run_id", id, "restart_aware", n.cfg.restartAware, "back_at", time.Now().Add(n.cfg.ttl))
+	}
+	if notify {
+		enableNotifications(ctx, cn)
+	}
+}
+
+// enableNotifications adds the keyspace events for deletes and expiries (K,
+// g, x) to whatever the server already publishes.
+func enableNotifications(ctx context.Context, cn *redis.Conn) {
+	cur, err := cn.ConfigGet(ctx, "notify-keyspace-events").Result()
+	if err != nil {
+		return
+	}
+	flags := cur["notify-keyspace-events"]
+	want := flags
+	for _, f := range []string{"K", "g", "x"} {
+		if !strings.Contains(want, f) && !(f != "K" && strings.Contains(want, "A")) {
+			want += f
+		}
+	}
+	if want != flags {
+		_ = cn.ConfigSet(ctx, "notify-keyspace-events", want).Err()
+	}
+}
+
+func infoField(info, field string) string {
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+// state says whether the node may count toward a quorum now, and whether its
+// fencing counters need re-seeding before it does.
+func (n *node) state(now time.Time) (counts, reseed bool) {
+	if !n.cfg.restartAware {
+		return true, false
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if now.Before(n.back) {
+		return false, false
+	}
+	return !n.reseed, n.reseed
+}

@@ -1,0 +1,76 @@
+package lock
+
+import (
+	"log/slog"
+	"time"
+)
+
+// config is what every Locker of one Lockers set shares.
+type config struct {
+	ttl           time.Duration
+	nodeTimeout   time.Duration
+	namespace     string
+	watchdog      bool
+	restartAware  bool
+	notifications bool
+	backoffMin    time.Duration
+	backoffMax    time.Duration
+	faults        *Faults
+	observer      func(Event)
+	logger        *slog.Logger
+}
+
+func defaultConfig() *config {
+	return &config{
+		ttl:           2 * time.Second,
+		namespace:     "flashsale:",
+		restartAware:  true,
+		notifications: true,
+		backoffMin:    time.Millisecond,
+		faults:        NewFaults(),
+		logger:        slog.Default(),
+	}
+}
+
+// Option configures a Lockers set.
+type Option func(*config)
+
+// WithTTL sets the lease time to live. Default 2s.
+func WithTTL(d time.Duration) Option { return func(c *config) { c.ttl = d } }
+
+// WithNodeTimeout bounds each call to one Redis node during a Redlock
+// acquire, so a dead node costs at most this much. Default TTL/20.
+func WithNodeTimeout(d time.Duration) Option { return func(c *config) { c.nodeTimeout = d } }
+
+// WithNamespace prefixes every Redis key the locks use. Default "flashsale:".
+func WithNamespace(ns string) Option { return func(c *config) { c.namespace = ns } }
+
+// WithWatchdog makes every lease extend itself at a third of its TTL until it
+// is released, and report through Lease.Lost when it could not. Default off.
+func WithWatchdog(on bool) Option { return func(c *config) { c.watchdog = on } }
+
+// WithRestartAwareness makes Redlock ignore a node that restarted (its run_id
+// changed) until the TTL has passed since it came back, and re-seed its
+// fencing counters from the other nodes before it counts again. Default on;
+// turn it off only to show the double grant it prevents.
+func WithRestartAwareness(on bool) Option { return func(c *config) { c.restartAware = on } }
+
+// WithNotifications turns waking waiters by keyspace notifications on or off.
+// Off leaves only the jittered backoff. Default on.
+func WithNotifications(on bool) Option { return func(c *config) { c.notifications = on } }
+
+// WithBackoff bounds the fallback retry delay of a waiting Acquire: it starts
+// at min and doubles, with jitter, up to max (default TTL/8).
+func WithBackoff(min, max time.Duration) Option {
+	return func(c *config) { c.backoffMin, c.backoffMax = min, max }
+}
+
+// WithFaults shares a fault plan with every variant. Default: an empty plan.
+func WithFaults(f *Faults) Option { return func(c *config) { c.faults = f } }
+
+// WithObserver receives an Event for every acquire, release, lost lease and
+// fired fault; it must not block.
+func WithObserver(fn func(Event)) Option { return func(c *config) { c.observer = fn } }
+
+// WithLogger sets the logger. Default slog.Default().
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }

@@ -1,0 +1,55 @@
+package lock
+
+import "github.com/redis/go-redis/v9"
+
+// The Lua scripts of the correct variants. Redis runs a script atomically, so
+// a check and the action it guards cannot be separated by an expiry or by
+// another client — which is exactly the gap the broken variants leave open.
+var (
+	// compareAndDelete deletes the lock only if it still carries our value.
+	// KEYS[1] lock; ARGV[1] owner value. Returns 1 if deleted.
+	compareAndDelete = redis.NewScript(`
+if redis.call("get", KEYS[1]) == ARGV[1] then
+	return redis.call("del", KEYS[1])
+end
+return 0`)
+
+	// compareAndPexpire renews the lock only if it still carries our value.
+	// KEYS[1] lock; ARGV[1] owner value, ARGV[2] ttl in ms. Returns 1 if renewed.
+	compareAndPexpire = redis.NewScript(`
+if redis.call("get", KEYS[1]) == ARGV[1] then
+	return redis.call("pexpire", KEYS[1], ARGV[2])
+end
+return 0`)
+
+	// acquireFenced takes the lock and, in the same atomic step, draws the
+	// next fencing token from this key's counter.
+	// KEYS[1] lock, KEYS[2] fence counter; ARGV[1] owner value, ARGV[2] ttl ms.
+	// Returns the token, or 0 if the lock is held.
+	acquireFenced = redis.NewScript(`
+if redis.call("set", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then
+	return redis.call("incr", KEYS[2])
+end
+return 0`)
+
+	// raiseFence writes a chosen token back as max(counter, token), but only on
+	// a node where our lease still stands: a later grant on that node then
+	// draws a larger token. KEYS[1] lock, KEYS[2] fence counter; ARGV[1] owner
+	// value, ARGV[2] token. Returns 1 if the lease stands there.
+	raiseFence = redis.NewScript(`
+if redis.call("get", KEYS[1]) ~= ARGV[1] then
+	return 0
+end
+if tonumber(redis.call("get", KEYS[2]) or "0") < tonumber(ARGV[2]) then
+	redis.call("set", KEYS[2], ARGV[2])
+end
+return 1`)
+
+	// reseedFence raises a counter to at least a value, to re-seed a node that
+	// lost its counters in a restart. KEYS[1] fence counter; ARGV[1] value.
+	reseedFence = redis.NewScript(`
+if tonumber(redis.call("get", KEYS[1]) or "0") < tonumber(ARGV[1]) then
+	redis.call("set", KEYS[1], ARGV[1])
+end
+return 1`)
+)

@@ -1,0 +1,70 @@
+package lock
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// startWatchdog extends the lease every third of its TTL until it is
+// released. Each extend takes the lease's hold mutex, so an injected pause of
+// the holder freezes the watchdog too. A failed extend marks the lease lost.
+func (l *Lease) startWatchdog() {
+	l.stopDog = make(chan struct{})
+	l.dogDone = make(chan struct{})
+	every := l.locker.cfg.ttl / 3
+	go func() {
+		defer close(l.dogDone)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-l.stopDog:
+				return
+			case <-t.C:
+			}
+			l.hold.Lock()
+			ctx, cancel := context.WithTimeout(context.Background(), every)
+			err := l.Extend(ctx)
+			cancel()
+			l.hold.Unlock()
+			if err != nil {
+				l.markLost(err)
+				return
+			}
+		}
+	}()
+}
+
+func (l *Lease) stopWatchdog() {
+	if l.stopDog == nil {
+		return
+	}
+	close(l.stopDog)
+	<-l.dogDone
+}
+
+func (l *Lease) markLost(err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err != nil || l.released {
+		return
+	}
+	l.err = fmt.Errorf("%w: %w", ErrLockLost, err)
+	close(l.lost)
+	l.locker.observe(Event{Kind: Lost, Variant: l.locker.name, Key: l.name, Lease: l, Err: l.err})
+}
+
+// Context returns a context that is cancelled, with the lease's error as its
+// cause, when the watchdog loses the lease or parent is done.
+func (l *Lease) Context(parent context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(parent)
+	go func() {
+		select {
+		case <-l.lost:
+			cancel(l.Err())
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() { cancel(context.Canceled) }
+}
