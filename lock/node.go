@@ -30,6 +30,9 @@ type node struct {
 func newNode(o *redis.Options, cfg *config) *node {
 	cp := *o // our own copy: we set OnConnect on it
 	o = &cp
+	// A Redlock vote is bounded by its per-node timeout only if the client
+	// honours context deadlines on the wire, not just between commands.
+	o.ContextTimeoutEnabled = true
 	n := &node{addr: o.Addr, cfg: cfg}
 	prev := o.OnConnect
 	o.OnConnect = func(ctx context.Context, cn *redis.Conn) error {

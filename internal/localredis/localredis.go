@@ -6,7 +6,10 @@
 // between them — the shape Redlock expects. When redis-server is not on PATH
 // (or Options.InProcess is set) the nodes are in-process miniredis servers
 // instead, so `go run .` works on a machine with nothing installed; see
-// Node.Pause and Options.AOF for how faults are emulated there.
+// Node.Pause and Options.AOF for how faults are emulated there. Their TTLs run
+// on the wall clock (miniredis ClockTTL), but miniredis (v2.40) has no keyspace
+// notifications, no CONFIG and no INFO server section (so no run_id): code that
+// waits for a key to go away must also poll.
 package localredis
 
 import (

@@ -576,7 +576,7 @@ func TestNodesDieWithParent(t *testing.T) {
 	}
 	requireRedis(t)
 	cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestNodesDieWithParent$")
-	cmd.Env = append(os.Environ(), "LOCALREDIS_ORPHAN_CHILD=1", "TMPDIR="+t.TempDir())
+	cmd.Env = append(os.Environ(), "LOCALREDIS_ORPHAN_CHILD=1", "TMPDIR="+t.TempDir(), "GORACE=atexit_sleep_ms=0")
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("child: %v\n%s", err, out)
@@ -609,4 +609,22 @@ func TestNodesDieWithParent(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
+}
+
+// TestFallbackWithoutBinary: with no redis-server on PATH, Start still works,
+// in-process, and says so.
+func TestFallbackWithoutBinary(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	if Available() {
+		t.Fatal("Available() with an empty PATH")
+	}
+	var logs strings.Builder
+	c := startCluster(t, 1, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if !c.InProcess() {
+		t.Fatal("InProcess() = false without redis-server")
+	}
+	if !strings.Contains(logs.String(), "not found on PATH") {
+		t.Errorf("fallback not logged; logs:\n%s", logs.String())
+	}
+	mustPing(t, c.Nodes[0])
 }

@@ -352,7 +352,13 @@ func (n *Node) startProc(ctx context.Context, port int) error {
 	// same file.
 	cmd.Stdout, cmd.Stderr = lf, lf
 	cmd.SysProcAttr = sysProcAttr()
-	err = cmd.Start()
+	// Fork from a fresh goroutine: Pdeathsig fires when the forking OS thread
+	// exits, and a caller locked to its thread (runtime.LockOSThread) would
+	// take the node down with it when it returns. Unlocked goroutines run on
+	// runtime threads that live as long as the process.
+	started := make(chan error, 1)
+	go func() { started <- cmd.Start() }()
+	err = <-started
 	lf.Close()
 	if err != nil {
 		return fmt.Errorf("localredis: start node %d: %w", n.index, err)

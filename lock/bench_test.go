@@ -1,0 +1,225 @@
+package lock_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-redsync/redsync/v4"
+	rsredis "github.com/go-redsync/redsync/v4/redis"
+	rsgoredis "github.com/go-redsync/redsync/v4/redis/goredis/v9"
+	"github.com/redis/go-redis/v9"
+
+	"flashsale/internal/redistest"
+	"flashsale/lock"
+)
+
+// Benchmarks compare every variant with references measured in the same run:
+// a PING round trip, sync.Mutex, and redsync (a widely used Redlock library)
+// on the same five nodes. Read them as ratios, never as absolute times.
+//
+//	go test -run '^$' -bench . -benchtime 2s ./lock/
+
+// pair is one acquire+release of some lock on key, however it is implemented.
+type pair func(ctx context.Context, key string) (unlock func(), err error)
+
+func variantPair(l *lock.Locker) pair {
+	return func(ctx context.Context, key string) (func(), error) {
+		lease, err := l.Acquire(ctx, key)
+		if err != nil {
+			return nil, err
+		}
+		return func() { _ = lease.Release(context.Background()) }, nil
+	}
+}
+
+func redsyncPair(rs *redsync.Redsync, opts ...redsync.Option) pair {
+	return func(ctx context.Context, key string) (func(), error) {
+		m := rs.NewMutex("rs:"+key, append([]redsync.Option{redsync.WithExpiry(2 * time.Second)}, opts...)...)
+		if err := m.LockContext(ctx); err != nil {
+			return nil, err
+		}
+		return func() { _, _ = m.UnlockContext(context.Background()) }, nil
+	}
+}
+
+func mutexPair() pair {
+	var mu sync.Mutex
+	return func(context.Context, string) (func(), error) {
+		mu.Lock()
+		return mu.Unlock, nil
+	}
+}
+
+type benchEnv struct {
+	e       *env
+	redsync *redsync.Redsync
+}
+
+func newBenchEnv(b *testing.B) *benchEnv {
+	c := shared(b)
+	e := newEnv(b, c)
+	var pools []rsredis.Pool
+	for _, o := range redistest.Options(c) {
+		cl := redis.NewClient(o)
+		b.Cleanup(func() { _ = cl.Close() })
+		pools = append(pools, rsgoredis.NewPool(cl))
+	}
+	return &benchEnv{e: e, redsync: redsync.New(pools...)}
+}
+
+// BenchmarkUncontended is one acquire+release on a free key.
+func BenchmarkUncontended(b *testing.B) {
+	be := newBenchEnv(b)
+	ctx := context.Background()
+	b.Run("ref=ping", func(b *testing.B) {
+		rdb := be.e.raw[0]
+		for b.Loop() {
+			if err := rdb.Ping(ctx).Err(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("ref=sync.Mutex", func(b *testing.B) { loopPairs(b, mutexPair()) })
+	for _, name := range lock.Names() {
+		b.Run(name, func(b *testing.B) { loopPairs(b, variantPair(be.e.locker(name))) })
+	}
+	b.Run("ref=redsync-5", func(b *testing.B) { loopPairs(b, redsyncPair(be.redsync)) })
+}
+
+func loopPairs(b *testing.B, p pair) {
+	ctx := context.Background()
+	for b.Loop() {
+		unlock, err := p(ctx, "free")
+		if err != nil {
+			b.Fatal(err)
+		}
+		unlock()
+	}
+}
+
+// BenchmarkDistinctKeys is 16 clients, each on its own key: throughput of
+// independent locks (pairs/s).
+func BenchmarkDistinctKeys(b *testing.B) {
+	be := newBenchEnv(b)
+	cases := []struct {
+		name string
+		p    pair
+	}{
+		{lock.Lua, variantPair(be.e.locker(lock.Lua))},
+		{lock.Redlock, variantPair(be.e.locker(lock.Redlock))},
+		{lock.RedlockFence, variantPair(be.e.locker(lock.RedlockFence))},
+		{"ref=redsync-5", redsyncPair(be.redsync)},
+	}
+	for _, tc := range cases {
+		b.Run(tc.name, func(b *testing.B) {
+			var next atomic.Int64
+			b.SetParallelism(max(1, 16/runtimeProcs()))
+			start := time.Now()
+			b.RunParallel(func(pb *testing.PB) {
+				key := fmt.Sprintf("own:%d", next.Add(1))
+				ctx := context.Background()
+				for pb.Next() {
+					unlock, err := tc.p(ctx, key)
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					unlock()
+				}
+			})
+			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "pairs/s")
+		})
+	}
+}
+
+// BenchmarkHotKey is 32 clients on ONE key with a 1 ms critical section. It
+// reports throughput as a share of the ceiling 1/(section + acquire +
+// release), with acquire+release measured uncontended just before; the p99
+// wait for the lock; and how unevenly the clients were served (busiest /
+// idlest).
+func BenchmarkHotKey(b *testing.B) {
+	be := newBenchEnv(b)
+	cases := []struct {
+		name string
+		p    pair
+	}{
+		{"ref=sync.Mutex", mutexPair()},
+		{lock.Lua, variantPair(be.e.locker(lock.Lua))},
+		{lock.Redlock, variantPair(be.e.locker(lock.Redlock))},
+		{lock.RedlockFence, variantPair(be.e.locker(lock.RedlockFence))},
+		{"ref=redsync-5", redsyncPair(be.redsync)},
+		{"ref=redsync-5-retry1ms", redsyncPair(be.redsync, redsync.WithRetryDelay(time.Millisecond), redsync.WithTries(1<<20))},
+	}
+	const clients, section = 32, time.Millisecond
+	for _, tc := range cases {
+		b.Run(tc.name, func(b *testing.B) {
+			ctx := context.Background()
+			var overhead time.Duration
+			for range 50 {
+				start := time.Now()
+				unlock, err := tc.p(ctx, "solo")
+				if err != nil {
+					b.Fatal(err)
+				}
+				unlock()
+				overhead += time.Since(start)
+			}
+			overhead /= 50
+
+			var left atomic.Int64
+			left.Store(int64(b.N))
+			served := make([]int, clients)
+			waits := make([][]time.Duration, clients)
+			var failed atomic.Int64
+			var wg sync.WaitGroup
+			b.ResetTimer()
+			start := time.Now()
+			for i := range clients {
+				wg.Go(func() {
+					for left.Add(-1) >= 0 {
+						t0 := time.Now()
+						unlock, err := tc.p(ctx, "hot")
+						if err != nil {
+							failed.Add(1)
+							continue
+						}
+						waits[i] = append(waits[i], time.Since(t0))
+						time.Sleep(section)
+						unlock()
+						served[i]++
+					}
+				})
+			}
+			wg.Wait()
+			elapsed := time.Since(start)
+			b.StopTimer()
+
+			var all []time.Duration
+			done := 0
+			for i := range clients {
+				all = append(all, waits[i]...)
+				done += served[i]
+			}
+			slices.Sort(all)
+			ceiling := 1 / (section + overhead).Seconds()
+			rate := float64(done) / elapsed.Seconds()
+			b.ReportMetric(rate, "pairs/s")
+			b.ReportMetric(100*rate/ceiling, "%ceiling")
+			if len(all) > 0 {
+				b.ReportMetric(float64(all[len(all)*99/100].Microseconds())/1000, "p99-wait-ms")
+			}
+			if lo := slices.Min(served); lo > 0 {
+				b.ReportMetric(float64(slices.Max(served))/float64(lo), "busiest/idlest")
+			}
+			b.ReportMetric(float64(failed.Load()), "gave-up")
+		})
+	}
+}
+
+func runtimeProcs() int { return runtime.GOMAXPROCS(0) }

@@ -1,0 +1,175 @@
+package lock_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"flashsale/lock"
+)
+
+// The expected-outcomes matrix of DESIGN.md at the lock level, for the
+// faults a single client process can inject. Every variant runs the same
+// scenario on the same key with the same seeded fault; none is told to fail.
+// A cell "breaks" only if the real race the fault opens shows up.
+//
+// none is left out here: it has no lock steps for a fault to land in, and it
+// breaks under concurrency alone (TestOneKeyManyClients).
+func TestFaultMatrix(t *testing.T) {
+	c := shared(t)
+	const ttl = 300 * time.Millisecond
+	scenarios := []struct {
+		name   string
+		run    func(t *testing.T, e *env, l *lock.Locker) (broke bool)
+		breaks map[string]bool // variant → expected to break
+	}{
+		{"crash-between-steps", crashBetweenSteps, map[string]bool{lock.SetNXExpire: true}},
+		{"pause-between-release-steps", pauseBetweenReleaseSteps, map[string]bool{lock.GetDel: true}},
+		{"pause-in-critical-section", pauseInCriticalSection, map[string]bool{
+			lock.SetNXExpire: true, lock.GetDel: true, lock.PlainDel: true, lock.Lua: true, lock.Redlock: true,
+		}},
+	}
+	for _, sc := range scenarios {
+		t.Run(sc.name, func(t *testing.T) {
+			for _, name := range lock.Names()[1:] {
+				t.Run(name, func(t *testing.T) {
+					t.Parallel()
+					e := newEnv(t, c, lock.WithTTL(ttl))
+					broke := sc.run(t, e, e.locker(name))
+					if want := sc.breaks[name]; broke != want {
+						t.Errorf("%s under %s: broke = %v, want %v", name, sc.name, broke, want)
+					}
+				})
+			}
+		})
+	}
+}
+
+func setFaults(t *testing.T, e *env, faults ...lock.Fault) {
+	t.Helper()
+	if err := e.ls.Faults().Set(42, faults); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The client dies right after acquire step 1. Broken if the lock never comes
+// free again: a key with no TTL that blocks the SKU for good.
+func crashBetweenSteps(t *testing.T, e *env, l *lock.Locker) bool {
+	ttl := e.ls.TTL()
+	setFaults(t, e, lock.Fault{Point: lock.AfterAcquireStep1, Action: lock.Crash, P: 1})
+	if _, err := l.TryAcquire(context.Background(), "sku"); !errors.Is(err, lock.ErrCrashed) {
+		t.Fatalf("acquire with a crash fault: got %v, want ErrCrashed", err)
+	}
+	setFaults(t, e)
+	stuck, err := e.ls.StuckLocks(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A crashed one-step acquire leaves a lock that expires within the TTL.
+	ctx, cancel := context.WithTimeout(context.Background(), 4*ttl)
+	defer cancel()
+	lease, err := l.Acquire(ctx, "sku")
+	if err == nil {
+		_ = lease.Release(context.Background())
+	}
+	t.Logf("%s: stuck locks %v, acquire after crash: %v", l.Name(), stuck, err)
+	return len(stuck) > 0 || err != nil
+}
+
+// The first holder stalls between its release's check and its delete for
+// longer than the TTL. Broken if, once it carries on, a third client gets in
+// while the second still holds the lock.
+func pauseBetweenReleaseSteps(t *testing.T, e *env, l *lock.Locker) bool {
+	ttl := e.ls.TTL()
+	first := mustAcquire(t, l, "sku", time.Second)
+	setFaults(t, e, lock.Fault{Point: lock.BetweenReleaseSteps, Action: lock.Pause, P: 1, MS: int(3 * ttl / time.Millisecond)})
+	released := make(chan error, 1)
+	go func() { released <- first.Release(context.Background()) }()
+	second := mustAcquire(t, l, "sku", 5*ttl) // gets in once the first lock expires or is released
+	<-released
+	setFaults(t, e)
+	third, err := l.TryAcquire(context.Background(), "sku")
+	if err == nil {
+		_ = third.Release(context.Background())
+	} else if !isBusy(err) {
+		t.Fatal(err)
+	}
+	_ = second.Release(context.Background())
+	return err == nil
+}
+
+// The first holder reads, pauses inside its critical section past the TTL,
+// then writes. The store checks fencing tokens the way inventory does:
+// register the token, read, write only where the row still carries it. An
+// unfenced lease has no token, so its check cannot tell the holders apart.
+// Broken if an update is lost.
+func pauseInCriticalSection(t *testing.T, e *env, l *lock.Locker) bool {
+	ttl := e.ls.TTL()
+	var row fencedRow
+	row.stock = 10
+	first := mustAcquire(t, l, "sku", time.Second)
+	setFaults(t, e, lock.Fault{Point: lock.InCriticalSection, Action: lock.Pause, P: 1, MS: int(3 * ttl / time.Millisecond)})
+	done := make(chan bool, 1)
+	go func() {
+		token, _ := first.Token()
+		if !row.register(token) {
+			done <- false
+			return
+		}
+		stock := row.read()
+		if err := first.Checkpoint(context.Background(), lock.InCriticalSection); err != nil {
+			t.Error(err)
+		}
+		done <- row.write(token, stock-1)
+	}()
+	second := mustAcquire(t, l, "sku", 5*ttl)
+	setFaults(t, e)
+	token, _ := second.Token()
+	sold := 0
+	if row.register(token) && row.write(token, row.read()-1) {
+		sold++
+	}
+	_ = second.Release(context.Background())
+	if <-done {
+		sold++
+	}
+	_ = first.Release(context.Background())
+	return row.read() != 10-sold
+}
+
+// fencedRow is a stock row guarded by fencing tokens as inventory guards it.
+type fencedRow struct {
+	mu    sync.Mutex
+	fence uint64
+	stock int
+}
+
+// register raises the row's fence to token; refused if a newer one is there.
+func (r *fencedRow) register(token uint64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if token < r.fence {
+		return false
+	}
+	r.fence = token
+	return true
+}
+
+func (r *fencedRow) read() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.stock
+}
+
+// write stores stock only where the row still carries token.
+func (r *fencedRow) write(token uint64, stock int) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.fence != token {
+		return false
+	}
+	r.stock = stock
+	return true
+}
