@@ -210,6 +210,18 @@ func TestWaiterWokenByRelease(t *testing.T) {
 				got <- err
 			}()
 			<-tried
+			// Release only once the waiter listens for the key's events.
+			channel := "__keyspace@0__:" + e.ns + "lock:k"
+			for {
+				n, err := e.raw[0].PubSubNumSub(context.Background(), channel).Result()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if n[channel] > 0 {
+					break
+				}
+				time.Sleep(2 * time.Millisecond)
+			}
 			if err := held.Release(context.Background()); err != nil {
 				t.Fatal(err)
 			}

@@ -33,6 +33,11 @@ func newNode(o *redis.Options, cfg *config) *node {
 	// A Redlock vote is bounded by its per-node timeout only if the client
 	// honours context deadlines on the wire, not just between commands.
 	o.ContextTimeoutEnabled = true
+	// RESP2: RESP3 makes the client peek for push messages before every
+	// reply, a second read syscall per command that a lock does not need.
+	if o.Protocol == 0 {
+		o.Protocol = 2
+	}
 	n := &node{addr: o.Addr, cfg: cfg}
 	prev := o.OnConnect
 	o.OnConnect = func(ctx context.Context, cn *redis.Conn) error {

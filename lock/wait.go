@@ -3,6 +3,7 @@ package lock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -13,13 +14,26 @@ import (
 
 // waker turns Redis keyspace notifications (a lock key deleted or expired)
 // into wake-ups for the waiters of this process, so waiting costs one
-// attempt per release instead of a polling storm.
+// attempt per release instead of a polling storm. It subscribes to a key's
+// events only while someone here waits for it: an uncontended lock causes no
+// notification traffic at all.
 type waker struct {
 	cancel context.CancelFunc
+	ctx    context.Context
 	wg     sync.WaitGroup
+	subs   []subscription
+	// subMu orders subscribe and unsubscribe calls as the waiting rooms open
+	// and close, so a key is never left unsubscribed while waited for.
+	subMu sync.Mutex
 
 	mu   sync.Mutex
 	keys map[string]*keyWait // by Redis lock key
+}
+
+// subscription is one node's pub/sub connection and its keyspace prefix.
+type subscription struct {
+	ps     *redis.PubSub
+	prefix string // "__keyspace@<db>__:"
 }
 
 // keyWait is the waiting room of one lock key in this process.
@@ -39,16 +53,16 @@ type keyWait struct {
 
 func newWaker(cfg *config, clients []*redis.Client) *waker {
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &waker{cancel: cancel, keys: map[string]*keyWait{}}
+	w := &waker{ctx: ctx, cancel: cancel, keys: map[string]*keyWait{}}
 	if !cfg.notifications {
 		return w
 	}
-	pattern := "__keyspace@*__:" + cfg.namespace + "lock:*"
 	for _, c := range clients {
-		ps := c.PSubscribe(ctx, pattern)
+		sub := subscription{ps: c.Subscribe(ctx), prefix: fmt.Sprintf("__keyspace@%d__:", c.Options().DB)}
+		w.subs = append(w.subs, sub)
 		w.wg.Go(func() {
-			defer ps.Close()
-			ch := ps.Channel()
+			defer sub.ps.Close()
+			ch := sub.ps.Channel()
 			for {
 				select {
 				case <-ctx.Done():
@@ -59,15 +73,37 @@ func newWaker(cfg *config, clients []*redis.Client) *waker {
 					}
 					switch m.Payload {
 					case "del", "expired", "evicted":
-						if _, key, ok := strings.Cut(m.Channel, "__:"); ok {
-							w.freed(key)
-						}
+						w.freed(strings.TrimPrefix(m.Channel, sub.prefix))
 					}
 				}
 			}
 		})
 	}
 	return w
+}
+
+// subscribe (or unsubscribe) the key's events on every node. A node that is
+// down is skipped: its waiters fall back to the backoff.
+func (w *waker) subscribe(key string, on bool) {
+	w.subMu.Lock()
+	defer w.subMu.Unlock()
+	for _, s := range w.subs {
+		ctx, cancel := context.WithTimeout(w.ctx, 100*time.Millisecond)
+		if on {
+			_ = s.ps.Subscribe(ctx, s.prefix+key)
+		} else {
+			_ = s.ps.Unsubscribe(ctx, s.prefix+key)
+		}
+		cancel()
+	}
+}
+
+// waiting reports whether anyone in this process waits for the key; a
+// newcomer then queues behind them instead of barging in.
+func (w *waker) waiting(key string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.keys[key] != nil
 }
 
 func (w *waker) close() {
@@ -77,21 +113,30 @@ func (w *waker) close() {
 
 func (w *waker) join(key string) *keyWait {
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	kw := w.keys[key]
-	if kw == nil {
+	opened := kw == nil
+	if opened {
 		kw = &keyWait{turn: make(chan struct{}, 1), freed: make(chan struct{})}
 		w.keys[key] = kw
 	}
 	kw.refs++
+	w.mu.Unlock()
+	if opened {
+		w.subscribe(key, true)
+	}
 	return kw
 }
 
 func (w *waker) leave(key string, kw *keyWait) {
 	w.mu.Lock()
-	defer w.mu.Unlock()
-	if kw.refs--; kw.refs == 0 {
+	kw.refs--
+	closed := kw.refs == 0
+	if closed {
 		delete(w.keys, key)
+	}
+	w.mu.Unlock()
+	if closed {
+		w.subscribe(key, false)
 	}
 }
 
@@ -129,6 +174,18 @@ func (w *waker) lastTaken(kw *keyWait) <-chan struct{} {
 // Busy and unavailable answers are retried until ctx is done; a crash is not.
 func (l *Locker) acquire(ctx context.Context, name string) (*Lease, int, error) {
 	key := l.keysFor(name).lock
+	tries := 0
+	if !l.wake.waiting(key) {
+		// Nobody here waits: one try before opening a waiting room.
+		lease, err := l.try(ctx, name)
+		tries++
+		switch {
+		case err == nil || !retryable(err):
+			return lease, tries, err
+		case ctx.Err() != nil:
+			return nil, tries, errors.Join(err, context.Cause(ctx))
+		}
+	}
 	kw := l.wake.join(key)
 	defer l.wake.leave(key, kw)
 
@@ -142,7 +199,7 @@ func (l *Locker) acquire(ctx context.Context, name string) (*Lease, int, error) 
 	wait := l.wake.lastTaken(kw)
 	backoff := l.cfg.backoffMin
 	var last error = ErrNotAcquired
-	for tries := 0; ; {
+	for {
 		if wait != nil {
 			t := time.NewTimer(backoff/2 + rand.N(backoff/2+1))
 			select {
@@ -162,9 +219,14 @@ func (l *Locker) acquire(ctx context.Context, name string) (*Lease, int, error) 
 		case err == nil:
 			l.wake.markTaken(kw)
 			return lease, tries, nil
-		case errors.Is(err, ErrCrashed), ctx.Err() != nil:
+		case !retryable(err) || ctx.Err() != nil:
 			return nil, tries, errors.Join(err, context.Cause(ctx))
 		}
 		last, wait = err, freed
 	}
+}
+
+// retryable errors are worth waiting out: busy, or nodes not answering.
+func retryable(err error) bool {
+	return errors.Is(err, ErrNotAcquired) || errors.Is(err, ErrUnavailable)
 }
