@@ -241,6 +241,11 @@ func (l *Lease) Release(ctx context.Context) error {
 	l.mu.Unlock()
 	l.stopWatchdog()
 	err := l.locker.v.release(ctx, l.locker.cfg.faults.gapFor(l.locker, l.name, l), l.k, l.value)
+	if err == nil {
+		// Wake this process's next waiter now rather than after the
+		// keyspace event's round trip; other processes still get the event.
+		l.locker.wake.freed(l.k.lock)
+	}
 	l.locker.observe(Event{Kind: Released, Variant: l.locker.name, Key: l.name, Lease: l, Err: err})
 	if err != nil {
 		return fmt.Errorf("release %q: %w", l.name, err)
