@@ -36,7 +36,9 @@ func NewLockers(nodes []*redis.Options, opts ...Option) (*Lockers, error) {
 		return nil, fmt.Errorf("lock: ttl must be positive, got %v", cfg.ttl)
 	}
 	if cfg.nodeTimeout <= 0 {
-		cfg.nodeTimeout = cfg.ttl / 20
+		// Short against the TTL, as the Redlock description asks, but not so
+		// short that a busy machine's scheduling counts as a dead node.
+		cfg.nodeTimeout = min(max(cfg.ttl/20, 50*time.Millisecond), cfg.ttl/3)
 	}
 	if cfg.backoffMax <= 0 {
 		cfg.backoffMax = cfg.ttl / 8
@@ -128,7 +130,7 @@ type StuckLock struct {
 func (s *Lockers) StuckLocks(ctx context.Context) ([]StuckLock, error) {
 	var mu sync.Mutex
 	var out []StuckLock
-	errs := forEachNode(ctx, s.nodes, 0, func(ctx context.Context, n *node) error {
+	errs := forEachNode(ctx, s.nodes, scanTimeout, func(ctx context.Context, n *node) error {
 		iter := n.rdb.Scan(ctx, 0, s.cfg.namespace+"lock:*", 1000).Iterator()
 		for iter.Next(ctx) {
 			ttl, err := n.rdb.PTTL(ctx, iter.Val()).Result()
@@ -149,7 +151,7 @@ func (s *Lockers) StuckLocks(ctx context.Context) ([]StuckLock, error) {
 // Reset deletes every lock and fencing counter on every node, for a clean
 // sale. Nodes that do not answer are reported in the error.
 func (s *Lockers) Reset(ctx context.Context) error {
-	errs := forEachNode(ctx, s.nodes, 0, func(ctx context.Context, n *node) error {
+	errs := forEachNode(ctx, s.nodes, scanTimeout, func(ctx context.Context, n *node) error {
 		for _, pattern := range []string{"lock:*", "fence:*"} {
 			iter := n.rdb.Scan(ctx, 0, s.cfg.namespace+pattern, 1000).Iterator()
 			for iter.Next(ctx) {
@@ -175,6 +177,10 @@ func (s *Lockers) Close() error {
 	}
 	return errors.Join(errs...)
 }
+
+// scanTimeout bounds a whole-keyspace walk of one node, so a paused node
+// delays an audit or a reset by this much at most.
+const scanTimeout = 2 * time.Second
 
 // forEachNode runs fn on every node in parallel, each under its own timeout
 // (none when timeout is 0), and returns each node's error, in node order,

@@ -38,6 +38,14 @@ func newNode(o *redis.Options, cfg *config) *node {
 	if o.Protocol == 0 {
 		o.Protocol = 2
 	}
+	// The lock has its own retry policy; a node that refuses the connection
+	// must show up as down at once, not after the client's own retries.
+	if o.MaxRetries == 0 {
+		o.MaxRetries = -1
+	}
+	if o.DialerRetries <= 0 {
+		o.DialerRetries = 1
+	}
 	n := &node{addr: o.Addr, cfg: cfg}
 	prev := o.OnConnect
 	o.OnConnect = func(ctx context.Context, cn *redis.Conn) error {

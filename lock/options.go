@@ -39,7 +39,8 @@ type Option func(*config)
 func WithTTL(d time.Duration) Option { return func(c *config) { c.ttl = d } }
 
 // WithNodeTimeout bounds each call to one Redis node during a Redlock
-// acquire, so a dead node costs at most this much. Default TTL/20.
+// acquire, so a dead node costs at most this much. Default TTL/20, at
+// least 50 ms (and at most TTL/3).
 func WithNodeTimeout(d time.Duration) Option { return func(c *config) { c.nodeTimeout = d } }
 
 // WithNamespace prefixes every Redis key the locks use. Default "flashsale:".

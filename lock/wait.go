@@ -183,7 +183,7 @@ func (l *Locker) acquire(ctx context.Context, name string) (*Lease, int, error) 
 		case err == nil || !retryable(err):
 			return lease, tries, err
 		case ctx.Err() != nil:
-			return nil, tries, errors.Join(err, context.Cause(ctx))
+			return nil, tries, errors.Join(telling(err, ErrNotAcquired), context.Cause(ctx))
 		}
 	}
 	kw := l.wake.join(key)
@@ -219,8 +219,10 @@ func (l *Locker) acquire(ctx context.Context, name string) (*Lease, int, error) 
 		case err == nil:
 			l.wake.markTaken(kw)
 			return lease, tries, nil
-		case !retryable(err) || ctx.Err() != nil:
-			return nil, tries, errors.Join(err, context.Cause(ctx))
+		case !retryable(err):
+			return nil, tries, err
+		case ctx.Err() != nil:
+			return nil, tries, errors.Join(telling(err, last), context.Cause(ctx))
 		}
 		last, wait = err, freed
 	}
@@ -229,4 +231,15 @@ func (l *Locker) acquire(ctx context.Context, name string) (*Lease, int, error) 
 // retryable errors are worth waiting out: busy, or nodes not answering.
 func retryable(err error) bool {
 	return errors.Is(err, ErrNotAcquired) || errors.Is(err, ErrUnavailable)
+}
+
+// telling picks what to report for a try that ended with the caller's
+// context: its own error if a node really failed (refused the connection,
+// say), else what the tries before it found. A try merely cut short by the
+// deadline says nothing about Redis being down.
+func telling(err, before error) error {
+	if errors.Is(err, ErrUnavailable) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return before
 }

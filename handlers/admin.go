@@ -1,0 +1,98 @@
+package handlers
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"flashsale/inventory"
+	"flashsale/lock"
+)
+
+// maxWorkMS bounds the business work per sale an admin can set.
+const maxWorkMS = 60_000
+
+// requireAdmin lets a request through only with the admin bearer token. Both
+// sides are hashed first, so the comparison takes the same time whatever the
+// token's length or how much of it matches.
+func (s *Server) requireAdmin(c *gin.Context) error {
+	token, ok := strings.CutPrefix(c.GetHeader("Authorization"), "Bearer ")
+	got := sha256.Sum256([]byte(strings.TrimSpace(token)))
+	if !ok || subtle.ConstantTimeCompare(got[:], s.adminHash[:]) != 1 {
+		return &Error{Code: "unauthorized"}
+	}
+	c.Next()
+	return nil
+}
+
+// resetRequest is the body of POST /api/admin/reset. A field left out takes
+// its default; an empty body is the default catalogue.
+type resetRequest struct {
+	Products *[]inventory.ProductSpec `json:"products"`
+	Seats    *int                     `json:"seats"`
+}
+
+func (s *Server) reset(c *gin.Context) error {
+	var req resetRequest
+	if _, err := decode(c, &req, resetBody, true); err != nil {
+		return err
+	}
+	cat := inventory.DefaultCatalogue()
+	if req.Products != nil {
+		cat.Products = *req.Products
+	}
+	if req.Seats != nil {
+		cat.Seats = *req.Seats
+	}
+	st, err := s.inv.Reset(c.Request.Context(), cat)
+	if err != nil {
+		return err
+	}
+	s.log.Info("sale reset", "products", len(st.Products), "seats", st.Seats)
+	c.JSON(http.StatusOK, st)
+	return nil
+}
+
+// faultPlan is the body of PUT /api/admin/faults and the answer of both
+// fault routes. Fired counts the faults fired so far, by point.
+type faultPlan struct {
+	Seed   uint64                `json:"seed"`
+	WorkMS int                   `json:"work_ms"`
+	Faults []lock.Fault          `json:"faults"`
+	Fired  map[lock.Point]uint64 `json:"fired,omitempty"`
+}
+
+func (s *Server) setFaults(c *gin.Context) error {
+	var req faultPlan
+	if _, err := decode(c, &req, smallBody, false); err != nil {
+		return err
+	}
+	if req.WorkMS < 0 || req.WorkMS > maxWorkMS {
+		return errorf("invalid_fault", "work_ms must be between 0 and %d, got %d", maxWorkMS, req.WorkMS)
+	}
+	if req.Fired != nil {
+		return errorf("unknown_field", "%q is reported, not set", "fired")
+	}
+	if err := s.lockers.Faults().Set(req.Seed, req.Faults); err != nil {
+		return &Error{Code: "invalid_fault", Detail: err.Error(), Err: err}
+	}
+	s.inv.SetWork(time.Duration(req.WorkMS) * time.Millisecond)
+	s.log.Info("fault plan set", "seed", req.Seed, "work_ms", req.WorkMS, "faults", fmt.Sprint(req.Faults))
+	return s.getFaults(c)
+}
+
+func (s *Server) getFaults(c *gin.Context) error {
+	seed, plan := s.lockers.Faults().Plan()
+	if plan == nil {
+		plan = []lock.Fault{}
+	}
+	c.JSON(http.StatusOK, faultPlan{
+		Seed: seed, WorkMS: int(s.inv.Work() / time.Millisecond), Faults: plan, Fired: s.lockers.Faults().Fired(),
+	})
+	return nil
+}

@@ -1,0 +1,182 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+
+	"github.com/gin-gonic/gin"
+
+	"flashsale/inventory"
+	"flashsale/lock"
+)
+
+// StatusClientClosedRequest is nginx's 499: the client went away before the
+// answer. It is only logged and counted; nobody is left to read it.
+const StatusClientClosedRequest = 499
+
+// outcome is one row of the error table: the status and a message a person
+// can act on. showDetail lets the error's own text (written for shoppers by
+// the inventory package or a decoder) follow the message.
+type outcome struct {
+	status     int
+	message    string
+	retryAfter string
+	showDetail bool
+}
+
+// errorTable is the one place where an error code gets its status and
+// message. Every error a client sees has a code from this table.
+var errorTable = map[string]outcome{
+	"bad_json":               {status: http.StatusBadRequest, message: "The request body is not valid JSON of the expected shape.", showDetail: true},
+	"unknown_field":          {status: http.StatusBadRequest, message: "The request body has a field this route does not accept; remove it.", showDetail: true},
+	"unsupported_media_type": {status: http.StatusUnsupportedMediaType, message: "Send the body as JSON with Content-Type: application/json."},
+	"body_too_large":         {status: http.StatusRequestEntityTooLarge, message: "The request body is too large for this route.", showDetail: true},
+	"invalid_user":           {status: http.StatusUnprocessableEntity, message: "Give a user name of 1 to 64 printable characters.", showDetail: true},
+	"invalid_qty":            {status: http.StatusUnprocessableEntity, message: fmt.Sprintf("Order between 1 and %d units.", inventory.MaxQty), showDetail: true},
+	"invalid_idempotency_key": {status: http.StatusBadRequest,
+		message: fmt.Sprintf("An Idempotency-Key is 1 to %d visible ASCII characters.", inventory.MaxKeyLen), showDetail: true},
+	"invalid_catalogue": {status: http.StatusUnprocessableEntity, message: "The catalogue breaks a rule; fix the field named below.", showDetail: true},
+	"invalid_fault":     {status: http.StatusUnprocessableEntity, message: "The fault plan is not valid; fix the entry named below.", showDetail: true},
+	"unknown_sku":       {status: http.StatusNotFound, message: "No product has this SKU; GET /api/products lists them.", showDetail: true},
+	"unknown_event":     {status: http.StatusNotFound, message: "No event has this name.", showDetail: true},
+	"unknown_seat":      {status: http.StatusNotFound, message: "The event has no such seat; GET its seat map for the labels.", showDetail: true},
+	"unknown_lock":      {status: http.StatusBadRequest, message: "X-Lock-Variant names no lock variant.", showDetail: true},
+	"sold_out":          {status: http.StatusConflict, message: "Not enough stock left for this order."},
+	"seat_taken":        {status: http.StatusConflict, message: "Someone else has this seat; pick another."},
+	"stale_fence": {status: http.StatusConflict,
+		message: "Your request's lock lease expired while it worked and a newer holder took over; its write was refused. Retry."},
+	"idempotency_key_reused": {status: http.StatusUnprocessableEntity,
+		message: "This Idempotency-Key was already used for a different request; use a new key."},
+	"lock_busy": {status: http.StatusServiceUnavailable, retryAfter: "1",
+		message: "Too many shoppers on this item right now; retry in a moment."},
+	"lock_unavailable": {status: http.StatusServiceUnavailable, retryAfter: "2",
+		message: "The lock service cannot reach enough Redis nodes; nothing was sold or booked. Retry shortly."},
+	"holder_crashed": {status: http.StatusServiceUnavailable, retryAfter: "1",
+		message: "An injected crash abandoned this request; the lock was left as a crashed process leaves it. Nothing was sold."},
+	"unauthorized":       {status: http.StatusUnauthorized, message: "This route needs Authorization: Bearer <admin token>."},
+	"not_found":          {status: http.StatusNotFound, message: "No such route; see the API list at /."},
+	"method_not_allowed": {status: http.StatusMethodNotAllowed, message: "This route does not accept that method."},
+	"not_ready":          {status: http.StatusServiceUnavailable, retryAfter: "1", message: "Not ready: the database or a Redis quorum is unreachable.", showDetail: true},
+	"internal":           {status: http.StatusInternalServerError, message: "Something went wrong on our side; it has been logged. Retry later."},
+}
+
+// domainCodes maps the errors of the packages below to codes, first match
+// wins. Anything unmatched is internal.
+var domainCodes = []struct {
+	target error
+	code   string
+}{
+	{inventory.ErrInvalidUser, "invalid_user"},
+	{inventory.ErrInvalidQty, "invalid_qty"},
+	{inventory.ErrInvalidKey, "invalid_idempotency_key"},
+	{inventory.ErrInvalidCatalogue, "invalid_catalogue"},
+	{inventory.ErrUnknownSKU, "unknown_sku"},
+	{inventory.ErrUnknownEvent, "unknown_event"},
+	{inventory.ErrUnknownSeat, "unknown_seat"},
+	{lock.ErrUnknownVariant, "unknown_lock"},
+	{inventory.ErrSoldOut, "sold_out"},
+	{inventory.ErrSeatTaken, "seat_taken"},
+	{inventory.ErrStaleFence, "stale_fence"},
+	{inventory.ErrIdempotencyKeyReused, "idempotency_key_reused"},
+	{inventory.ErrHolderCrashed, "holder_crashed"},
+	{inventory.ErrLockUnavailable, "lock_unavailable"},
+	{inventory.ErrLockBusy, "lock_busy"},
+}
+
+// Error is an error with a code from the table. Detail, when set, is shown
+// to the client (for codes that show details); Err is only logged.
+type Error struct {
+	Code   string
+	Detail string
+	Err    error
+}
+
+// Error is the code and what went wrong, for the log.
+func (e *Error) Error() string {
+	if e.Err != nil {
+		return e.Code + ": " + e.Err.Error()
+	}
+	return e.Code + ": " + e.Detail
+}
+
+// Unwrap exposes the logged cause to errors.Is and errors.As.
+func (e *Error) Unwrap() error { return e.Err }
+
+// errorf makes an *Error whose detail is shown to the client.
+func errorf(code, format string, args ...any) *Error {
+	return &Error{Code: code, Detail: fmt.Sprintf(format, args...)}
+}
+
+// errorBody is the JSON of every error answer.
+type errorBody struct {
+	Error   string `json:"error"`
+	Message string `json:"message"`
+}
+
+// classify finds the code of err.
+func classify(err error) (code, detail string) {
+	if e, ok := errors.AsType[*Error](err); ok {
+		return e.Code, e.Detail
+	}
+	for _, d := range domainCodes {
+		if errors.Is(err, d.target) {
+			return d.code, err.Error()
+		}
+	}
+	return "internal", ""
+}
+
+// render answers err from the table, in one place for every route. A client
+// that went away gets no answer, only a 499 in the log and the metrics; a 5xx
+// is logged with everything known, while the client sees the generic message.
+func (s *Server) render(c *gin.Context, err error) {
+	log := s.log.With("method", c.Request.Method, "path", c.Request.URL.Path, "route", route(c))
+	if c.Request.Context().Err() != nil && errors.Is(err, context.Canceled) {
+		log.Info("client went away before the answer", "status", StatusClientClosedRequest, "err", err)
+		c.AbortWithStatus(StatusClientClosedRequest)
+		return
+	}
+	code, detail := classify(err)
+	out, ok := errorTable[code]
+	if !ok {
+		code, out = "internal", errorTable["internal"]
+	}
+	switch {
+	case out.status >= 500 && code == "internal":
+		log.Error("request failed", "status", out.status, "code", code, "err", err)
+	case out.status >= 500:
+		log.Warn("request refused", "status", out.status, "code", code, "err", err)
+	default:
+		log.Debug("bad request", "status", out.status, "code", code, "err", err)
+	}
+	msg := out.message
+	if out.showDetail && detail != "" {
+		msg += " (" + detail + ")"
+	}
+	if out.retryAfter != "" {
+		c.Header("Retry-After", out.retryAfter)
+	}
+	if code == "unauthorized" {
+		c.Header("WWW-Authenticate", `Bearer realm="flashsale admin"`)
+	}
+	c.AbortWithStatusJSON(out.status, errorBody{Error: code, Message: msg})
+}
+
+// recovered turns a panic into a logged 500, so one bad request never takes
+// the process down.
+func (s *Server) recovered(c *gin.Context, rec any) {
+	s.log.Error("panic in handler", "panic", rec, "stack", string(debug.Stack()))
+	s.render(c, fmt.Errorf("panic: %v", rec))
+}
+
+// logLevel picks how loudly a finished request is logged.
+func logLevel(status int) slog.Level {
+	if status >= 500 {
+		return slog.LevelWarn
+	}
+	return slog.LevelDebug
+}

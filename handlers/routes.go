@@ -1,0 +1,31 @@
+package handlers
+
+import "github.com/gin-gonic/gin"
+
+// routes lists every route of the public contract (DESIGN.md, "The public
+// contract"), plus GET / (an index), GET /api/orders?user= (a shopper's
+// orders) and GET /api/admin/faults (the plan in force).
+func (s *Server) routes() {
+	e := s.engine
+	e.NoRoute(s.handle(func(*gin.Context) error { return &Error{Code: "not_found"} }))
+	e.NoMethod(s.handle(func(*gin.Context) error { return &Error{Code: "method_not_allowed"} }))
+
+	e.GET("/", s.handle(s.index))
+	e.GET("/healthz", s.handle(s.healthz))
+	e.GET("/readyz", s.handle(s.readyz))
+	e.GET("/metrics", s.metricsHandler)
+
+	api := e.Group("/api")
+	api.GET("/products", s.handle(s.listProducts))
+	api.POST("/orders", s.handle(s.createOrder))
+	api.GET("/orders", s.handle(s.listOrders))
+	api.GET("/events/:event/seats", s.handle(s.seatMap))
+	api.POST("/events/:event/seats/:seat", s.handle(s.grabSeat))
+	api.GET("/audit", s.handle(s.audit))
+	api.GET("/stream", s.handle(s.stream))
+
+	admin := api.Group("/admin", s.handle(s.requireAdmin))
+	admin.POST("/reset", s.handle(s.reset))
+	admin.PUT("/faults", s.handle(s.setFaults))
+	admin.GET("/faults", s.handle(s.getFaults))
+}

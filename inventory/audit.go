@@ -1,0 +1,97 @@
+package inventory
+
+import (
+	"context"
+	"fmt"
+)
+
+// ProductAudit is the audit of one SKU.
+type ProductAudit struct {
+	SKU          string `json:"sku"`
+	InitialStock int64  `json:"initial_stock"`
+	Stock        int64  `json:"stock"`
+	SoldUnits    int64  `json:"sold_units"`
+	Orders       int64  `json:"orders"`
+	// OversoldUnits is max(0, sold − initial).
+	OversoldUnits int64 `json:"oversold_units"`
+	// LostUpdates is |(initial − sold) − stock|: units whose decrement some
+	// other holder's write overwrote.
+	LostUpdates int64 `json:"lost_updates"`
+}
+
+// Audit is the check of the sale's invariants. OK is true only when every
+// figure is clean and every Redis node answered.
+type Audit struct {
+	OK                bool           `json:"ok"`
+	SoldUnits         int64          `json:"sold_units"`
+	Orders            int64          `json:"orders"`
+	OversoldUnits     int64          `json:"oversold_units"`
+	LostUpdates       int64          `json:"lost_updates"`
+	DoubleBookedSeats int64          `json:"double_booked_seats"`
+	StuckLocks        int            `json:"stuck_locks"`
+	Bookings          int64          `json:"bookings"`
+	Products          []ProductAudit `json:"products"`
+	// StuckLockKeys names the lock keys without a TTL, by node.
+	StuckLockKeys []StuckLock `json:"stuck_lock_keys,omitempty"`
+	// Errors says which checks could not be made (a Redis node down).
+	Errors []string `json:"errors,omitempty"`
+}
+
+// StuckLock is a lock key left without a TTL on a node.
+type StuckLock struct {
+	Node string `json:"node"`
+	Key  string `json:"key"`
+}
+
+// Audit checks, from the database and the Redis nodes: sold ≤ initial and
+// stock = initial − sold per SKU, at most one booking per seat, and no lock
+// key without a TTL. A node that does not answer makes the audit not OK but
+// the other figures are still reported.
+func (s *Service) Audit(ctx context.Context) (Audit, error) {
+	db := s.db.WithContext(ctx)
+	a := Audit{Products: []ProductAudit{}}
+	err := db.Raw(`SELECT p.sku AS sku, p.initial_stock AS initial_stock, p.stock AS stock,
+		COALESCE(SUM(o.qty), 0) AS sold_units, COUNT(o.id) AS orders
+		FROM products p LEFT JOIN orders o ON o.sku = p.sku
+		GROUP BY p.sku, p.initial_stock, p.stock ORDER BY p.sku`).Scan(&a.Products).Error
+	if err != nil {
+		return Audit{}, fmt.Errorf("audit products: %w", err)
+	}
+	for i := range a.Products {
+		p := &a.Products[i]
+		p.OversoldUnits = max(0, p.SoldUnits-p.InitialStock)
+		p.LostUpdates = abs(p.InitialStock - p.SoldUnits - p.Stock)
+		a.SoldUnits += p.SoldUnits
+		a.OversoldUnits += p.OversoldUnits
+		a.LostUpdates += p.LostUpdates
+	}
+	if err := db.Model(&Order{}).Count(&a.Orders).Error; err != nil {
+		return Audit{}, fmt.Errorf("audit orders: %w", err)
+	}
+	if err := db.Model(&Booking{}).Count(&a.Bookings).Error; err != nil {
+		return Audit{}, fmt.Errorf("audit bookings: %w", err)
+	}
+	err = db.Raw(`SELECT COUNT(*) FROM (SELECT event_id, seat FROM bookings
+		GROUP BY event_id, seat HAVING COUNT(*) > 1) AS twice`).Scan(&a.DoubleBookedSeats).Error
+	if err != nil {
+		return Audit{}, fmt.Errorf("audit bookings: %w", err)
+	}
+	stuck, err := s.lockers.StuckLocks(ctx)
+	for _, st := range stuck {
+		a.StuckLockKeys = append(a.StuckLockKeys, StuckLock{Node: st.Node, Key: st.Key})
+	}
+	a.StuckLocks = len(stuck)
+	if err != nil {
+		a.Errors = append(a.Errors, "stuck-lock scan incomplete: "+err.Error())
+	}
+	a.OK = a.OversoldUnits == 0 && a.LostUpdates == 0 && a.DoubleBookedSeats == 0 &&
+		a.StuckLocks == 0 && len(a.Errors) == 0
+	return a, nil
+}
+
+func abs(n int64) int64 {
+	if n < 0 {
+		return -n
+	}
+	return n
+}

@@ -1,0 +1,155 @@
+package inventory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"gorm.io/driver/postgres"
+	"gorm.io/driver/sqlite"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+)
+
+// IsPostgres reports whether dsn names a PostgreSQL database rather than a
+// SQLite file.
+func IsPostgres(dsn string) bool {
+	return strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://")
+}
+
+// sqliteDSN turns a file name into a mattn/go-sqlite3 DSN. WAL lets readers
+// run beside the writer; the busy timeout makes a second process's writer
+// wait instead of failing with "database is locked"; _txlock=immediate takes
+// the write lock at BEGIN, so two transactions never both read and then
+// deadlock on upgrading to write (which no busy timeout can resolve). A DSN
+// that already carries parameters is used as given.
+func sqliteDSN(dsn string) string {
+	if strings.Contains(dsn, "?") {
+		return dsn
+	}
+	if !strings.HasPrefix(dsn, "file:") {
+		dsn = "file:" + dsn
+	}
+	return dsn + "?_journal_mode=WAL&_busy_timeout=10000&_txlock=immediate"
+}
+
+// Open connects to the database named by dsn: PostgreSQL for a postgres://
+// URL, else a SQLite file (created if missing). It does not migrate; New does.
+func Open(ctx context.Context, dsn string, log *slog.Logger) (*gorm.DB, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	cfg := &gorm.Config{
+		// Every write the sale makes is in an explicit transaction already;
+		// gorm's implicit ones would only add round trips.
+		SkipDefaultTransaction: true,
+		// Unique violations come back as gorm.ErrDuplicatedKey on both drivers.
+		TranslateError: true,
+		Logger: logger.New(slog.NewLogLogger(log.Handler(), slog.LevelWarn), logger.Config{
+			SlowThreshold:             2 * time.Second,
+			LogLevel:                  logger.Warn,
+			IgnoreRecordNotFoundError: true,
+		}),
+	}
+	var dial gorm.Dialector
+	if IsPostgres(dsn) {
+		dial = postgres.Open(dsn)
+	} else {
+		dial = sqlite.Open(sqliteDSN(dsn))
+	}
+	db, err := gorm.Open(dial, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("inventory: open %s: %w", redactDSN(dsn), err)
+	}
+	sqlDB, err := db.DB()
+	if err != nil {
+		return nil, fmt.Errorf("inventory: %w", err)
+	}
+	if IsPostgres(dsn) {
+		sqlDB.SetMaxOpenConns(32)
+		sqlDB.SetMaxIdleConns(8)
+	} else {
+		// One connection: this process's writers queue in Go instead of
+		// competing for SQLite's single write lock. Reads queue too, which
+		// costs little next to the lock round trips of a sale.
+		sqlDB.SetMaxOpenConns(1)
+		sqlDB.SetMaxIdleConns(1)
+	}
+	if err := sqlDB.PingContext(ctx); err != nil {
+		_ = sqlDB.Close()
+		return nil, fmt.Errorf("inventory: ping %s: %w", redactDSN(dsn), err)
+	}
+	return db, nil
+}
+
+// Close closes the database's connections.
+func Close(db *gorm.DB) error {
+	sqlDB, err := db.DB()
+	if err != nil {
+		return err
+	}
+	return sqlDB.Close()
+}
+
+// redactDSN hides a password in a postgres:// URL before it reaches a log.
+func redactDSN(dsn string) string {
+	scheme, rest, ok := strings.Cut(dsn, "://")
+	if !ok {
+		return dsn
+	}
+	creds, host, ok := strings.Cut(rest, "@")
+	if !ok {
+		return dsn
+	}
+	if user, _, hasPass := strings.Cut(creds, ":"); hasPass {
+		return scheme + "://" + user + ":xxxxx@" + host
+	}
+	return dsn
+}
+
+// seatOnceIndex is the production-mode guard against double booking.
+const seatOnceIndex = "idx_bookings_seat_once"
+
+// migrate creates or updates the tables. Several instances may start at once
+// on one database: PostgreSQL serialises them with an advisory lock; SQLite
+// retries, since the loser of a CREATE TABLE race finds the table on the next
+// pass.
+func migrate(ctx context.Context, db *gorm.DB, production bool) error {
+	run := func(tx *gorm.DB) error {
+		if err := tx.AutoMigrate(&Product{}, &Event{}, &Seat{}, &Order{}, &Booking{}); err != nil {
+			return err
+		}
+		if production {
+			// Defence in depth: the database refuses a second booking even if
+			// the lock let two holders in.
+			if err := tx.Exec("CREATE UNIQUE INDEX IF NOT EXISTS " + seatOnceIndex + " ON bookings (event_id, seat)").Error; err != nil {
+				return fmt.Errorf("production mode needs a unique index on bookings(event_id, seat), and the existing bookings have duplicates (reset the sale first): %w", err)
+			}
+			return nil
+		}
+		// Workshop mode: no database guard may hide a lock failure.
+		return tx.Exec("DROP INDEX IF EXISTS " + seatOnceIndex).Error
+	}
+	db = db.WithContext(ctx)
+	if db.Dialector.Name() == "postgres" {
+		return db.Connection(func(conn *gorm.DB) error {
+			const key = 0x666c617368 // "flash": one migration at a time
+			if err := conn.Exec("SELECT pg_advisory_lock(?)", key).Error; err != nil {
+				return err
+			}
+			defer conn.Exec("SELECT pg_advisory_unlock(?)", key)
+			return run(conn)
+		})
+	}
+	var err error
+	for attempt := 0; attempt < 5; attempt++ {
+		if err = run(db); err == nil || errors.Is(err, context.Canceled) {
+			return err
+		}
+		time.Sleep(time.Duration(attempt+1) * 50 * time.Millisecond)
+	}
+	return err
+}

@@ -1,0 +1,456 @@
+package inventory_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"gorm.io/gorm"
+
+	"flashsale/internal/localredis"
+	"flashsale/inventory"
+	"flashsale/inventory/testenv"
+	"flashsale/lock"
+)
+
+// sale is one service over a real database and real Redis nodes.
+type sale struct {
+	svc     *inventory.Service
+	lockers *lock.Lockers
+	db      *gorm.DB
+}
+
+func newSale(t *testing.T, dsn string, nodes *localredis.Cluster, cfg inventory.Config, opts ...lock.Option) sale {
+	t.Helper()
+	ctx := context.Background()
+	opts = append([]lock.Option{lock.WithNamespace(testenv.Namespace()), lock.WithLogger(testenv.Logger())}, opts...)
+	lockers, err := lock.NewLockers(testenv.Options(t, nodes), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lockers.Close() })
+	db, err := inventory.Open(ctx, dsn, testenv.Logger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { inventory.Close(db) })
+	if cfg.Logger == nil {
+		cfg.Logger = testenv.Logger()
+	}
+	svc, err := inventory.New(ctx, db, lockers, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sale{svc: svc, lockers: lockers, db: db}
+}
+
+// reset starts a clean sale of one SKU "hot" with the given stock and seats.
+func (s sale) reset(t *testing.T, stock int64, seats int) {
+	t.Helper()
+	_, err := s.svc.Reset(context.Background(), inventory.Catalogue{
+		Products: []inventory.ProductSpec{{SKU: "hot", Name: "Hot item", PriceCents: 100, Stock: stock}},
+		Seats:    seats,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (s sale) audit(t *testing.T) inventory.Audit {
+	t.Helper()
+	a, err := s.svc.Audit(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// buyers runs n concurrent single-unit orders and counts the outcomes.
+func (s sale) buyers(t *testing.T, n int, variant string) (sold int, errs map[string]int) {
+	t.Helper()
+	var mu sync.Mutex
+	errs = map[string]int{}
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			_, _, err := s.svc.Buy(context.Background(), inventory.Purchase{SKU: "hot", Qty: 1, User: fmt.Sprintf("u%d", i), Lock: variant})
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				sold++
+			case errors.Is(err, inventory.ErrSoldOut):
+				errs["sold_out"]++
+			case errors.Is(err, inventory.ErrLockBusy):
+				errs["busy"]++
+			case errors.Is(err, inventory.ErrStaleFence):
+				errs["stale"]++
+			default:
+				errs[err.Error()]++
+			}
+		})
+	}
+	wg.Wait()
+	return sold, errs
+}
+
+func TestCorrectLocksSellExactlyTheStock(t *testing.T) {
+	nodes := testenv.Redis(t, 3)
+	for _, d := range testenv.Databases() {
+		t.Run(d.Name, func(t *testing.T) {
+			s := newSale(t, d.DSN(t), nodes, inventory.Config{LockWait: 10 * time.Second})
+			s.svc.SetWork(time.Millisecond)
+			for _, v := range []string{lock.Lua, lock.Redlock, lock.LuaFence, lock.RedlockFence} {
+				t.Run(v, func(t *testing.T) {
+					s.reset(t, 20, 0)
+					sold, errs := s.buyers(t, 60, v)
+					if sold != 20 || errs["sold_out"] != 40 {
+						t.Fatalf("sold %d (want 20), other outcomes %v (want 40 sold_out)", sold, errs)
+					}
+					if a := s.audit(t); !a.OK || a.SoldUnits != 20 || a.Orders != 20 {
+						t.Fatalf("audit %+v", a)
+					}
+				})
+			}
+		})
+	}
+}
+
+func TestNoLockOversells(t *testing.T) {
+	nodes := testenv.Redis(t, 1)
+	for _, d := range testenv.Databases() {
+		t.Run(d.Name, func(t *testing.T) {
+			s := newSale(t, d.DSN(t), nodes, inventory.Config{})
+			s.svc.SetWork(20 * time.Millisecond)
+			s.reset(t, 10, 0)
+			sold, errs := s.buyers(t, 60, lock.None)
+			a := s.audit(t)
+			t.Logf("none: sold %d of 10, outcomes %v, audit oversold=%d lost=%d", sold, errs, a.OversoldUnits, a.LostUpdates)
+			if a.OK || a.OversoldUnits == 0 || a.LostUpdates == 0 {
+				t.Fatalf("no lock and 20ms of work should oversell and lose updates; audit %+v", a)
+			}
+		})
+	}
+}
+
+func TestProductionGuardsCatchWhatNoLockLetsThrough(t *testing.T) {
+	nodes := testenv.Redis(t, 1)
+	for _, d := range testenv.Databases() {
+		t.Run(d.Name, func(t *testing.T) {
+			s := newSale(t, d.DSN(t), nodes, inventory.Config{Production: true})
+			s.svc.SetWork(20 * time.Millisecond)
+			s.reset(t, 10, 4)
+			sold, errs := s.buyers(t, 60, lock.None)
+			a := s.audit(t)
+			if sold != 10 || a.OversoldUnits != 0 || a.LostUpdates != 0 {
+				t.Fatalf("production guards: sold %d (want 10), outcomes %v, audit %+v", sold, errs, a)
+			}
+			var wg sync.WaitGroup
+			for i := range 20 {
+				wg.Go(func() {
+					s.svc.Grab(context.Background(), inventory.SeatRequest{Event: "gala", Seat: "A1", User: fmt.Sprintf("u%d", i), Lock: lock.None})
+				})
+			}
+			wg.Wait()
+			if a := s.audit(t); !a.OK || a.Bookings != 1 {
+				t.Fatalf("production seat guard: audit %+v", a)
+			}
+			if s.svc.Stats().GuardRejections.Load() == 0 {
+				t.Fatal("no guard rejection counted")
+			}
+		})
+	}
+}
+
+// A holder paused inside its critical section past its TTL writes after the
+// next holder has read: plain lua loses that update, the fenced variants
+// refuse the stale write.
+func TestPauseInCriticalSection(t *testing.T) {
+	nodes := testenv.Redis(t, 3)
+	cases := []struct {
+		variant   string
+		wantStale bool
+	}{
+		{lock.Lua, false},
+		{lock.Redlock, false},
+		{lock.LuaFence, true},
+		{lock.RedlockFence, true},
+	}
+	s := newSale(t, testenv.SQLite(t), nodes, inventory.Config{LockWait: 3 * time.Second},
+		lock.WithTTL(150*time.Millisecond), lock.WithNodeTimeout(50*time.Millisecond))
+	for _, c := range cases {
+		t.Run(c.variant, func(t *testing.T) {
+			s.reset(t, 10, 0)
+			if err := s.lockers.Faults().Set(1, []lock.Fault{{Point: lock.InCriticalSection, Action: lock.Pause, P: 1, MS: 600}}); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.lockers.Faults().Set(0, nil) })
+			staleBefore := s.svc.Stats().StaleFence.Load()
+			first := make(chan error, 1)
+			go func() {
+				_, _, err := s.svc.Buy(context.Background(), inventory.Purchase{SKU: "hot", Qty: 1, User: "first", Lock: c.variant})
+				first <- err
+			}()
+			time.Sleep(50 * time.Millisecond) // the first holder is paused by now
+			_, _, errSecond := s.svc.Buy(context.Background(), inventory.Purchase{SKU: "hot", Qty: 1, User: "second", Lock: c.variant})
+			errFirst := <-first
+			a := s.audit(t)
+			if c.wantStale {
+				if !errors.Is(errFirst, inventory.ErrStaleFence) || errSecond != nil {
+					t.Fatalf("first: %v (want stale fence), second: %v (want success)", errFirst, errSecond)
+				}
+				if !a.OK || a.SoldUnits != 1 || s.svc.Stats().StaleFence.Load() == staleBefore {
+					t.Fatalf("fenced audit %+v", a)
+				}
+				return
+			}
+			if errFirst != nil || errSecond != nil {
+				t.Fatalf("first: %v, second: %v: both should believe they sold", errFirst, errSecond)
+			}
+			if a.OK || a.LostUpdates != 1 {
+				t.Fatalf("unfenced: want one lost update, audit %+v", a)
+			}
+		})
+	}
+}
+
+func TestCrashAfterSetNXLeavesAStuckLock(t *testing.T) {
+	nodes := testenv.Redis(t, 1)
+	s := newSale(t, testenv.SQLite(t), nodes, inventory.Config{LockWait: 300 * time.Millisecond},
+		lock.WithTTL(200*time.Millisecond))
+	for _, c := range []struct {
+		variant string
+		stuck   int
+	}{{lock.SetNXExpire, 1}, {lock.Lua, 0}} {
+		t.Run(c.variant, func(t *testing.T) {
+			s.reset(t, 10, 0)
+			if err := s.lockers.Faults().Set(7, []lock.Fault{{Point: lock.AfterAcquireStep1, Action: lock.Crash, P: 1}}); err != nil {
+				t.Fatal(err)
+			}
+			_, _, err := s.svc.Buy(context.Background(), inventory.Purchase{SKU: "hot", Qty: 1, User: "u", Lock: c.variant})
+			if !errors.Is(err, inventory.ErrHolderCrashed) {
+				t.Fatalf("want holder crashed, got %v", err)
+			}
+			s.lockers.Faults().Set(0, nil)
+			time.Sleep(300 * time.Millisecond) // longer than the TTL
+			_, _, err = s.svc.Buy(context.Background(), inventory.Purchase{SKU: "hot", Qty: 1, User: "v", Lock: c.variant})
+			a := s.audit(t)
+			if a.StuckLocks != c.stuck {
+				t.Fatalf("stuck locks %d, want %d (audit %+v)", a.StuckLocks, c.stuck, a)
+			}
+			if c.stuck > 0 {
+				if !errors.Is(err, inventory.ErrLockBusy) || a.OK {
+					t.Fatalf("after the crash: %v (want busy for ever), audit ok=%v", err, a.OK)
+				}
+				return
+			}
+			if err != nil || !a.OK {
+				t.Fatalf("after the crash: %v, audit %+v", err, a)
+			}
+		})
+	}
+}
+
+func TestIdempotencyKey(t *testing.T) {
+	nodes := testenv.Redis(t, 3)
+	for _, d := range testenv.Databases() {
+		t.Run(d.Name, func(t *testing.T) {
+			s := newSale(t, d.DSN(t), nodes, inventory.Config{LockWait: 5 * time.Second})
+			s.reset(t, 100, 10)
+			ctx := context.Background()
+			p := inventory.Purchase{SKU: "hot", Qty: 2, User: "ann", Lock: lock.Redlock, IdempotencyKey: "k-1"}
+			o1, replay1, err := s.svc.Buy(ctx, p)
+			if err != nil || replay1 {
+				t.Fatalf("first: %v replay=%v", err, replay1)
+			}
+			o2, replay2, err := s.svc.Buy(ctx, p)
+			if err != nil || !replay2 || o2.ID != o1.ID {
+				t.Fatalf("retry: order %d (want %d) replay=%v err=%v", o2.ID, o1.ID, replay2, err)
+			}
+			p.Qty = 3
+			if _, _, err := s.svc.Buy(ctx, p); !errors.Is(err, inventory.ErrIdempotencyKeyReused) {
+				t.Fatalf("different body, same key: %v", err)
+			}
+			// Concurrent twins, even with no lock at all, make one order.
+			for _, v := range []string{lock.Redlock, lock.None} {
+				key := "twin-" + v
+				var wg sync.WaitGroup
+				ids := make([]uint64, 10)
+				for i := range ids {
+					wg.Go(func() {
+						o, _, err := s.svc.Buy(ctx, inventory.Purchase{SKU: "hot", Qty: 1, User: "bob", Lock: v, IdempotencyKey: key})
+						if err != nil {
+							t.Errorf("%s twin %d: %v", v, i, err)
+						}
+						ids[i] = o.ID
+					})
+				}
+				wg.Wait()
+				for _, id := range ids {
+					if id != ids[0] {
+						t.Fatalf("%s: twins got different orders %v", v, ids)
+					}
+				}
+			}
+			b1, _, err := s.svc.Grab(ctx, inventory.SeatRequest{Event: "gala", Seat: "A1", User: "ann", Lock: lock.Lua, IdempotencyKey: "s-1"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b2, replay, err := s.svc.Grab(ctx, inventory.SeatRequest{Event: "gala", Seat: "A1", User: "ann", Lock: lock.Lua, IdempotencyKey: "s-1"})
+			if err != nil || !replay || b2.ID != b1.ID {
+				t.Fatalf("seat retry: %v replay=%v", err, replay)
+			}
+			a := s.audit(t)
+			if !a.OK || a.Orders != 3 || a.SoldUnits != 4 || a.Bookings != 1 {
+				t.Fatalf("audit %+v", a)
+			}
+		})
+	}
+}
+
+func TestSeatGrab(t *testing.T) {
+	nodes := testenv.Redis(t, 3)
+	for _, d := range testenv.Databases() {
+		t.Run(d.Name, func(t *testing.T) {
+			s := newSale(t, d.DSN(t), nodes, inventory.Config{LockWait: 5 * time.Second})
+			s.svc.SetWork(10 * time.Millisecond)
+			for _, c := range []struct {
+				variant    string
+				wantDouble bool
+			}{{lock.None, true}, {lock.Redlock, false}, {lock.LuaFence, false}} {
+				t.Run(c.variant, func(t *testing.T) {
+					s.reset(t, 0, 5)
+					var wg sync.WaitGroup
+					for i := range 40 {
+						wg.Go(func() {
+							_, _, err := s.svc.Grab(context.Background(), inventory.SeatRequest{
+								Event: "gala", Seat: fmt.Sprintf("A%d", i%5+1), User: fmt.Sprintf("u%d", i), Lock: c.variant})
+							if err != nil && !errors.Is(err, inventory.ErrSeatTaken) {
+								t.Errorf("grab: %v", err)
+							}
+						})
+					}
+					wg.Wait()
+					a := s.audit(t)
+					if c.wantDouble {
+						if a.DoubleBookedSeats == 0 || a.OK {
+							t.Fatalf("no lock should double-book; audit %+v", a)
+						}
+						return
+					}
+					if !a.OK || a.Bookings != 5 {
+						t.Fatalf("audit %+v", a)
+					}
+					m, err := s.svc.SeatMap(context.Background(), "gala")
+					if err != nil {
+						t.Fatal(err)
+					}
+					for _, st := range m.Seats {
+						if !st.Taken || st.Bookings != 1 {
+							t.Fatalf("seat %+v", st)
+						}
+					}
+				})
+			}
+		})
+	}
+}
+
+func TestBadRequests(t *testing.T) {
+	nodes := testenv.Redis(t, 1)
+	s := newSale(t, testenv.SQLite(t), nodes, inventory.Config{})
+	s.reset(t, 5, 3)
+	ctx := context.Background()
+	buys := []struct {
+		name string
+		p    inventory.Purchase
+		want error
+	}{
+		{"unknown sku", inventory.Purchase{SKU: "nope", Qty: 1, User: "u", Lock: lock.Lua}, inventory.ErrUnknownSKU},
+		{"zero qty", inventory.Purchase{SKU: "hot", Qty: 0, User: "u", Lock: lock.Lua}, inventory.ErrInvalidQty},
+		{"qty over cap", inventory.Purchase{SKU: "hot", Qty: inventory.MaxQty + 1, User: "u", Lock: lock.Lua}, inventory.ErrInvalidQty},
+		{"empty user", inventory.Purchase{SKU: "hot", Qty: 1, User: "", Lock: lock.Lua}, inventory.ErrInvalidUser},
+		{"unknown lock", inventory.Purchase{SKU: "hot", Qty: 1, User: "u", Lock: "mutex"}, lock.ErrUnknownVariant},
+		{"more than stock", inventory.Purchase{SKU: "hot", Qty: 6, User: "u", Lock: lock.Lua}, inventory.ErrSoldOut},
+		{"bad key", inventory.Purchase{SKU: "hot", Qty: 1, User: "u", Lock: lock.Lua, IdempotencyKey: "a b"}, inventory.ErrInvalidKey},
+	}
+	for _, c := range buys {
+		if _, _, err := s.svc.Buy(ctx, c.p); !errors.Is(err, c.want) {
+			t.Errorf("%s: got %v, want %v", c.name, err, c.want)
+		}
+	}
+	grabs := []struct {
+		name string
+		r    inventory.SeatRequest
+		want error
+	}{
+		{"unknown event", inventory.SeatRequest{Event: "opera", Seat: "A1", User: "u", Lock: lock.Lua}, inventory.ErrUnknownEvent},
+		{"unknown seat", inventory.SeatRequest{Event: "gala", Seat: "Z9", User: "u", Lock: lock.Lua}, inventory.ErrUnknownSeat},
+	}
+	for _, c := range grabs {
+		if _, _, err := s.svc.Grab(ctx, c.r); !errors.Is(err, c.want) {
+			t.Errorf("%s: got %v, want %v", c.name, err, c.want)
+		}
+	}
+	if _, _, err := s.svc.Grab(ctx, inventory.SeatRequest{Event: "gala", Seat: "A2", User: "u", Lock: lock.Lua}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.svc.Grab(ctx, inventory.SeatRequest{Event: "gala", Seat: "A2", User: "v", Lock: lock.Lua}); !errors.Is(err, inventory.ErrSeatTaken) {
+		t.Fatalf("second grab: %v", err)
+	}
+	for _, c := range []inventory.Catalogue{
+		{Seats: -1}, {Seats: inventory.MaxSeats + 1},
+		{Products: []inventory.ProductSpec{{SKU: "a b", Name: "x"}}},
+		{Products: []inventory.ProductSpec{{SKU: "a", Name: "x"}, {SKU: "a", Name: "y"}}},
+		{Products: []inventory.ProductSpec{{SKU: "a", Name: "x", Stock: -1}}},
+	} {
+		if _, err := s.svc.Reset(ctx, c); !errors.Is(err, inventory.ErrInvalidCatalogue) {
+			t.Errorf("reset %+v: %v", c, err)
+		}
+	}
+}
+
+func TestAuditReportsAnUnreachableNode(t *testing.T) {
+	nodes := testenv.Redis(t, 3)
+	s := newSale(t, testenv.SQLite(t), nodes, inventory.Config{})
+	s.reset(t, 5, 0)
+	if err := nodes.Nodes[1].Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	a := s.audit(t)
+	if a.OK || len(a.Errors) == 0 {
+		t.Fatalf("audit with a node down: %+v", a)
+	}
+	if err := nodes.Nodes[1].Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// go-redis waits a moment before dialling a node that refused it again.
+	a = s.audit(t)
+	for deadline := time.Now().Add(10 * time.Second); !a.OK && time.Now().Before(deadline); a = s.audit(t) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !a.OK {
+		t.Fatalf("audit with the node back: %+v", a)
+	}
+}
+
+func TestDefaultCatalogueSeededOnce(t *testing.T) {
+	nodes := testenv.Redis(t, 1)
+	dsn := testenv.SQLite(t)
+	s := newSale(t, dsn, nodes, inventory.Config{})
+	newSale(t, dsn, nodes, inventory.Config{}) // a second instance on the same file
+	ps, err := s.svc.Products(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := len(inventory.DefaultCatalogue().Products); len(ps) != want {
+		t.Fatalf("%d products, want %d", len(ps), want)
+	}
+	m, err := s.svc.SeatMap(context.Background(), inventory.DefaultEvent)
+	if err != nil || len(m.Seats) != 40 || m.Seats[0].Seat != "A1" || m.Seats[39].Seat != "D10" {
+		t.Fatalf("seat map %v: %+v", err, m)
+	}
+}

@@ -1,0 +1,324 @@
+package inventory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+
+	"flashsale/lock"
+)
+
+// releaseTimeout bounds a release: it runs even when the shopper has gone,
+// so a lock is not left to its TTL just because a client hung up.
+const releaseTimeout = 2 * time.Second
+
+// Purchase is one order: Qty units of SKU for User, under the lock variant
+// Lock, optionally with an Idempotency-Key.
+type Purchase struct {
+	SKU            string
+	Qty            int64
+	User           string
+	Lock           string
+	IdempotencyKey string
+}
+
+// Validate checks what can be checked without the database.
+func (p Purchase) Validate() error {
+	if err := validUser(p.User); err != nil {
+		return err
+	}
+	if p.Qty <= 0 || p.Qty > MaxQty {
+		return fmt.Errorf("%w: qty must be between 1 and %d, got %d", ErrInvalidQty, MaxQty, p.Qty)
+	}
+	return validKey(p.IdempotencyKey)
+}
+
+// hash covers what the shopper asked for; the lock variant is how, not what.
+func (p Purchase) hash() string {
+	return requestHash(struct {
+		SKU  string
+		Qty  int64
+		User string
+	}{p.SKU, p.Qty, p.User})
+}
+
+// Buy sells p.Qty units of p.SKU under the SKU's lock: read stock, do the
+// business work, then write stock − qty and the order in one transaction.
+// replay is true when an earlier order with the same Idempotency-Key and
+// request is returned instead of a new one.
+func (s *Service) Buy(ctx context.Context, p Purchase) (order Order, replay bool, err error) {
+	if err := p.Validate(); err != nil {
+		return Order{}, false, err
+	}
+	locker, err := s.lockers.Get(p.Lock)
+	if err != nil {
+		return Order{}, false, err
+	}
+	hash := p.hash()
+	prod, err := s.product(ctx, p.SKU)
+	if err != nil {
+		return Order{}, false, err
+	}
+	// The key is checked before the lock (a retry costs no lock round trip),
+	// again under it, and the unique index settles the rest.
+	if o, found, err := s.orderByKey(ctx, p.IdempotencyKey, hash); err != nil || found {
+		return o, found, err
+	}
+	// Sold out already: no need to queue for the lock. The check under the
+	// lock is the one that counts; this one only sheds load.
+	if prod.Stock < p.Qty {
+		return Order{}, false, fmt.Errorf("%w: %s has %d left, %d asked", ErrSoldOut, p.SKU, prod.Stock, p.Qty)
+	}
+	err = s.underLock(ctx, locker, "sku:"+p.SKU, func(ctx context.Context, lease *lock.Lease) error {
+		token, fenced := lease.Token()
+		if fenced {
+			if err := s.registerFence(ctx, "products", "sku = ?", token, p.SKU); err != nil {
+				return err
+			}
+		}
+		if o, found, err := s.orderByKey(ctx, p.IdempotencyKey, hash); err != nil || found {
+			order, replay = o, found
+			return err
+		}
+		prod, err := s.product(ctx, p.SKU)
+		if err != nil {
+			return err
+		}
+		if prod.Stock < p.Qty {
+			return fmt.Errorf("%w: %s has %d left, %d asked", ErrSoldOut, p.SKU, prod.Stock, p.Qty)
+		}
+		if err := s.doWork(ctx, lease); err != nil {
+			return err
+		}
+		order = Order{
+			SKU: p.SKU, Qty: p.Qty, User: p.User, Lock: locker.Name(), Fence: fencePtr(token, fenced),
+			IdempotencyKey: keyPtr(p.IdempotencyKey), RequestHash: hash, TotalCents: prod.PriceCents * p.Qty,
+		}
+		after, err := s.commitOrder(ctx, &order, prod.Stock, token, fenced)
+		if errors.Is(err, gorm.ErrDuplicatedKey) {
+			order, replay, err = s.duplicateOrder(ctx, p.IdempotencyKey, hash)
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		s.notify(Change{Type: "stock", SKU: p.SKU, Stock: &after})
+		return nil
+	})
+	if err != nil {
+		return Order{}, false, err
+	}
+	return order, replay, nil
+}
+
+// commitOrder writes the new stock and the order in one transaction and
+// returns the stock after it. Workshop mode writes the value read minus qty,
+// exactly the read-modify-write a broken lock lets two holders interleave;
+// a fenced holder writes only where the row still carries its token;
+// production mode decrements in place and only while stock suffices.
+func (s *Service) commitOrder(ctx context.Context, o *Order, read int64, token uint64, fenced bool) (int64, error) {
+	after := read - o.Qty
+	// Once the write starts it finishes: a shopper hanging up now must not
+	// leave a sale half-decided (the transaction is atomic either way).
+	err := s.db.WithContext(context.WithoutCancel(ctx)).Transaction(func(tx *gorm.DB) error {
+		q, args := "UPDATE products SET stock = ? WHERE sku = ?", []any{after, o.SKU}
+		if s.production {
+			q, args = "UPDATE products SET stock = stock - ? WHERE sku = ? AND stock >= ?", []any{o.Qty, o.SKU, o.Qty}
+		}
+		if fenced {
+			q, args = q+" AND fence = ?", append(args, int64(token))
+		}
+		res := tx.Exec(q, args...)
+		if res.Error != nil {
+			return fmt.Errorf("write stock: %w", res.Error)
+		}
+		if res.RowsAffected == 0 {
+			return s.refused(tx, "products", "sku = ?", token, fenced,
+				fmt.Errorf("%w: %s (the database guard refused the decrement)", ErrSoldOut, o.SKU),
+				fmt.Errorf("%w %q (removed during the sale)", ErrUnknownSKU, o.SKU), o.SKU)
+		}
+		if s.production {
+			var now Product
+			if err := tx.Select("stock").Where("sku = ?", o.SKU).Take(&now).Error; err != nil {
+				return fmt.Errorf("read stock: %w", err)
+			}
+			after = now.Stock
+		}
+		if err := tx.Create(o).Error; err != nil {
+			if errors.Is(err, gorm.ErrDuplicatedKey) {
+				return err
+			}
+			return fmt.Errorf("insert order: %w", err)
+		}
+		return nil
+	})
+	return after, err
+}
+
+// refused explains a conditional write that changed no row: a newer fencing
+// token on the row (stale holder), else a production guard that caught what
+// the lock let through (guardErr), else a row removed by a reset (goneErr).
+func (s *Service) refused(tx *gorm.DB, table, where string, token uint64, fenced bool, guardErr, goneErr error, id ...any) error {
+	if fenced {
+		var fence int64
+		if err := tx.Table(table).Select("fence").Where(where, id...).Row().Scan(&fence); err != nil {
+			return fmt.Errorf("read fence: %w", err)
+		}
+		if fence != int64(token) {
+			s.stats.StaleFence.Add(1)
+			s.log.Warn("stale fencing token refused at write", "table", table, "row", id, "token", token, "row_fence", fence)
+			return fmt.Errorf("%w: token %d, but %s %v carries %d", ErrStaleFence, token, table, id, fence)
+		}
+	}
+	if !s.production {
+		return goneErr
+	}
+	s.stats.GuardRejections.Add(1)
+	s.log.Warn("database guard caught a write the lock let through", "table", table, "row", id)
+	return guardErr
+}
+
+// registerFence raises the row's fence to token before the holder reads it.
+// Equal is accepted so a holder may register twice; a row that already
+// carries a higher token means a newer holder exists: this one is stale.
+func (s *Service) registerFence(ctx context.Context, table, where string, token uint64, id ...any) error {
+	args := append(append([]any{int64(token)}, id...), int64(token))
+	res := s.db.WithContext(ctx).Exec("UPDATE "+table+" SET fence = ? WHERE "+where+" AND fence <= ?", args...)
+	if res.Error != nil {
+		return fmt.Errorf("register fencing token: %w", res.Error)
+	}
+	if res.RowsAffected == 0 {
+		s.stats.StaleFence.Add(1)
+		s.log.Warn("stale fencing token refused at registration", "table", table, "row", id, "token", token)
+		return fmt.Errorf("%w: token %d is older than the one %s %v has seen", ErrStaleFence, token, table, id)
+	}
+	return nil
+}
+
+// doWork is the configured business work, then the in-critical-section fault
+// point, where an injected pause freezes the holder past its TTL.
+func (s *Service) doWork(ctx context.Context, lease *lock.Lease) error {
+	if d := s.Work(); d > 0 {
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return context.Cause(ctx)
+		}
+	}
+	if err := lease.Checkpoint(ctx, lock.InCriticalSection); err != nil {
+		if errors.Is(err, lock.ErrCrashed) {
+			return fmt.Errorf("%w: %w", ErrHolderCrashed, err)
+		}
+		return err
+	}
+	return nil
+}
+
+// underLock runs fn holding the named lock, waiting at most the lock-wait
+// budget for it. The lease is released afterwards even if the shopper has
+// gone, except after an injected crash: a dead process releases nothing. A
+// release error after the work is logged and counted, not returned: what was
+// committed stands.
+func (s *Service) underLock(ctx context.Context, locker *lock.Locker, name string, fn func(context.Context, *lock.Lease) error) error {
+	wctx, cancel := context.WithTimeout(ctx, s.lockWait)
+	lease, err := locker.Acquire(wctx, name)
+	cancel()
+	if err != nil {
+		return s.acquireError(ctx, locker, name, err)
+	}
+	err = fn(ctx, lease)
+	if errors.Is(err, ErrHolderCrashed) {
+		s.stats.Crashes.Add(1)
+		return err
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
+	if rerr := lease.Release(rctx); rerr != nil {
+		s.stats.ReleaseErrors.Add(1)
+		s.log.Warn("lock release failed after the critical section", "lock", name, "variant", locker.Name(), "err", rerr)
+	}
+	return err
+}
+
+// acquireError sorts a failed acquire into what the shopper is told: a crash,
+// a client that went away, Redis down, or simply busy.
+func (s *Service) acquireError(ctx context.Context, locker *lock.Locker, name string, err error) error {
+	switch {
+	case errors.Is(err, lock.ErrCrashed):
+		s.stats.Crashes.Add(1)
+		return fmt.Errorf("%w: acquiring %s: %w", ErrHolderCrashed, name, err)
+	case ctx.Err() != nil:
+		return fmt.Errorf("waiting for lock %s: %w", name, context.Cause(ctx))
+	case errors.Is(err, lock.ErrUnavailable) && !(errors.Is(err, context.DeadlineExceeded) && s.reachable(ctx, locker)):
+		return fmt.Errorf("%w: %s: %w", ErrLockUnavailable, name, err)
+	default:
+		return fmt.Errorf("%w: %s not obtained within %v: %w", ErrLockBusy, name, s.lockWait, err)
+	}
+}
+
+// reachable checks whether the nodes a variant needs answer PING. The lock
+// package reports an attempt that the wait budget cut short as
+// ErrUnavailable (its Redis call ended with the deadline), so when the budget
+// ran out, a "down" verdict is only believed if the nodes really are down;
+// otherwise the lock was simply busy.
+func (s *Service) reachable(ctx context.Context, locker *lock.Locker) bool {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 250*time.Millisecond)
+	defer cancel()
+	switch locker.Name() {
+	case lock.Redlock, lock.RedlockFence:
+		return s.lockers.Ping(ctx) == nil
+	case lock.None:
+		return true
+	default: // single-node variants use the first node
+		return s.lockers.Clients()[0].Ping(ctx).Err() == nil
+	}
+}
+
+// product reads one product.
+func (s *Service) product(ctx context.Context, sku string) (Product, error) {
+	var p Product
+	err := s.db.WithContext(ctx).Where("sku = ?", sku).Take(&p).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return Product{}, fmt.Errorf("%w %q", ErrUnknownSKU, sku)
+	}
+	if err != nil {
+		return Product{}, fmt.Errorf("read product: %w", err)
+	}
+	return p, nil
+}
+
+// orderByKey finds the order an Idempotency-Key already made. found with a
+// nil error means: the same request, replay it.
+func (s *Service) orderByKey(ctx context.Context, key, hash string) (o Order, found bool, err error) {
+	if key == "" {
+		return Order{}, false, nil
+	}
+	err = s.db.WithContext(ctx).Where("idempotency_key = ?", key).Take(&o).Error
+	switch {
+	case errors.Is(err, gorm.ErrRecordNotFound):
+		return Order{}, false, nil
+	case err != nil:
+		return Order{}, false, fmt.Errorf("read order by idempotency key: %w", err)
+	case o.RequestHash != hash:
+		return Order{}, false, fmt.Errorf("%w: key %q", ErrIdempotencyKeyReused, key)
+	}
+	return o, true, nil
+}
+
+// duplicateOrder resolves a unique violation on insert: only the
+// idempotency key is unique on orders, so a concurrent twin won the race.
+func (s *Service) duplicateOrder(ctx context.Context, key, hash string) (Order, bool, error) {
+	o, found, err := s.orderByKey(context.WithoutCancel(ctx), key, hash)
+	if err != nil {
+		return Order{}, false, err
+	}
+	if !found {
+		return Order{}, false, errors.New("insert order: duplicate key, but no order carries the idempotency key")
+	}
+	return o, true, nil
+}

@@ -1,0 +1,183 @@
+package inventory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"gorm.io/gorm"
+
+	"flashsale/lock"
+)
+
+// SeatRequest is one seat grab: Seat of Event for User, under the lock
+// variant Lock, optionally with an Idempotency-Key.
+type SeatRequest struct {
+	Event          string
+	Seat           string
+	User           string
+	Lock           string
+	IdempotencyKey string
+}
+
+// Validate checks what can be checked without the database.
+func (r SeatRequest) Validate() error {
+	if err := validUser(r.User); err != nil {
+		return err
+	}
+	return validKey(r.IdempotencyKey)
+}
+
+func (r SeatRequest) hash() string {
+	return requestHash(struct {
+		Event, Seat, User string
+	}{r.Event, r.Seat, r.User})
+}
+
+// Grab books one seat under the seat's lock: read whether it is booked, do
+// the business work, then insert the booking. In workshop mode only the lock
+// (and a fence, when on) keeps a second booking out; production mode adds a
+// unique index on (event, seat).
+func (s *Service) Grab(ctx context.Context, r SeatRequest) (booking Booking, replay bool, err error) {
+	if err := r.Validate(); err != nil {
+		return Booking{}, false, err
+	}
+	locker, err := s.lockers.Get(r.Lock)
+	if err != nil {
+		return Booking{}, false, err
+	}
+	hash := r.hash()
+	if err := s.seatExists(ctx, r.Event, r.Seat); err != nil {
+		return Booking{}, false, err
+	}
+	if b, found, err := s.bookingByKey(ctx, r.IdempotencyKey, hash); err != nil || found {
+		return b, found, err
+	}
+	// Taken already: shed the load before the lock; the check under it counts.
+	if taken, err := s.seatTaken(ctx, r.Event, r.Seat); err != nil {
+		return Booking{}, false, err
+	} else if taken {
+		return Booking{}, false, fmt.Errorf("%w: %s %s", ErrSeatTaken, r.Event, r.Seat)
+	}
+	name := "seat:" + r.Event + ":" + r.Seat
+	err = s.underLock(ctx, locker, name, func(ctx context.Context, lease *lock.Lease) error {
+		token, fenced := lease.Token()
+		if fenced {
+			if err := s.registerFence(ctx, "seats", "event_id = ? AND label = ?", token, r.Event, r.Seat); err != nil {
+				return err
+			}
+		}
+		if b, found, err := s.bookingByKey(ctx, r.IdempotencyKey, hash); err != nil || found {
+			booking, replay = b, found
+			return err
+		}
+		taken, err := s.seatTaken(ctx, r.Event, r.Seat)
+		if err != nil {
+			return err
+		}
+		if taken {
+			return fmt.Errorf("%w: %s %s", ErrSeatTaken, r.Event, r.Seat)
+		}
+		if err := s.doWork(ctx, lease); err != nil {
+			return err
+		}
+		booking = Booking{
+			EventID: r.Event, Seat: r.Seat, User: r.User, Lock: locker.Name(), Fence: fencePtr(token, fenced),
+			IdempotencyKey: keyPtr(r.IdempotencyKey), RequestHash: hash,
+		}
+		err = s.commitBooking(ctx, &booking, token, fenced)
+		if errors.Is(err, gorm.ErrDuplicatedKey) {
+			booking, replay, err = s.duplicateBooking(ctx, r, hash)
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		s.notify(Change{Type: "seat", Event: r.Event, Seat: r.Seat, User: r.User})
+		return nil
+	})
+	if err != nil {
+		return Booking{}, false, err
+	}
+	return booking, replay, nil
+}
+
+// commitBooking inserts the booking; a fenced holder first proves, in the
+// same transaction, that the seat row still carries its token.
+func (s *Service) commitBooking(ctx context.Context, b *Booking, token uint64, fenced bool) error {
+	return s.db.WithContext(context.WithoutCancel(ctx)).Transaction(func(tx *gorm.DB) error {
+		if fenced {
+			res := tx.Exec("UPDATE seats SET fence = ? WHERE event_id = ? AND label = ? AND fence = ?", int64(token), b.EventID, b.Seat, int64(token))
+			if res.Error != nil {
+				return fmt.Errorf("check seat fence: %w", res.Error)
+			}
+			if res.RowsAffected == 0 {
+				gone := fmt.Errorf("%w %q (removed during the grab)", ErrUnknownSeat, b.Seat)
+				return s.refused(tx, "seats", "event_id = ? AND label = ?", token, true, gone, gone, b.EventID, b.Seat)
+			}
+		}
+		if err := tx.Create(b).Error; err != nil {
+			if errors.Is(err, gorm.ErrDuplicatedKey) {
+				return err
+			}
+			return fmt.Errorf("insert booking: %w", err)
+		}
+		return nil
+	})
+}
+
+// duplicateBooking resolves a unique violation on insert: the idempotency
+// key (a concurrent twin won) or, in production mode, the seat index (the
+// database caught a second holder the lock let in).
+func (s *Service) duplicateBooking(ctx context.Context, r SeatRequest, hash string) (Booking, bool, error) {
+	b, found, err := s.bookingByKey(context.WithoutCancel(ctx), r.IdempotencyKey, hash)
+	if err != nil || found {
+		return b, found, err
+	}
+	s.stats.GuardRejections.Add(1)
+	s.log.Warn("database guard caught a double booking the lock let through", "event", r.Event, "seat", r.Seat)
+	return Booking{}, false, fmt.Errorf("%w: %s %s (the database guard refused a second booking)", ErrSeatTaken, r.Event, r.Seat)
+}
+
+// seatExists tells an unknown event from an unknown seat.
+func (s *Service) seatExists(ctx context.Context, event, seat string) error {
+	db := s.db.WithContext(ctx)
+	var n int64
+	if err := db.Model(&Seat{}).Where("event_id = ? AND label = ?", event, seat).Count(&n).Error; err != nil {
+		return fmt.Errorf("read seat: %w", err)
+	}
+	if n > 0 {
+		return nil
+	}
+	if err := db.Model(&Event{}).Where("id = ?", event).Count(&n).Error; err != nil {
+		return fmt.Errorf("read event: %w", err)
+	}
+	if n == 0 {
+		return fmt.Errorf("%w %q", ErrUnknownEvent, event)
+	}
+	return fmt.Errorf("%w %q in %s", ErrUnknownSeat, seat, event)
+}
+
+func (s *Service) seatTaken(ctx context.Context, event, seat string) (bool, error) {
+	var n int64
+	if err := s.db.WithContext(ctx).Model(&Booking{}).Where("event_id = ? AND seat = ?", event, seat).Count(&n).Error; err != nil {
+		return false, fmt.Errorf("read bookings: %w", err)
+	}
+	return n > 0, nil
+}
+
+func (s *Service) bookingByKey(ctx context.Context, key, hash string) (b Booking, found bool, err error) {
+	if key == "" {
+		return Booking{}, false, nil
+	}
+	err = s.db.WithContext(ctx).Where("idempotency_key = ?", key).Take(&b).Error
+	switch {
+	case errors.Is(err, gorm.ErrRecordNotFound):
+		return Booking{}, false, nil
+	case err != nil:
+		return Booking{}, false, fmt.Errorf("read booking by idempotency key: %w", err)
+	case b.RequestHash != hash:
+		return Booking{}, false, fmt.Errorf("%w: key %q", ErrIdempotencyKeyReused, key)
+	}
+	return b, true, nil
+}

@@ -1,0 +1,397 @@
+// Package inventory is the storefront's domain: products, an event's seat
+// map, orders and bookings in a SQL database through GORM, and the sale
+// itself — read stock, do the business work, write stock and the order — run
+// under a per-SKU (per-seat) lock from package lock. The audit checks the
+// invariants a correct lock keeps.
+//
+// Workshop mode (the default) adds no database guard that would hide a lock
+// failure; the fencing-token check is the one guard, and only for a fenced
+// variant. Production mode adds a conditional update and a unique booking
+// index as defence in depth.
+package inventory
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"flashsale/lock"
+)
+
+// Errors callers branch on with errors.Is; the HTTP layer maps each to one
+// status and message.
+var (
+	// ErrUnknownSKU means no product has the SKU.
+	ErrUnknownSKU = errors.New("unknown sku")
+	// ErrUnknownEvent means no event has the name.
+	ErrUnknownEvent = errors.New("unknown event")
+	// ErrUnknownSeat means the event has no seat with the label.
+	ErrUnknownSeat = errors.New("unknown seat")
+	// ErrInvalidUser means the user name is missing, too long or not text.
+	ErrInvalidUser = errors.New("invalid user")
+	// ErrInvalidQty means the quantity is not between 1 and MaxQty.
+	ErrInvalidQty = errors.New("invalid qty")
+	// ErrInvalidKey means the Idempotency-Key is too long or not visible ASCII.
+	ErrInvalidKey = errors.New("invalid idempotency key")
+	// ErrSoldOut means the stock read under the lock is less than asked.
+	ErrSoldOut = errors.New("sold out")
+	// ErrSeatTaken means the seat already has a booking.
+	ErrSeatTaken = errors.New("seat taken")
+	// ErrStaleFence means the holder's fencing token is older than one the
+	// row has seen: its lease ran out and someone else holds the lock now.
+	ErrStaleFence = errors.New("stale fencing token")
+	// ErrIdempotencyKeyReused means the key came with a different request.
+	ErrIdempotencyKeyReused = errors.New("idempotency key reused with a different request")
+	// ErrLockBusy means the lock was not obtained within the wait budget.
+	ErrLockBusy = errors.New("lock busy")
+	// ErrLockUnavailable means too few Redis nodes answered to decide.
+	ErrLockUnavailable = errors.New("lock unavailable")
+	// ErrHolderCrashed means an injected crash abandoned the request; the lock
+	// was left as a dead process leaves it.
+	ErrHolderCrashed = errors.New("holder crashed")
+)
+
+// Config configures a Service.
+type Config struct {
+	// Production turns on the database guards (conditional stock update,
+	// unique seat booking) on top of the lock.
+	Production bool
+	// LockWait is how long a sale waits for a busy lock. Default 1s.
+	LockWait time.Duration
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// Notify receives every committed change, for the live stream. It must
+	// not block; nil drops them.
+	Notify func(Change)
+}
+
+// Change is a committed change of stock or seats, as the live stream sends it.
+type Change struct {
+	Type  string `json:"type"` // "stock", "seat" or "reset"
+	SKU   string `json:"sku,omitempty"`
+	Stock *int64 `json:"stock,omitempty"`
+	Event string `json:"event,omitempty"`
+	Seat  string `json:"seat,omitempty"`
+	User  string `json:"user,omitempty"`
+}
+
+// Stats are counters of what the sale refused or could not finish, for
+// metrics. They only grow.
+type Stats struct {
+	// StaleFence counts writes refused because a newer fencing token had
+	// been registered on the row.
+	StaleFence atomic.Uint64
+	// GuardRejections counts writes refused by a production-mode database
+	// guard: each is a lock failure the database caught.
+	GuardRejections atomic.Uint64
+	// ReleaseErrors counts leases whose release failed after the work was
+	// done (the order stands).
+	ReleaseErrors atomic.Uint64
+	// Crashes counts requests abandoned by an injected crash.
+	Crashes atomic.Uint64
+}
+
+// Service runs the sale on one database and one set of locks.
+type Service struct {
+	db         *gorm.DB
+	lockers    *lock.Lockers
+	production bool
+	lockWait   time.Duration
+	log        *slog.Logger
+	notify     func(Change)
+	work       atomic.Int64 // business work per sale, in nanoseconds
+	stats      Stats
+}
+
+// New migrates the schema and returns the service. A database without any
+// product or event gets the default catalogue, so a fresh start can sell.
+func New(ctx context.Context, db *gorm.DB, lockers *lock.Lockers, cfg Config) (*Service, error) {
+	if cfg.LockWait <= 0 {
+		cfg.LockWait = time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Notify == nil {
+		cfg.Notify = func(Change) {}
+	}
+	if err := migrate(ctx, db, cfg.Production); err != nil {
+		return nil, fmt.Errorf("inventory: migrate: %w", err)
+	}
+	s := &Service{db: db, lockers: lockers, production: cfg.Production, lockWait: cfg.LockWait, log: cfg.Logger, notify: cfg.Notify}
+	if err := s.seed(ctx); err != nil {
+		return nil, fmt.Errorf("inventory: seed: %w", err)
+	}
+	return s, nil
+}
+
+// seed inserts the default catalogue into an empty database. Rows that
+// already exist are left alone, so instances starting together seed once.
+func (s *Service) seed(ctx context.Context) error {
+	var n int64
+	if err := s.db.WithContext(ctx).Model(&Product{}).Count(&n).Error; err != nil {
+		return err
+	}
+	var e int64
+	if err := s.db.WithContext(ctx).Model(&Event{}).Count(&e).Error; err != nil {
+		return err
+	}
+	if n > 0 || e > 0 {
+		return nil
+	}
+	products, event, seats := rows(DefaultCatalogue())
+	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		ignore := func() *gorm.DB { return tx.Clauses(clause.OnConflict{DoNothing: true}) }
+		if err := ignore().Create(&products).Error; err != nil {
+			return err
+		}
+		if err := ignore().Create(&event).Error; err != nil {
+			return err
+		}
+		if len(seats) > 0 {
+			return ignore().CreateInBatches(&seats, 200).Error
+		}
+		return nil
+	})
+}
+
+// rows turns a catalogue into the rows that hold it.
+func rows(c Catalogue) ([]Product, Event, []Seat) {
+	products := make([]Product, 0, len(c.Products))
+	for _, p := range c.Products {
+		products = append(products, Product{SKU: p.SKU, Name: p.Name, PriceCents: p.PriceCents, Stock: p.Stock, InitialStock: p.Stock})
+	}
+	return products, Event{ID: DefaultEvent, Name: "Gala night"}, seatLabels(DefaultEvent, c.Seats)
+}
+
+// Production reports whether the database guards are on.
+func (s *Service) Production() bool { return s.production }
+
+// Stats are the service's counters.
+func (s *Service) Stats() *Stats { return &s.stats }
+
+// SetWork sets the business work every sale does inside its critical
+// section, between reading and writing stock: the window a broken lock lets
+// two holders into.
+func (s *Service) SetWork(d time.Duration) { s.work.Store(int64(max(d, 0))) }
+
+// Work is the business work per sale.
+func (s *Service) Work() time.Duration { return time.Duration(s.work.Load()) }
+
+// Ping checks that the database answers.
+func (s *Service) Ping(ctx context.Context) error {
+	sqlDB, err := s.db.DB()
+	if err != nil {
+		return err
+	}
+	return sqlDB.PingContext(ctx)
+}
+
+// Products lists the catalogue by SKU.
+func (s *Service) Products(ctx context.Context) ([]Product, error) {
+	ps := []Product{}
+	if err := s.db.WithContext(ctx).Order("sku").Find(&ps).Error; err != nil {
+		return nil, fmt.Errorf("list products: %w", err)
+	}
+	return ps, nil
+}
+
+// SeatState is one seat of a seat map. Bookings above one is a double booking.
+type SeatState struct {
+	Seat     string `json:"seat"`
+	Row      string `json:"row"`
+	Number   int    `json:"number"`
+	Taken    bool   `json:"taken"`
+	User     string `json:"user,omitempty"`
+	Bookings int    `json:"bookings"`
+}
+
+// SeatMap is an event's seats and who holds them.
+type SeatMap struct {
+	Event string      `json:"event"`
+	Name  string      `json:"name"`
+	Seats []SeatState `json:"seats"`
+}
+
+// SeatMap returns the event's seats in row order, each with its first booking.
+func (s *Service) SeatMap(ctx context.Context, event string) (SeatMap, error) {
+	db := s.db.WithContext(ctx)
+	var ev Event
+	if err := db.Where("id = ?", event).Take(&ev).Error; err != nil {
+		if errors.Is(err, gorm.ErrRecordNotFound) {
+			return SeatMap{}, fmt.Errorf("%w %q", ErrUnknownEvent, event)
+		}
+		return SeatMap{}, fmt.Errorf("read event: %w", err)
+	}
+	var seats []Seat
+	if err := db.Where("event_id = ?", event).Find(&seats).Error; err != nil {
+		return SeatMap{}, fmt.Errorf("read seats: %w", err)
+	}
+	var bookings []Booking
+	if err := db.Where("event_id = ?", event).Order("id").Find(&bookings).Error; err != nil {
+		return SeatMap{}, fmt.Errorf("read bookings: %w", err)
+	}
+	byLabel := make(map[string]*SeatState, len(seats))
+	m := SeatMap{Event: ev.ID, Name: ev.Name, Seats: make([]SeatState, len(seats))}
+	sortSeats(seats)
+	for i, st := range seats {
+		m.Seats[i] = SeatState{Seat: st.Label, Row: st.Row, Number: st.Number}
+		byLabel[st.Label] = &m.Seats[i]
+	}
+	for _, b := range bookings {
+		st := byLabel[b.Seat]
+		if st == nil {
+			continue
+		}
+		if !st.Taken {
+			st.Taken, st.User = true, b.User
+		}
+		st.Bookings++
+	}
+	return m, nil
+}
+
+// sortSeats orders seats by row (A … Z, AA …) and number.
+func sortSeats(seats []Seat) {
+	less := func(a, b Seat) bool {
+		if len(a.Row) != len(b.Row) {
+			return len(a.Row) < len(b.Row)
+		}
+		if a.Row != b.Row {
+			return a.Row < b.Row
+		}
+		return a.Number < b.Number
+	}
+	for i := 1; i < len(seats); i++ {
+		for j := i; j > 0 && less(seats[j], seats[j-1]); j-- {
+			seats[j], seats[j-1] = seats[j-1], seats[j]
+		}
+	}
+}
+
+// Orders lists a user's orders, newest first.
+func (s *Service) Orders(ctx context.Context, user string) ([]Order, error) {
+	if err := validUser(user); err != nil {
+		return nil, err
+	}
+	os := []Order{}
+	if err := s.db.WithContext(ctx).Where("user_name = ?", user).Order("id DESC").Limit(100).Find(&os).Error; err != nil {
+		return nil, fmt.Errorf("list orders: %w", err)
+	}
+	return os, nil
+}
+
+// State is the sale after a reset.
+type State struct {
+	Products []Product `json:"products"`
+	Event    string    `json:"event"`
+	Seats    int       `json:"seats"`
+}
+
+// Reset starts a clean sale: the lock keys and fencing counters go first (a
+// Redis node that does not answer stops the reset before the database is
+// touched), then products, seats, orders and bookings are replaced in one
+// transaction. The row fences restart at zero with the Redis counters.
+func (s *Service) Reset(ctx context.Context, c Catalogue) (State, error) {
+	if err := c.Validate(); err != nil {
+		return State{}, err
+	}
+	if err := s.lockers.Reset(ctx); err != nil {
+		return State{}, fmt.Errorf("%w: reset lock keys: %w", ErrLockUnavailable, err)
+	}
+	products, event, seats := rows(c)
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		all := tx.Session(&gorm.Session{AllowGlobalUpdate: true})
+		for _, m := range []any{&Order{}, &Booking{}, &Seat{}, &Event{}, &Product{}} {
+			if err := all.Delete(m).Error; err != nil {
+				return err
+			}
+		}
+		if len(products) > 0 {
+			if err := tx.Create(&products).Error; err != nil {
+				return err
+			}
+		}
+		if err := tx.Create(&event).Error; err != nil {
+			return err
+		}
+		if len(seats) > 0 {
+			return tx.CreateInBatches(&seats, 200).Error
+		}
+		return nil
+	})
+	if err != nil {
+		return State{}, fmt.Errorf("reset database: %w", err)
+	}
+	s.notify(Change{Type: "reset"})
+	ps, err := s.Products(ctx)
+	if err != nil {
+		return State{}, err
+	}
+	return State{Products: ps, Event: event.ID, Seats: len(seats)}, nil
+}
+
+// validUser accepts 1 to MaxUserLen bytes of printable UTF-8.
+func validUser(u string) error {
+	switch {
+	case u == "":
+		return fmt.Errorf("%w: user is missing or empty", ErrInvalidUser)
+	case len(u) > MaxUserLen:
+		return fmt.Errorf("%w: user is longer than %d bytes", ErrInvalidUser, MaxUserLen)
+	case !utf8.ValidString(u) || strings.IndexFunc(u, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0:
+		return fmt.Errorf("%w: user must be printable text", ErrInvalidUser)
+	case strings.TrimSpace(u) == "":
+		return fmt.Errorf("%w: user is blank", ErrInvalidUser)
+	}
+	return nil
+}
+
+// validKey accepts an empty key (none) or 1 to MaxKeyLen visible ASCII bytes.
+func validKey(k string) error {
+	if len(k) > MaxKeyLen {
+		return fmt.Errorf("%w: longer than %d bytes", ErrInvalidKey, MaxKeyLen)
+	}
+	for i := 0; i < len(k); i++ {
+		if k[i] <= ' ' || k[i] > '~' {
+			return fmt.Errorf("%w: only visible ASCII characters are allowed", ErrInvalidKey)
+		}
+	}
+	return nil
+}
+
+// requestHash fingerprints what a request asks for, so a retry with the same
+// Idempotency-Key can be told from a reuse of the key for something else.
+func requestHash(v any) string {
+	b, _ := json.Marshal(v) // plain structs of strings and ints always marshal
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// keyPtr is nil for no key, so the unique index ignores keyless rows.
+func keyPtr(k string) *string {
+	if k == "" {
+		return nil
+	}
+	return &k
+}
+
+// fencePtr records the token only for fenced variants.
+func fencePtr(token uint64, fenced bool) *int64 {
+	if !fenced {
+		return nil
+	}
+	t := int64(token)
+	return &t
+}

@@ -1,0 +1,320 @@
+// Command flashsale is the flash-sale storefront: the shopper and admin HTTP
+// API over a SQL database, every stock decrement and seat grab under a Redis
+// lock whose variant — broken or correct — is picked per request.
+//
+// With no -redis it starts local Redis nodes itself (redis-server processes
+// when installed, else in-process ones) and with no -db it uses a SQLite
+// file, so `go run .` serves a working storefront on a bare machine.
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"flashsale/handlers"
+	"flashsale/internal/localredis"
+	"flashsale/inventory"
+	"flashsale/lock"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args, os.Getenv, os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "flashsale:", err)
+		os.Exit(1)
+	}
+}
+
+// config is the command line, each flag with an environment fallback.
+type config struct {
+	addr            string
+	redis           string
+	db              string
+	adminToken      string
+	lock            string
+	lockTTL         time.Duration
+	lockWait        time.Duration
+	localNodes      int
+	production      bool
+	namespace       string
+	restartAware    bool
+	watchdog        bool
+	shutdownTimeout time.Duration
+	logLevel        string
+}
+
+// parseConfig reads flags, falling back to FLASHSALE_* variables, then to the
+// defaults of the public contract. A variable that does not parse is an
+// error, not silently ignored.
+func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
+	var c config
+	name := "flashsale"
+	if len(args) > 0 {
+		name, args = args[0], args[1:]
+	}
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var envErrs []error
+	str := func(p *string, flagName, env, def, usage string) {
+		if v := getenv(env); v != "" {
+			def = v
+		}
+		fs.StringVar(p, flagName, def, usage+" ($"+env+")")
+	}
+	dur := func(p *time.Duration, flagName, env string, def time.Duration, usage string) {
+		if v := getenv(env); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				envErrs = append(envErrs, fmt.Errorf("$%s: %w", env, err))
+			}
+			def = d
+		}
+		fs.DurationVar(p, flagName, def, usage+" ($"+env+")")
+	}
+	boolean := func(p *bool, flagName, env string, def bool, usage string) {
+		if v := getenv(env); v != "" {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				envErrs = append(envErrs, fmt.Errorf("$%s: %w", env, err))
+			}
+			def = b
+		}
+		fs.BoolVar(p, flagName, def, usage+" ($"+env+")")
+	}
+	integer := func(p *int, flagName, env string, def int, usage string) {
+		if v := getenv(env); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				envErrs = append(envErrs, fmt.Errorf("$%s: %w", env, err))
+			}
+			def = n
+		}
+		fs.IntVar(p, flagName, def, usage+" ($"+env+")")
+	}
+	str(&c.addr, "addr", "FLASHSALE_ADDR", "127.0.0.1:8080", "listen address")
+	str(&c.redis, "redis", "FLASHSALE_REDIS", "", "comma-separated redis:// or rediss:// URLs, one per Redlock node; empty starts local nodes")
+	str(&c.db, "db", "FLASHSALE_DB", "flashsale.db", "SQLite file, or a postgres:// URL")
+	str(&c.adminToken, "admin-token", "FLASHSALE_ADMIN_TOKEN", "", "bearer token of /api/admin/*; empty generates one and prints it")
+	str(&c.lock, "lock", "FLASHSALE_LOCK", lock.Redlock, "lock variant for requests that name none: "+strings.Join(lock.Names(), ", "))
+	dur(&c.lockTTL, "lock-ttl", "FLASHSALE_LOCK_TTL", 2*time.Second, "lease time to live")
+	dur(&c.lockWait, "lock-wait", "FLASHSALE_LOCK_WAIT", time.Second, "how long a request waits for a busy lock before 503")
+	integer(&c.localNodes, "local-nodes", "FLASHSALE_LOCAL_NODES", 5, "local Redis nodes to start when -redis is empty")
+	boolean(&c.production, "production", "FLASHSALE_PRODUCTION", false, "add database guards (conditional update, unique booking) on top of the lock")
+	str(&c.namespace, "namespace", "FLASHSALE_NAMESPACE", "flashsale:", "prefix of every Redis key and channel")
+	boolean(&c.restartAware, "restart-aware", "FLASHSALE_RESTART_AWARE", true, "Redlock ignores a restarted node for one TTL and re-seeds its fencing counters")
+	boolean(&c.watchdog, "watchdog", "FLASHSALE_WATCHDOG", false, "leases extend themselves every TTL/3 until released")
+	dur(&c.shutdownTimeout, "shutdown-timeout", "FLASHSALE_SHUTDOWN_TIMEOUT", 20*time.Second, "how long in-flight requests may take to finish on shutdown")
+	str(&c.logLevel, "log-level", "FLASHSALE_LOG_LEVEL", "info", "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if err := errors.Join(envErrs...); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	switch {
+	case !slices.Contains(lock.Names(), c.lock):
+		return c, fmt.Errorf("-lock %q: want one of %s", c.lock, strings.Join(lock.Names(), ", "))
+	case c.lockTTL <= 0:
+		return c, fmt.Errorf("-lock-ttl must be positive, got %v", c.lockTTL)
+	case c.lockWait <= 0:
+		return c, fmt.Errorf("-lock-wait must be positive, got %v", c.lockWait)
+	case c.redis == "" && (c.localNodes < 1 || c.localNodes > 99):
+		return c, fmt.Errorf("-local-nodes must be between 1 and 99, got %d", c.localNodes)
+	case c.db == "":
+		return c, errors.New("-db must not be empty")
+	}
+	return c, nil
+}
+
+// run is the whole program: it serves until ctx is done, then shuts down
+// gracefully — stop accepting, let in-flight sales finish and release their
+// leases, end the live streams, stop the local nodes it started, close the
+// database. It prints "listening on http://ADDR" to stdout once it listens.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	cfg, err := parseConfig(args, getenv, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(cfg.logLevel)); err != nil {
+		return fmt.Errorf("-log-level: %w", err)
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+
+	nodes, stopNodes, err := redisNodes(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer stopNodes()
+
+	metrics := handlers.NewMetrics()
+	lockers, err := lock.NewLockers(nodes,
+		lock.WithTTL(cfg.lockTTL), lock.WithNamespace(cfg.namespace), lock.WithLogger(log),
+		lock.WithRestartAwareness(cfg.restartAware), lock.WithWatchdog(cfg.watchdog),
+		lock.WithObserver(metrics.ObserveLock))
+	if err != nil {
+		return err
+	}
+	defer lockers.Close()
+
+	db, err := inventory.Open(ctx, cfg.db, log)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := inventory.Close(db); err != nil {
+			log.Warn("closing the database", "err", err)
+		}
+	}()
+	if inventory.IsPostgres(cfg.db) {
+		log.Info("database: PostgreSQL")
+	} else {
+		log.Info("database: SQLite", "file", cfg.db)
+	}
+
+	broker := handlers.NewBroker(lockers.Clients(), cfg.namespace, log, metrics.StreamDropped)
+	svc, err := inventory.New(ctx, db, lockers, inventory.Config{
+		Production: cfg.production, LockWait: cfg.lockWait, Logger: log, Notify: broker.Publish,
+	})
+	if err != nil {
+		return err
+	}
+	metrics.WatchInventory(svc)
+
+	token := cfg.adminToken
+	if token == "" {
+		token = randomToken()
+		fmt.Fprintf(stdout, "admin token (generated; set -admin-token or FLASHSALE_ADMIN_TOKEN to choose one): %s\n", token)
+	}
+	srv, err := handlers.NewServer(handlers.Config{
+		Inventory: svc, Lockers: lockers, Metrics: metrics, Broker: broker,
+		AdminToken: token, DefaultLock: cfg.lock, Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+
+	ln, err := net.Listen("tcp", cfg.addr)
+	if err != nil {
+		return err
+	}
+	// Requests get a context of their own that shutdown does not cancel, so
+	// an in-flight sale finishes; only a shutdown that runs out of time
+	// cancels it (and the sale then releases its lease on the way out).
+	baseCtx, abortRequests := context.WithCancel(context.WithoutCancel(ctx))
+	defer abortRequests()
+	hs := &http.Server{
+		Handler:           srv,
+		ReadHeaderTimeout: 5 * time.Second,
+		IdleTimeout:       60 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		BaseContext:       func(net.Listener) context.Context { return baseCtx },
+	}
+	hs.RegisterOnShutdown(broker.CloseStreams)
+
+	brokerCtx, stopBroker := context.WithCancel(context.WithoutCancel(ctx))
+	var bg sync.WaitGroup
+	bg.Go(func() { broker.Run(brokerCtx) })
+	defer func() { stopBroker(); bg.Wait() }()
+
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	url := "http://" + ln.Addr().String()
+	log.Info("listening", "addr", ln.Addr().String(), "lock", cfg.lock, "lock_ttl", cfg.lockTTL, "lock_wait", cfg.lockWait,
+		"production", cfg.production, "redis_nodes", len(nodes))
+	fmt.Fprintf(stdout, "listening on %s\n", url)
+
+	select {
+	case err := <-served:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down: no new connections; waiting for in-flight requests", "timeout", cfg.shutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		log.Warn("in-flight requests did not finish in time; aborting them", "err", err)
+		abortRequests()
+		_ = hs.Close()
+	}
+	if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		log.Warn("serve", "err", err)
+	}
+	log.Info("stopped")
+	return nil
+}
+
+// redisNodes parses -redis, or starts local nodes when it is empty; stop
+// stops the nodes it started (and does nothing for nodes given by URL).
+func redisNodes(ctx context.Context, cfg config, log *slog.Logger) (opts []*redis.Options, stop func(), err error) {
+	if cfg.redis != "" {
+		for _, u := range strings.Split(cfg.redis, ",") {
+			if u = strings.TrimSpace(u); u == "" {
+				continue
+			}
+			o, err := redis.ParseURL(u)
+			if err != nil {
+				return nil, nil, fmt.Errorf("-redis: %w", err)
+			}
+			opts = append(opts, o)
+		}
+		if len(opts) == 0 {
+			return nil, nil, errors.New("-redis: no URL given")
+		}
+		return opts, func() {}, nil
+	}
+	cluster, err := localredis.Start(ctx, cfg.localNodes, localredis.Options{Logger: log})
+	if err != nil {
+		return nil, nil, fmt.Errorf("start local Redis nodes: %w", err)
+	}
+	kind := "redis-server processes"
+	if cluster.InProcess() {
+		kind = "in-process (miniredis) nodes; install redis-server for real ones"
+	}
+	log.Info("no -redis given: started local Redis nodes", "kind", kind, "addrs", strings.Join(cluster.Addrs(), ","))
+	for _, u := range cluster.URLs() {
+		o, err := redis.ParseURL(u)
+		if err != nil {
+			return nil, nil, errors.Join(err, cluster.Stop())
+		}
+		opts = append(opts, o)
+	}
+	return opts, func() {
+		if err := cluster.Stop(); err != nil {
+			log.Warn("stopping local Redis nodes", "err", err)
+		}
+	}, nil
+}
+
+// randomToken is a 128-bit admin token.
+func randomToken() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
+	return hex.EncodeToString(b[:])
+}

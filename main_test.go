@@ -1,0 +1,600 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"flashsale/internal/localredis"
+	"flashsale/inventory"
+	"flashsale/inventory/testenv"
+	"flashsale/lock"
+)
+
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
+
+const adminToken = "main-test-token"
+
+// instance is one storefront started by run, in this process, on :0.
+type instance struct {
+	t      *testing.T
+	url    string
+	stop   context.CancelFunc
+	done   chan error
+	stderr *syncBuffer
+}
+
+// syncBuffer is a bytes.Buffer safe for run's logger and the test at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// start runs the storefront with args (after -addr 127.0.0.1:0 and the admin
+// token) and waits for the "listening on" line. It is stopped when the test
+// ends, if the test has not stopped it.
+func start(t *testing.T, env map[string]string, args ...string) *instance {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	in := &instance{t: t, stop: cancel, done: make(chan error, 1), stderr: &syncBuffer{}}
+	var stderr io.Writer = in.stderr
+	if os.Getenv("FLASHSALE_TEST_LOG") != "" {
+		stderr = io.MultiWriter(in.stderr, os.Stderr)
+	}
+	argv := append([]string{"flashsale", "-addr", "127.0.0.1:0", "-admin-token", adminToken, "-log-level", "info"}, args...)
+	getenv := func(k string) string { return env[k] }
+	go func() {
+		err := run(ctx, argv, getenv, pw, stderr)
+		pw.Close()
+		in.done <- err
+	}()
+	found := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			if u, ok := strings.CutPrefix(sc.Text(), "listening on "); ok {
+				found <- u
+			}
+		}
+	}()
+	select {
+	case in.url = <-found:
+	case err := <-in.done:
+		t.Fatalf("run returned before listening: %v\n%s", err, in.stderr)
+	case <-time.After(60 * time.Second):
+		t.Fatalf("run did not listen within 60s\n%s", in.stderr)
+	}
+	t.Cleanup(func() { in.shutdown() })
+	return in
+}
+
+// shutdown cancels run's context and waits for it to return.
+func (in *instance) shutdown() error {
+	in.stop()
+	select {
+	case err, ok := <-in.done:
+		if ok {
+			close(in.done)
+		}
+		return err
+	case <-time.After(60 * time.Second):
+		in.t.Errorf("run did not return within 60s of cancellation")
+		return errors.New("timeout")
+	}
+}
+
+type answer struct {
+	status int
+	code   string
+	header http.Header
+	body   []byte
+}
+
+var client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 400}, Timeout: 60 * time.Second}
+
+func (in *instance) call(method, path, body string, hdr ...string) answer {
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, in.url+path, rd)
+	if err != nil {
+		in.t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	res, err := client.Do(req)
+	if err != nil {
+		return answer{status: -1, code: "transport", body: []byte(err.Error())}
+	}
+	defer res.Body.Close()
+	data, _ := io.ReadAll(res.Body)
+	var e struct{ Error string }
+	_ = json.Unmarshal(data, &e)
+	return answer{status: res.StatusCode, code: e.Error, header: res.Header, body: data}
+}
+
+func (in *instance) mustCall(method, path, body string, status int, hdr ...string) answer {
+	in.t.Helper()
+	a := in.call(method, path, body, hdr...)
+	if a.status != status {
+		in.t.Fatalf("%s %s: %d %s, want %d", method, path, a.status, a.body, status)
+	}
+	return a
+}
+
+var admin = []string{"Authorization", "Bearer " + adminToken}
+
+func (in *instance) reset(body string) {
+	in.t.Helper()
+	in.mustCall("POST", "/api/admin/reset", body, 200, admin...)
+}
+
+func (in *instance) setWork(ms int) {
+	in.t.Helper()
+	in.mustCall("PUT", "/api/admin/faults", fmt.Sprintf(`{"seed":1,"work_ms":%d,"faults":[]}`, ms), 200, admin...)
+}
+
+func (in *instance) audit() inventory.Audit {
+	in.t.Helper()
+	a := in.mustCall("GET", "/api/audit", "", 200)
+	var au inventory.Audit
+	if err := json.Unmarshal(a.body, &au); err != nil {
+		in.t.Fatal(err)
+	}
+	return au
+}
+
+// tally counts answers by "status code".
+type tally struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (t *tally) add(a answer) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.n == nil {
+		t.n = map[string]int{}
+	}
+	t.n[fmt.Sprintf("%d %s", a.status, a.code)]++
+}
+
+func (t *tally) get(key string) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.n[key]
+}
+
+func (t *tally) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return fmt.Sprint(t.n)
+}
+
+// failures counts server errors other than 503, and requests that got no
+// answer at all.
+func (t *tally) failures() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for k, v := range t.n {
+		if (strings.HasPrefix(k, "5") && !strings.HasPrefix(k, "503 ")) || strings.HasPrefix(k, "-1 ") {
+			n += v
+		}
+	}
+	return n
+}
+
+// cluster starts three instances sharing one database and five Redis nodes.
+func cluster3(t *testing.T, dsn string, nodes *localredis.Cluster, extra ...string) []*instance {
+	t.Helper()
+	args := append([]string{"-redis", strings.Join(nodes.URLs(), ","), "-db", dsn}, extra...)
+	var apps []*instance
+	for range 3 {
+		apps = append(apps, start(t, nil, args...))
+	}
+	return apps
+}
+
+func TestThreeInstancesOneSale(t *testing.T) {
+	nodes := testenv.Redis(t, 5)
+	for _, d := range testenv.Databases() {
+		t.Run(d.Name, func(t *testing.T) {
+			apps := cluster3(t, d.DSN(t), nodes, "-lock-wait", "10s", "-lock-ttl", "2s")
+			for _, c := range []struct {
+				variant string
+				workMS  int
+			}{{lock.Lua, 0}, {lock.Redlock, 0}, {lock.RedlockFence, 0}, {lock.None, 10}} {
+				t.Run(c.variant, func(t *testing.T) {
+					apps[0].reset(`{"products":[{"sku":"hot","name":"Hot","price_cents":100,"stock":50}],"seats":0}`)
+					for _, a := range apps {
+						a.setWork(c.workMS)
+					}
+					var answers tally
+					var wg sync.WaitGroup
+					for i := range 300 {
+						wg.Go(func() {
+							answers.add(apps[i%3].call("POST", "/api/orders", fmt.Sprintf(`{"sku":"hot","qty":1,"user":"u%d"}`, i), "X-Lock-Variant", c.variant))
+						})
+					}
+					wg.Wait()
+					au := apps[1].audit()
+					t.Logf("%s: answers %v; audit sold=%d orders=%d oversold=%d lost=%d ok=%v",
+						c.variant, &answers, au.SoldUnits, au.Orders, au.OversoldUnits, au.LostUpdates, au.OK)
+					if answers.failures() > 0 {
+						t.Errorf("server errors: %v", &answers)
+					}
+					if c.variant == lock.None {
+						if au.OK || au.OversoldUnits == 0 {
+							t.Fatalf("no lock with %dms of work must oversell: %+v", c.workMS, au)
+						}
+						return
+					}
+					if !au.OK || au.SoldUnits != 50 || au.Orders != 50 || answers.get("201 ") != 50 {
+						t.Fatalf("want exactly 50 sold and 50 201s: answers %v, audit %+v", &answers, au)
+					}
+				})
+			}
+		})
+	}
+}
+
+func TestSeatRaceAcrossInstances(t *testing.T) {
+	nodes := testenv.Redis(t, 5)
+	apps := cluster3(t, testenv.SQLite(t), nodes, "-lock-wait", "10s")
+	for _, v := range []string{lock.Redlock, lock.LuaFence} {
+		t.Run(v, func(t *testing.T) {
+			apps[0].reset(`{"products":[],"seats":10}`)
+			for _, a := range apps {
+				a.setWork(2)
+			}
+			var answers tally
+			var wg sync.WaitGroup
+			for i := range 100 {
+				wg.Go(func() {
+					answers.add(apps[i%3].call("POST", fmt.Sprintf("/api/events/gala/seats/A%d", i%10+1),
+						fmt.Sprintf(`{"user":"u%d"}`, i), "X-Lock-Variant", v))
+				})
+			}
+			wg.Wait()
+			au := apps[2].audit()
+			if !au.OK || au.Bookings != 10 || au.DoubleBookedSeats != 0 || answers.get("201 ") != 10 || answers.get("409 seat_taken") != 90 {
+				t.Fatalf("answers %v, audit %+v", &answers, au)
+			}
+		})
+	}
+}
+
+func TestQuorumLostMidSale(t *testing.T) {
+	nodes := testenv.Redis(t, 5)
+	apps := cluster3(t, testenv.SQLite(t), nodes, "-lock-wait", "400ms", "-lock-ttl", "1s")
+	apps[0].reset(`{"products":[{"sku":"hot","name":"Hot","price_cents":100,"stock":100000}],"seats":0}`)
+	for _, a := range apps {
+		a.setWork(2)
+	}
+	var (
+		answers      tally
+		soldAfterOut atomic.Int64 // 201s once the nodes are back
+		phase        atomic.Int32 // 0 before, 1 nodes down, 2 nodes back
+		downAnswers  tally
+	)
+	ctx, stopShoppers := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for w := range 6 {
+		wg.Go(func() {
+			for i := 0; ctx.Err() == nil; i++ {
+				a := apps[w%3].call("POST", "/api/orders", fmt.Sprintf(`{"sku":"hot","qty":1,"user":"w%d-%d"}`, w, i))
+				answers.add(a)
+				switch phase.Load() {
+				case 1:
+					downAnswers.add(a)
+				case 2:
+					if a.status == 201 {
+						soldAfterOut.Add(1)
+					}
+				}
+			}
+		})
+	}
+	time.Sleep(300 * time.Millisecond)
+	for _, n := range nodes.Nodes[:3] {
+		if err := n.Stop(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(300 * time.Millisecond) // in-flight holders finish
+	phase.Store(1)
+	time.Sleep(1500 * time.Millisecond)
+	for _, n := range nodes.Nodes[:3] {
+		if err := n.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	phase.Store(2)
+	deadline := time.Now().Add(20 * time.Second)
+	for soldAfterOut.Load() < 10 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	stopShoppers()
+	wg.Wait()
+	t.Logf("all answers %v; while the quorum was lost %v; sold after the nodes returned %d", &answers, &downAnswers, soldAfterOut.Load())
+	if answers.failures() > 0 {
+		t.Errorf("server errors: %v", &answers)
+	}
+	if downAnswers.get("503 lock_unavailable") == 0 || downAnswers.get("201 ") > 0 {
+		t.Errorf("while the quorum was lost: %v (want 503 lock_unavailable, no sale)", &downAnswers)
+	}
+	if soldAfterOut.Load() < 10 {
+		t.Errorf("sales did not resume after the nodes returned (%d sold)", soldAfterOut.Load())
+	}
+	au := apps[0].audit()
+	if !au.OK || au.SoldUnits != int64(answers.get("201 ")) {
+		t.Fatalf("audit %+v, 201s %d", au, answers.get("201 "))
+	}
+}
+
+func TestGracefulShutdownKeepsEvery201(t *testing.T) {
+	nodes := testenv.Redis(t, 3)
+	dsn := testenv.SQLite(t)
+	app := start(t, nil, "-redis", strings.Join(nodes.URLs(), ","), "-db", dsn, "-lock-wait", "5s")
+	var products []string
+	for i := range 20 {
+		products = append(products, fmt.Sprintf(`{"sku":"p%d","name":"P","price_cents":1,"stock":5}`, i))
+	}
+	app.reset(`{"products":[` + strings.Join(products, ",") + `],"seats":0}`)
+	app.setWork(400)
+
+	results := make(chan answer, 40)
+	var wg sync.WaitGroup
+	for i := range 40 {
+		wg.Go(func() {
+			results <- app.call("POST", "/api/orders", fmt.Sprintf(`{"sku":"p%d","qty":1,"user":"u%d"}`, i%20, i))
+		})
+	}
+	time.Sleep(150 * time.Millisecond) // every request is in its critical section now
+	if err := app.shutdown(); err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	wg.Wait()
+	close(results)
+	var ids []uint64
+	var answers tally
+	for a := range results {
+		answers.add(a)
+		if a.status == 201 {
+			var o inventory.Order
+			if err := json.Unmarshal(a.body, &o); err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, o.ID)
+		}
+	}
+	t.Logf("answers during shutdown: %v", &answers)
+	if len(ids) == 0 {
+		t.Fatalf("no request finished during the shutdown: %v", &answers)
+	}
+	if answers.failures() > answers.get("-1 transport") {
+		t.Errorf("server errors: %v", &answers)
+	}
+	db, err := inventory.Open(context.Background(), dsn, testenv.Logger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inventory.Close(db)
+	var found int64
+	if err := db.Model(&inventory.Order{}).Where("id IN ?", ids).Count(&found).Error; err != nil {
+		t.Fatal(err)
+	}
+	var all int64
+	db.Model(&inventory.Order{}).Count(&all)
+	if found != int64(len(ids)) || all != int64(len(ids)) {
+		t.Fatalf("%d orders answered 201, %d of them in the database, %d orders in all", len(ids), found, all)
+	}
+	// Every lease was released on the way out: no lock key is left.
+	for _, u := range nodes.URLs() {
+		o, _ := redis.ParseURL(u)
+		rdb := redis.NewClient(o)
+		keys, err := rdb.Keys(context.Background(), "flashsale:lock:*").Result()
+		rdb.Close()
+		if err != nil || len(keys) > 0 {
+			t.Fatalf("node %s: lock keys left %v (%v)", u, keys, err)
+		}
+	}
+}
+
+func TestStreamAcrossInstances(t *testing.T) {
+	nodes := testenv.Redis(t, 3)
+	args := []string{"-redis", strings.Join(nodes.URLs(), ","), "-db", testenv.SQLite(t)}
+	a, b := start(t, nil, args...), start(t, nil, args...)
+	a.reset(`{"products":[{"sku":"hot","name":"Hot","price_cents":1,"stock":100}],"seats":5}`)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", a.url+"/api/stream", nil)
+	res, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	events := make(chan string, 64)
+	go func() {
+		defer close(events)
+		sc := bufio.NewScanner(res.Body)
+		for sc.Scan() {
+			if d, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+				events <- d
+			}
+		}
+	}()
+	// Keep selling on B until A's stream shows it (A subscribes a moment
+	// after it starts).
+	for i := 0; ; i++ {
+		b.mustCall("POST", "/api/orders", fmt.Sprintf(`{"sku":"hot","qty":1,"user":"u%d"}`, i), 201)
+		timeout := time.After(500 * time.Millisecond)
+	drain:
+		for {
+			select {
+			case e, ok := <-events:
+				if !ok {
+					t.Fatal("stream closed")
+				}
+				if strings.Contains(e, `"type":"stock"`) && strings.Contains(e, `"sku":"hot"`) {
+					goto seats
+				}
+			case <-timeout:
+				break drain
+			}
+		}
+		if ctx.Err() != nil || i > 20 {
+			t.Fatal("a sale on instance B never reached instance A's stream")
+		}
+	}
+seats:
+	b.mustCall("POST", "/api/events/gala/seats/A4", `{"user":"zoe"}`, 201)
+	for e := range events {
+		if strings.Contains(e, `"type":"seat"`) && strings.Contains(e, `"seat":"A4"`) && strings.Contains(e, `"user":"zoe"`) {
+			// A shutting down ends the stream instead of hanging on it.
+			go a.shutdown()
+			for range events {
+			}
+			return
+		}
+	}
+	t.Fatal("a seat grab on instance B never reached instance A's stream")
+}
+
+func TestEmbeddedDefault(t *testing.T) {
+	if !localredis.Available() && testenv.CI() {
+		t.Fatal("CI=true: redis-server is not on PATH")
+	}
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out, stderr := &syncBuffer{}, &syncBuffer{}
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"flashsale", "-addr", "127.0.0.1:0", "-local-nodes", "3"},
+			func(k string) string { return map[string]string{"FLASHSALE_DB": dir + "/sale.db"}[k] }, out, stderr)
+	}()
+	listening := regexp.MustCompile(`listening on (http://\S+)`)
+	deadline := time.Now().Add(30 * time.Second)
+	var url string
+	for url == "" && time.Now().Before(deadline) {
+		if m := listening.FindStringSubmatch(out.String()); m != nil {
+			url = m[1]
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if url == "" {
+		t.Fatalf("not listening; stdout %q stderr %s", out, stderr)
+	}
+	tok := regexp.MustCompile(`admin token \(generated[^)]*\): ([0-9a-f]{32})`).FindStringSubmatch(out.String())
+	if tok == nil {
+		t.Fatalf("no generated admin token printed: %q", out)
+	}
+	app := &instance{t: t, url: url}
+	app.mustCall("GET", "/readyz", "", 200)
+	app.mustCall("POST", "/api/orders", `{"sku":"tee","qty":1,"user":"ann"}`, 201)
+	app.mustCall("POST", "/api/admin/reset", "", 401)
+	app.mustCall("POST", "/api/admin/reset", "", 200, "Authorization", "Bearer "+tok[1])
+
+	logs := stderr.String()
+	m := regexp.MustCompile(`started local Redis nodes" kind="([^"]+)" addrs=(\S+)`).FindStringSubmatch(logs)
+	if m == nil {
+		t.Fatalf("no log line saying which local nodes started and where:\n%s", logs)
+	}
+	if localredis.Available() && !strings.HasPrefix(m[1], "redis-server") {
+		t.Errorf("redis-server is installed, yet the nodes are %q", m[1])
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	for _, addr := range strings.Split(m[2], ",") {
+		if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+			c.Close()
+			t.Errorf("local node %s still answers after run returned", addr)
+		}
+	}
+}
+
+func TestConfig(t *testing.T) {
+	env := map[string]string{
+		"FLASHSALE_ADDR": "127.0.0.1:9999", "FLASHSALE_LOCK": "lua+fence", "FLASHSALE_LOCK_TTL": "3s",
+		"FLASHSALE_LOCK_WAIT": "250ms", "FLASHSALE_PRODUCTION": "true", "FLASHSALE_LOCAL_NODES": "3",
+		"FLASHSALE_REDIS": "redis://a:1,redis://b:2", "FLASHSALE_DB": "postgres://x/y", "FLASHSALE_ADMIN_TOKEN": "tok",
+	}
+	getenv := func(k string) string { return env[k] }
+	c, err := parseConfig([]string{"flashsale"}, getenv, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.addr != "127.0.0.1:9999" || c.lock != "lua+fence" || c.lockTTL != 3*time.Second || c.lockWait != 250*time.Millisecond ||
+		!c.production || c.localNodes != 3 || c.redis != "redis://a:1,redis://b:2" || c.db != "postgres://x/y" || c.adminToken != "tok" {
+		t.Fatalf("env fallbacks: %+v", c)
+	}
+	c, err = parseConfig([]string{"flashsale", "-lock", "lua", "-addr", ":1", "-production=false"}, getenv, io.Discard)
+	if err != nil || c.lock != "lua" || c.addr != ":1" || c.production {
+		t.Fatalf("flags over env: %+v %v", c, err)
+	}
+	c, err = parseConfig([]string{"flashsale"}, func(string) string { return "" }, io.Discard)
+	if err != nil || c.addr != "127.0.0.1:8080" || c.lock != "redlock" || c.lockTTL != 2*time.Second ||
+		c.lockWait != time.Second || c.db != "flashsale.db" || c.redis != "" || c.localNodes != 5 || c.adminToken != "" || c.production {
+		t.Fatalf("defaults: %+v %v", c, err)
+	}
+	for _, bad := range []struct {
+		args []string
+		env  map[string]string
+	}{
+		{[]string{"flashsale", "-lock", "mutex"}, nil},
+		{[]string{"flashsale", "-lock-ttl", "0s"}, nil},
+		{[]string{"flashsale", "-nope"}, nil},
+		{[]string{"flashsale", "extra"}, nil},
+		{[]string{"flashsale"}, map[string]string{"FLASHSALE_LOCK_WAIT": "soon"}},
+		{[]string{"flashsale"}, map[string]string{"FLASHSALE_PRODUCTION": "maybe"}},
+	} {
+		if _, err := parseConfig(bad.args, func(k string) string { return bad.env[k] }, io.Discard); err == nil {
+			t.Errorf("%v %v: no error", bad.args, bad.env)
+		}
+	}
+	if _, err := parseConfig([]string{"flashsale", "-h"}, getenv, io.Discard); !errors.Is(err, flag.ErrHelp) {
+		t.Errorf("-h: %v", err)
+	}
+	if err := run(context.Background(), []string{"flashsale", "-redis", "mysql://nope"}, func(string) string { return "" }, io.Discard, io.Discard); err == nil {
+		t.Error("a bad -redis URL must fail")
+	}
+}
