@@ -58,7 +58,7 @@ var errorTable = map[string]outcome{
 	"holder_crashed": {status: http.StatusServiceUnavailable, retryAfter: "1",
 		message: "An injected crash abandoned this request; the lock was left as a crashed process leaves it. Nothing was sold."},
 	"unauthorized":       {status: http.StatusUnauthorized, message: "This route needs Authorization: Bearer <admin token>."},
-	"not_found":          {status: http.StatusNotFound, message: "No such route; see the API list at /."},
+	"not_found":          {status: http.StatusNotFound, message: "No such route; see the API list at /api."},
 	"method_not_allowed": {status: http.StatusMethodNotAllowed, message: "This route does not accept that method."},
 	"not_ready":          {status: http.StatusServiceUnavailable, retryAfter: "1", message: "Not ready: the database or a Redis quorum is unreachable.", showDetail: true},
 	"internal":           {status: http.StatusInternalServerError, message: "Something went wrong on our side; it has been logged. Retry later."},

@@ -336,7 +336,10 @@ func TestShopperRoutes(t *testing.T) {
 
 	want(t, "healthz", a.call("GET", "/healthz", nil), 200, "")
 	want(t, "readyz", a.call("GET", "/readyz", nil), 200, "")
-	want(t, "index", a.call("GET", "/", nil), 200, "")
+	want(t, "index", a.call("GET", "/api", nil), 200, "")
+	if page := a.call("GET", "/", nil); page.status != 200 || !strings.Contains(string(page.body), "<html") {
+		t.Errorf("GET / should serve the storefront page, got %d", page.status)
+	}
 }
 
 func TestIdempotencyKeyOverHTTP(t *testing.T) {

@@ -1,21 +1,32 @@
 package handlers
 
-import "github.com/gin-gonic/gin"
+import (
+	"github.com/gin-gonic/gin"
+
+	"flashsale/lock"
+	"flashsale/web"
+)
 
 // routes lists every route of the public contract (DESIGN.md, "The public
-// contract"), plus GET / (an index), GET /api/orders?user= (a shopper's
-// orders) and GET /api/admin/faults (the plan in force).
+// contract"), plus the browser pages (web: / and /workshop), GET /api (an
+// index of the API), GET /api/orders?user= (a shopper's orders) and
+// GET /api/admin/faults (the plan in force).
 func (s *Server) routes() {
 	e := s.engine
 	e.NoRoute(s.handle(func(*gin.Context) error { return &Error{Code: "not_found"} }))
 	e.NoMethod(s.handle(func(*gin.Context) error { return &Error{Code: "method_not_allowed"} }))
 
-	e.GET("/", s.handle(s.index))
+	pages := gin.WrapH(web.Handler(web.Options{LockSource: lock.Source, Logger: s.log}))
+	for _, p := range web.Routes() {
+		e.GET(p, pages)
+		e.HEAD(p, pages)
+	}
 	e.GET("/healthz", s.handle(s.healthz))
 	e.GET("/readyz", s.handle(s.readyz))
 	e.GET("/metrics", s.metricsHandler)
 
 	api := e.Group("/api")
+	api.GET("", s.handle(s.index))
 	api.GET("/products", s.handle(s.listProducts))
 	api.POST("/orders", s.handle(s.createOrder))
 	api.GET("/orders", s.handle(s.listOrders))
