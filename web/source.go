@@ -1,0 +1,196 @@
+package web
+
+import (
+	"io/fs"
+	"log/slog"
+	"strings"
+)
+
+// variantInfo is what the workshop shows beside a variant: its file in the
+// lock package, the correct variant's file it is compared with, one
+// paragraph on why it breaks (or why it holds), and the scenario that shows
+// it. The paragraphs follow DESIGN.md's ladder; keep them in step with it.
+type variantInfo struct {
+	name      string
+	file      string
+	reference string
+	showsWith string
+	why       string
+}
+
+// ladder lists the variants in DESIGN.md's order.
+var ladder = []variantInfo{
+	{
+		name: "none", file: "none.go", reference: "lua.go", showsWith: "clean",
+		why: "No lock at all: every request reads the stock, does its work and writes stock minus quantity. " +
+			"Two requests that read the same stock both sell from it, and the later write overwrites the earlier one: " +
+			"lost updates and overselling from concurrency alone, with no fault needed, in every scenario.",
+	},
+	{
+		name: "setnx-expire", file: "setnx_expire.go", reference: "lua.go", showsWith: "crash-between-steps",
+		why: "SETNX k v and EXPIRE k ttl are two commands. A client that dies between them leaves a lock key with no TTL: " +
+			"nobody ever acquires it again, and every later buyer of that SKU waits and gets 503 busy — a deadlock that " +
+			"outlives the crashed process (crash-between-steps). Its release is a bare DEL, so a holder paused past its TTL " +
+			"also deletes its successor's lock. lua.go creates the key and its TTL in one SET k v NX PX ttl.",
+	},
+	{
+		name: "get-del", file: "get_del.go", reference: "lua.go", showsWith: "pause-between-release-steps",
+		why: "The acquire is right (SET k v NX PX ttl), but the release checks and deletes in two commands: GET k, compare " +
+			"with our value, then DEL k. A holder that stalls between them for longer than the TTL finds its lock expired " +
+			"and taken by another client, and its DEL removes the new holder's lock; a third client walks in beside the " +
+			"second. Two holders sell the same stock (pause-between-release-steps). lua.go runs the compare and the delete " +
+			"as one Lua script, which nothing can interrupt.",
+	},
+	{
+		name: "plain-del", file: "plain_del.go", reference: "lua.go", showsWith: "pause-in-critical-section",
+		why: "Releases with a bare DEL k and never checks that the lock is still its own. A holder whose critical section " +
+			"outlives its TTL comes back and deletes the lock its successor now holds, letting a third client in beside the " +
+			"second: two holders at once, overselling (pause-in-critical-section). lua.go deletes the key only while it " +
+			"still carries the holder's own random value.",
+	},
+	{
+		name: "lua", file: "lua.go", reference: "lua.go", showsWith: "pause-in-critical-section",
+		why: "The correct single-node lock: SET k <random> NX PX ttl, released and extended by Lua scripts that compare the " +
+			"owner value and act in one atomic step, so no other client's lock is ever deleted. It still breaks when a " +
+			"holder pauses inside its critical section past the TTL (a GC pause, swap, SIGSTOP): the lease expires, a " +
+			"successor acquires, and the paused holder wakes believing it still holds the lock and writes stale stock. No " +
+			"lock alone can prevent that; the store must refuse the stale write (lua+fence). And one Redis node is one point " +
+			"of failure: restarted without its data, it forgets the lock (node-restart).",
+	},
+	{
+		name: "redlock", file: "redlock.go", reference: "redlock.go", showsWith: "pause-in-critical-section",
+		why: "SET NX PX on N independent masters in parallel, each under a short timeout; the lock is held when a quorum " +
+			"(N/2+1) granted it and time is left (validity = ttl − elapsed − drift), so a minority of nodes can be down. " +
+			"A node restarted without its data inside a lease held by a bare quorum has forgotten the grant and can vote " +
+			"for a second client — two holders — unless the client is restart-aware and ignores that node until a TTL has " +
+			"passed. Like lua, it cannot stop a holder paused past its TTL from writing stale stock: that needs fencing.",
+	},
+	{
+		name: "lua+fence", file: "lua.go", reference: "lua.go", showsWith: "pause-in-critical-section",
+		why: "lua with fencing tokens: the same Lua step that sets the lock draws a token from a counter on the node, and the " +
+			"store raises the row's fence to that token before reading and writes only while the row still carries it. A " +
+			"holder paused past its TTL can still overlap its successor on the timeline, but its write carries an older " +
+			"token and is refused (409 stale_fence): the pause no longer oversells. If the node restarts without its " +
+			"counter, the new tokens are lower and the store refuses them too: sales stop (unavailable), never unsafe.",
+	},
+	{
+		name: "redlock+fence", file: "redlock.go", reference: "redlock.go", showsWith: "pause-in-critical-section",
+		why: "Redlock with fencing tokens. Each node draws a token from its own counter with its SET; the lease takes the " +
+			"largest of its quorum and writes it back as max(counter, token) to a majority of the nodes that still hold the " +
+			"lease, so any later quorum meets a counter past it and tokens only grow from holder to holder. A restarted node " +
+			"is re-seeded from a majority before it counts again. The store checks the token around its read-modify-write, " +
+			"so neither a paused holder nor a restarted node can oversell.",
+	},
+}
+
+// variantNames lists the ladder's names in order.
+func variantNames() []string {
+	out := make([]string, len(ladder))
+	for i, v := range ladder {
+		out[i] = v.name
+	}
+	return out
+}
+
+// sourceView is the answer of GET /workshop/source/{variant}. Line numbers
+// count from 1. Differs are the lines of Source that the reference does not
+// have (under a longest-common-subsequence line diff); ReferenceDiffers the
+// lines of ReferenceSource that Source does not have. For a correct variant
+// the file is its own reference and both lists are empty.
+type sourceView struct {
+	Variant          string `json:"variant"`
+	File             string `json:"file"`
+	Reference        string `json:"reference"`
+	Source           string `json:"source"`
+	Differs          []int  `json:"differs"`
+	ReferenceSource  string `json:"reference_source"`
+	ReferenceDiffers []int  `json:"reference_differs"`
+	Why              string `json:"why"`
+	ShowsWith        string `json:"shows_with"`
+}
+
+// loadSources reads the variant files and diffs each against its reference
+// once, at start-up: the files are embedded, so the answers never change.
+func loadSources(src fs.FS, log *slog.Logger) map[string]sourceView {
+	out := map[string]sourceView{}
+	if src == nil {
+		log.Warn("web: no lock variant sources given; the workshop will not show code")
+		return out
+	}
+	for _, v := range ladder {
+		text, err := fs.ReadFile(src, v.file)
+		if err != nil {
+			log.Warn("web: lock variant source missing", "variant", v.name, "file", v.file, "err", err)
+			continue
+		}
+		ref, err := fs.ReadFile(src, v.reference)
+		if err != nil {
+			log.Warn("web: lock reference source missing", "variant", v.name, "file", v.reference, "err", err)
+			continue
+		}
+		onlyA, onlyB := diffLines(splitLines(string(text)), splitLines(string(ref)))
+		out[v.name] = sourceView{
+			Variant: v.name, File: v.file, Reference: v.reference,
+			Source: string(text), Differs: onlyA,
+			ReferenceSource: string(ref), ReferenceDiffers: onlyB,
+			Why: v.why, ShowsWith: v.showsWith,
+		}
+	}
+	return out
+}
+
+// splitLines splits a file into lines without their line endings; a final
+// newline does not start another line.
+func splitLines(s string) []string {
+	s = strings.TrimSuffix(strings.ReplaceAll(s, "\r\n", "\n"), "\n")
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, "\n")
+}
+
+// diffLines is a longest-common-subsequence line diff: it returns the
+// 1-based numbers of the lines of a not in the common subsequence, and those
+// of b. Lines compare without trailing blanks. The files are a few hundred
+// lines, so the quadratic table is small.
+func diffLines(a, b []string) (onlyA, onlyB []int) {
+	onlyA, onlyB = []int{}, []int{}
+	n, m := len(a), len(b)
+	// lcs[i][j] is the LCS length of a[i:] and b[j:].
+	lcs := make([][]int, n+1)
+	for i := range lcs {
+		lcs[i] = make([]int, m+1)
+	}
+	same := func(i, j int) bool {
+		return strings.TrimRight(a[i], " \t") == strings.TrimRight(b[j], " \t")
+	}
+	for i := n - 1; i >= 0; i-- {
+		for j := m - 1; j >= 0; j-- {
+			if same(i, j) {
+				lcs[i][j] = lcs[i+1][j+1] + 1
+			} else {
+				lcs[i][j] = max(lcs[i+1][j], lcs[i][j+1])
+			}
+		}
+	}
+	i, j := 0, 0
+	for i < n && j < m {
+		switch {
+		case same(i, j):
+			i, j = i+1, j+1
+		case lcs[i+1][j] >= lcs[i][j+1]:
+			onlyA = append(onlyA, i+1)
+			i++
+		default:
+			onlyB = append(onlyB, j+1)
+			j++
+		}
+	}
+	for ; i < n; i++ {
+		onlyA = append(onlyA, i+1)
+	}
+	for ; j < m; j++ {
+		onlyB = append(onlyB, j+1)
+	}
+	return onlyA, onlyB
+}

@@ -1,0 +1,657 @@
+// The workshop: pick a lock variant and a fault, run a flash sale against the
+// server's own cluster, watch progress, and read the result as a table row,
+// a bar of the chart and a timeline of lock holders, beside the variant's
+// source with the lines that differ from the correct variant highlighted.
+"use strict";
+
+(function () {
+  const { el, svg, api, readSSE, store, say, errorText } = window.FS;
+  const session = store("session");
+  const local = store("local");
+  const KEY_TOKEN = "flashsale.adminToken";
+  const KEY_FORM = "flashsale.workshop";
+  const RUNS = "/api/admin/workshop/runs";
+
+  const $ = (id) => document.getElementById(id);
+  const ui = {
+    form: $("run-form"),
+    variant: $("w-variant"),
+    scenario: $("w-scenario"),
+    scenarioDoc: $("w-scenario-doc"),
+    rate: $("w-rate"),
+    duration: $("w-duration"),
+    token: $("w-token"),
+    run: $("w-run"),
+    reset: $("w-reset"),
+    progress: $("w-progress"),
+    progressLabel: $("w-progress-label"),
+    notes: $("w-notes"),
+    outcome: $("outcome"),
+    runsBody: $("runs-body"),
+    metric: $("w-metric"),
+    chart: $("chart"),
+    timeline: $("timeline"),
+    timelineOf: $("timeline-of"),
+    timelineSummary: $("timeline-summary"),
+    overlaps: $("overlaps"),
+    overlapList: $("overlap-list"),
+    srcFile: $("src-file"),
+    srcCompare: $("src-compare"),
+    srcWhy: $("src-why"),
+    srcTry: $("src-try"),
+    srcScenario: $("src-scenario"),
+    srcUse: $("src-use"),
+    srcCode: $("src-code"),
+    srcRef: $("src-ref"),
+    srcRefFile: $("src-ref-file"),
+    srcRefCode: $("src-ref-code"),
+  };
+
+  const scenarioDocs = {
+    "clean": "Concurrency only: a short critical section and no fault.",
+    "crash-between-steps": "Some acquires are abandoned right after step 1, as by a process dying there.",
+    "pause-between-release-steps": "Some releases pause longer than the TTL between their check and their delete.",
+    "pause-in-critical-section": "Some holders pause longer than the TTL between reading and writing stock.",
+    "node-down": "Mid-run, a minority of the Redis nodes is stopped (never the single-node variants' node).",
+    "node-restart": "Mid-run, a Redis node restarts without its data while leases hold a bare quorum.",
+    "node-restart-unaware": "As node-restart, with Redlock's restart awareness turned off (Redlock variants only).",
+  };
+
+  // runs: newest first; each {id, variant, scenario, rate, duration_s,
+  // state, done, total, cell, error}. shown: the run whose timeline is drawn.
+  let runs = [];
+  let shown = null;
+  let running = null;
+
+  // ---- form -------------------------------------------------------------
+
+  const saved = local.get(KEY_FORM, {});
+  for (const [k, input] of [["variant", ui.variant], ["scenario", ui.scenario], ["rate", ui.rate], ["duration_s", ui.duration]]) {
+    if (saved[k] != null) input.value = saved[k];
+  }
+  if (ui.variant.selectedIndex < 0) ui.variant.value = "none";
+  if (ui.scenario.selectedIndex < 0) ui.scenario.value = "clean";
+  ui.token.value = session.get(KEY_TOKEN, "");
+
+  function saveForm() {
+    local.set(KEY_FORM, { variant: ui.variant.value, scenario: ui.scenario.value, rate: ui.rate.value, duration_s: ui.duration.value });
+  }
+  ui.form.addEventListener("change", saveForm);
+  ui.token.addEventListener("input", () => session.set(KEY_TOKEN, ui.token.value.trim()));
+  ui.token.addEventListener("change", () => loadRuns());
+  ui.scenario.addEventListener("change", showScenarioDoc);
+  ui.variant.addEventListener("change", () => loadSource(ui.variant.value));
+  ui.metric.addEventListener("change", renderChart);
+  ui.srcUse.addEventListener("click", () => {
+    ui.scenario.value = ui.srcScenario.textContent;
+    showScenarioDoc();
+    saveForm();
+    ui.scenario.focus();
+  });
+
+  function showScenarioDoc() {
+    ui.scenarioDoc.textContent = scenarioDocs[ui.scenario.value] || "";
+  }
+
+  function token() {
+    return ui.token.value.trim();
+  }
+
+  // needToken asks for the admin token before an admin action.
+  function needToken() {
+    if (token()) return false;
+    say(ui.outcome, "error", "This needs the admin token: enter it first (the server prints it at start-up).");
+    ui.token.setAttribute("aria-invalid", "true");
+    ui.token.focus();
+    return true;
+  }
+  ui.token.addEventListener("input", () => ui.token.removeAttribute("aria-invalid"));
+
+  function auth() {
+    return { Authorization: "Bearer " + token() };
+  }
+
+  // adminError says what went wrong with an admin call, in the page's words
+  // for the two answers that mean "fix the token" or "update the server".
+  function adminError(r, what) {
+    if (r.status === 401 || r.status === 403) {
+      ui.token.setAttribute("aria-invalid", "true");
+      return `The admin token was refused (${what}). Check it and try again.`;
+    }
+    if (r.status === 404 && r.data && r.data.error === "not_found") {
+      return `This server has no workshop run API (${what} answered 404).`;
+    }
+    return `${what}: ${errorText(r)}`;
+  }
+
+  function readNumber(input, label) {
+    const v = Number(input.value);
+    const min = Number(input.min);
+    const max = Number(input.max);
+    if (!Number.isInteger(v) || v < min || v > max) {
+      say(ui.outcome, "error", `Bad input: ${label} must be a whole number from ${min} to ${max}.`);
+      input.setAttribute("aria-invalid", "true");
+      input.focus();
+      return null;
+    }
+    input.removeAttribute("aria-invalid");
+    return v;
+  }
+
+  ui.form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    if (running) {
+      say(ui.outcome, "warn", "A run is in progress; wait for its result.");
+      return;
+    }
+    const rate = readNumber(ui.rate, "the rate");
+    if (rate === null) return;
+    const duration = readNumber(ui.duration, "the duration");
+    if (duration === null) return;
+    if (needToken()) return;
+    const body = { variant: ui.variant.value, scenario: ui.scenario.value, rate, duration_s: duration };
+    setRunning(true);
+    ui.notes.replaceChildren();
+    setProgress(0, 1, `Starting ${body.variant} under ${body.scenario}…`);
+    const r = await api("POST", RUNS, body, auth());
+    if (r.status !== 202 && r.status !== 201 && r.status !== 200) {
+      setRunning(false);
+      setProgress(0, 1, "Not started.");
+      say(ui.outcome, "error", "The run did not start. " + adminError(r, "starting the run"));
+      return;
+    }
+    const run = Object.assign({}, body, r.data || {}, { state: "running", done: 0, total: 0 });
+    if (run.id == null) run.id = "?";
+    runs = [run].concat(runs.filter((x) => String(x.id) !== String(run.id)));
+    shown = run;
+    renderRuns();
+    say(ui.outcome, "info", `Run ${run.id} started: ${body.variant} under ${body.scenario}, ${rate} req/s for ${duration} s.`);
+    await follow(run);
+    setRunning(false);
+  });
+
+  function setRunning(on) {
+    running = on;
+    ui.run.disabled = on;
+    ui.run.textContent = on ? "Running…" : "Run";
+    ui.run.setAttribute("aria-busy", on ? "true" : "false");
+  }
+
+  function setProgress(done, total, text) {
+    ui.progress.max = Math.max(total, 1);
+    ui.progress.value = Math.min(done, Math.max(total, 1));
+    ui.progressLabel.textContent = text;
+  }
+
+  // follow reads the run's event stream until its result. If the stream
+  // breaks first, the run's record is fetched instead.
+  async function follow(run) {
+    let res;
+    try {
+      res = await fetch(`${RUNS}/${encodeURIComponent(run.id)}/stream`, {
+        headers: Object.assign({ Accept: "text/event-stream" }, auth()),
+        cache: "no-store",
+      });
+    } catch (err) {
+      res = null;
+    }
+    if (res && res.ok && res.body) {
+      try {
+        await readSSE(res, (msg) => onRunEvent(run, msg));
+      } catch (_) {
+        /* the stream broke; fall through to the record */
+      }
+    }
+    if (run.state === "running") {
+      const r = await api("GET", `${RUNS}/${encodeURIComponent(run.id)}`, undefined, auth());
+      if (r.status === 200 && r.data) absorb(run, r.data);
+      if (run.state === "running") {
+        run.state = "lost";
+        run.error = "The progress stream ended before the result; reload to see the run when it finishes.";
+        say(ui.outcome, "warn", run.error);
+      }
+      renderRuns();
+    }
+  }
+
+  function onRunEvent(run, msg) {
+    switch (msg.type) {
+      case "progress":
+        run.done = Number(msg.done) || 0;
+        run.total = Number(msg.total) || 0;
+        setProgress(run.done, run.total, `Run ${run.id}: ${run.done} of ${run.total || "?"} requests`);
+        renderRunRow(run);
+        break;
+      case "note":
+        ui.notes.append(el("li", { text: msg.message || "" }));
+        break;
+      case "result":
+        absorb(run, { state: "done", cell: msg.cell });
+        setProgress(1, 1, `Run ${run.id} finished.`);
+        announceResult(run);
+        renderRuns();
+        break;
+      case "error":
+        run.state = "failed";
+        run.error = msg.message || msg.error || "the run failed";
+        setProgress(0, 1, `Run ${run.id} failed.`);
+        say(ui.outcome, "error", `Run ${run.id} failed: ${run.error}`);
+        renderRuns();
+        break;
+    }
+  }
+
+  // absorb takes a run record (or a bare cell) from the server into run.
+  function absorb(run, rec) {
+    if (rec.cell || rec.state) {
+      if (rec.state) run.state = rec.state === "running" ? "running" : rec.state;
+      if (rec.cell) {
+        run.cell = rec.cell;
+        run.state = "done";
+      }
+      if (rec.error) {
+        run.error = rec.error;
+        if (!rec.cell) run.state = "failed";
+      }
+    } else if (rec.expected || rec.seen) {
+      run.cell = rec;
+      run.state = "done";
+    }
+  }
+
+  function announceResult(run) {
+    const c = run.cell || {};
+    const verdict = c.seen === "breaks" ? "broke" : "held";
+    const as = c.ok === false ? `, which is NOT what the matrix expects (${c.expected})` : `, as expected`;
+    const facts = [];
+    if (c.oversold_units) facts.push(`${c.oversold_units} units oversold`);
+    if (c.lost_updates) facts.push(`${c.lost_updates} lost updates`);
+    if (c.double_booked_seats) facts.push(`${c.double_booked_seats} seats double-booked`);
+    if (c.stuck_locks) facts.push(`${c.stuck_locks} stuck locks`);
+    say(ui.outcome, c.seen === "breaks" ? "warn" : "ok",
+      `Run ${run.id}: ${c.variant || run.variant} ${verdict} under ${c.scenario || run.scenario}${as}.` +
+      (facts.length ? " " + facts.join(", ") + "." : ""));
+  }
+
+  ui.reset.addEventListener("click", async () => {
+    if (needToken()) return;
+    const r = await api("POST", "/api/admin/reset", undefined, auth());
+    if (r.status >= 200 && r.status < 300) say(ui.outcome, "ok", "The sale was reset: stock restored, orders, bookings and locks cleared.");
+    else say(ui.outcome, "error", "Not reset. " + adminError(r, "resetting the sale"));
+  });
+
+  async function loadRuns() {
+    if (!token()) return;
+    const r = await api("GET", RUNS, undefined, auth());
+    if (r.status !== 200) {
+      say(ui.outcome, "error", "Earlier runs could not be loaded. " + adminError(r, "listing runs"));
+      return;
+    }
+    const list = Array.isArray(r.data) ? r.data : (r.data && r.data.runs) || [];
+    const fresh = list.map((rec, i) => {
+      const run = {
+        id: rec.id ?? (rec.cell && rec.cell.id) ?? `earlier-${i + 1}`,
+        variant: rec.variant ?? (rec.cell && rec.cell.variant),
+        scenario: rec.scenario ?? (rec.cell && rec.cell.scenario),
+        rate: rec.rate, duration_s: rec.duration_s, started_at: rec.started_at,
+        state: "running", done: 0, total: 0,
+      };
+      absorb(run, rec);
+      return run;
+    });
+    // Keep the run this page is following; take everything else from the server.
+    const following = runs.filter((x) => x.state === "running" && running);
+    const ids = new Set(following.map((x) => String(x.id)));
+    runs = following.concat(fresh.filter((x) => !ids.has(String(x.id))));
+    runs.sort((a, b) => newer(b, a));
+    if (!shown || !runs.includes(shown)) shown = runs.find((x) => x.cell) || null;
+    renderRuns();
+  }
+
+  // newer orders runs by start time, else by numeric id.
+  function newer(a, b) {
+    const ta = Date.parse(a.started_at || "");
+    const tb = Date.parse(b.started_at || "");
+    if (!isNaN(ta) && !isNaN(tb) && ta !== tb) return ta - tb;
+    const na = Number(a.id);
+    const nb = Number(b.id);
+    if (!isNaN(na) && !isNaN(nb)) return na - nb;
+    return 0;
+  }
+
+  // ---- results table ----------------------------------------------------
+
+  const dash = "—";
+  const num = (v, digits) => (v === undefined || v === null || v === "" ? dash
+    : typeof v === "number" && digits !== undefined ? v.toFixed(digits) : String(v));
+
+  function outcomeCell(value) {
+    if (!value) return el("td", { text: dash });
+    return el("td", { class: "verdict verdict-" + value }, el("span", { text: value }));
+  }
+
+  function runRow(run) {
+    const c = run.cell;
+    const tr = el("tr", { "data-run": run.id, "data-state": run.state });
+    if (c && c.ok === false) tr.classList.add("mismatch");
+    if (shown === run) tr.classList.add("shown");
+    const pick = el("button", {
+      type: "button", class: "btn btn-small run-pick", text: String(run.id),
+      "aria-label": `Run ${run.id}: show its lock timeline`, "aria-pressed": shown === run ? "true" : "false",
+    });
+    pick.addEventListener("click", () => {
+      shown = run;
+      renderRuns();
+    });
+    const codes = (c && c.codes) || {};
+    const bad = (v) => el("td", { class: "num" + (Number(v) > 0 ? " bad" : ""), text: c ? num(v ?? 0) : dash });
+    const load = run.rate && run.duration_s ? `${run.rate}/s × ${run.duration_s}s` : dash;
+    let seen;
+    if (c) seen = outcomeCell(c.seen);
+    else if (run.state === "running") {
+      const pct = run.total ? Math.round((100 * run.done) / run.total) : 0;
+      seen = el("td", { class: "pending", text: `running ${pct}%` });
+    } else seen = el("td", { class: "failed", text: run.error ? `failed: ${run.error}` : run.state });
+    tr.append(
+      el("th", { scope: "row" }, pick),
+      el("td", { text: (c && c.variant) || run.variant || dash }),
+      el("td", { text: (c && c.scenario) || run.scenario || dash }),
+      el("td", { class: "num", text: load }),
+      outcomeCell(c && c.expected),
+      seen,
+      el("td", { class: "num", text: c ? `${num(c.sold)} / ${num(c.initial)}` : dash }),
+      bad(c && c.oversold_units),
+      bad(c && c.lost_updates),
+      bad(c && c.double_booked_seats),
+      bad(c && c.stuck_locks),
+      el("td", { class: "num", text: c ? num(codes["201"] ?? 0) : dash }),
+      el("td", { class: "num", text: c ? num(codes["409"] ?? 0) : dash }),
+      el("td", { class: "num", text: c ? num(codes["503"] ?? 0) : dash }),
+      el("td", { class: "num", text: c ? num(codes.other ?? 0) : dash }),
+      el("td", { class: "num", text: c ? num(c.throughput, 1) : dash }),
+      el("td", { class: "num", text: c ? num(c.p50_ms, 1) : dash }),
+      el("td", { class: "num", text: c ? num(c.p99_ms, 1) : dash }),
+    );
+    return tr;
+  }
+
+  function renderRunRow(run) {
+    const old = ui.runsBody.querySelector(`tr[data-run="${CSS.escape(String(run.id))}"]`);
+    if (old) old.replaceWith(runRow(run));
+    else renderRuns();
+  }
+
+  function renderRuns() {
+    if (!runs.length) {
+      ui.runsBody.replaceChildren(el("tr", { class: "empty" },
+        el("td", { colspan: 18, text: token() ? "No runs yet." : "No runs yet. Enter the admin token to see earlier runs." })));
+    } else {
+      ui.runsBody.replaceChildren(...runs.map(runRow));
+    }
+    renderChart();
+    renderTimeline();
+  }
+
+  // ---- chart ------------------------------------------------------------
+
+  function renderChart() {
+    const metric = ui.metric.value;
+    const label = ui.metric.selectedOptions[0].textContent;
+    const done = runs.filter((r) => r.cell).slice(0, 12);
+    if (!done.length) {
+      ui.chart.replaceChildren(el("p", { class: "muted", text: "Results appear here as runs finish." }));
+      return;
+    }
+    // Drawn at the box's own width, so the text stays readable on a phone;
+    // there the labels go above the bars instead of beside them.
+    const W = Math.max(280, Math.round(ui.chart.clientWidth || 640));
+    const narrow = W < 520;
+    const labelW = narrow ? 0 : Math.min(260, Math.round(W * 0.42));
+    const right = 50;
+    const barH = 16;
+    const labelH = narrow ? 15 : 0;
+    const rowH = labelH + barH + 8;
+    const top = 4;
+    const H = top + done.length * rowH + 18;
+    const values = done.map((r) => Number(r.cell[metric]) || 0);
+    const peak = Math.max(...values, 1);
+    const scale = (W - labelW - right) / peak;
+    const root = svg("svg", {
+      viewBox: `0 0 ${W} ${H}`, width: W, height: H, class: "bar-chart", role: "img",
+      "aria-label": `${label} per run: ` + done.map((r, i) => `run ${r.id} ${r.cell.variant} ${r.cell.scenario} ${values[i]}`).join("; "),
+    });
+    done.forEach((r, i) => {
+      const y = top + i * rowH + labelH;
+      const v = values[i];
+      const seen = r.cell.seen === "breaks" ? "breaks" : "holds";
+      const g = svg("g", { class: "bar bar-" + seen + (r.cell.ok === false ? " bar-mismatch" : "") + (r === shown ? " bar-shown" : "") });
+      const name = `${r.id} · ${r.cell.variant} · ${r.cell.scenario}`;
+      g.append(
+        svg("title", {}, `Run ${r.id}: ${r.cell.variant} / ${r.cell.scenario} — ${label} ${v} (${seen}, expected ${r.cell.expected})`),
+        narrow
+          ? svg("text", { x: 0, y: y - 3, class: "bar-label" }, name)
+          : svg("text", { x: labelW - 8, y: y + barH - 4, "text-anchor": "end", class: "bar-label" }, name),
+        svg("rect", { x: labelW, y, width: Math.max(v * scale, v > 0 ? 2 : 0.5), height: barH, rx: 2 }),
+        svg("text", { x: labelW + v * scale + 6, y: y + barH - 4, class: "bar-value" }, formatValue(v)),
+      );
+      root.append(g);
+    });
+    const axisY = H - 14;
+    root.append(
+      svg("line", { x1: labelW, y1: axisY, x2: W - right, y2: axisY, class: "axis" }),
+      svg("text", { x: labelW, y: H - 2, class: "tick" }, "0"),
+      svg("text", { x: W - right, y: H - 2, "text-anchor": "end", class: "tick" }, formatValue(peak)),
+    );
+    ui.chart.replaceChildren(root);
+  }
+
+  function formatValue(v) {
+    return Number.isInteger(v) ? String(v) : v.toFixed(1);
+  }
+
+  // ---- lock holder timeline ---------------------------------------------
+
+  // holders sorts the timeline, assigns lanes greedily (a holder takes the
+  // first lane free at its start) and finds the overlaps: for a correct lock
+  // everything lands in lane 0.
+  function holders(timeline, end) {
+    const hs = timeline
+      .map((h) => ({
+        owner: String(h.owner ?? ""), token: h.token, from: Number(h.from_ms) || 0,
+        to: h.to_ms === null || h.to_ms === undefined ? null : Number(h.to_ms),
+      }))
+      .sort((a, b) => a.from - b.from);
+    const laneEnds = [];
+    const overlaps = [];
+    const active = [];
+    for (const h of hs) {
+      const to = h.to === null ? end : h.to;
+      let lane = laneEnds.findIndex((e) => e <= h.from);
+      if (lane < 0) {
+        lane = laneEnds.length;
+        laneEnds.push(to);
+      } else laneEnds[lane] = to;
+      h.lane = lane;
+      for (let i = active.length - 1; i >= 0; i--) {
+        const a = active[i];
+        const aTo = a.to === null ? end : a.to;
+        if (aTo <= h.from) {
+          active.splice(i, 1);
+          continue;
+        }
+        overlaps.push({ from: h.from, to: Math.min(aTo, to), a, b: h });
+      }
+      active.push(h);
+    }
+    return { hs, lanes: laneEnds.length, overlaps };
+  }
+
+  // merge joins overlapping spans, for drawing one band per stretch.
+  function merge(spans) {
+    const out = [];
+    for (const s of [...spans].sort((a, b) => a.from - b.from)) {
+      const last = out[out.length - 1];
+      if (last && s.from <= last.to) last.to = Math.max(last.to, s.to);
+      else out.push({ from: s.from, to: s.to });
+    }
+    return out;
+  }
+
+  function renderTimeline() {
+    const run = shown && shown.cell ? shown : runs.find((r) => r.cell);
+    ui.overlaps.hidden = true;
+    if (!run) {
+      ui.timelineOf.textContent = "";
+      ui.timeline.replaceChildren(el("p", { class: "muted", text: "Run something to see who held the lock." }));
+      ui.timelineSummary.textContent = "";
+      return;
+    }
+    const c = run.cell;
+    ui.timelineOf.textContent = `— run ${run.id}, ${c.variant} under ${c.scenario}` + (c.timeline_key ? ` (${c.timeline_key})` : "");
+    const tl = Array.isArray(c.timeline) ? c.timeline : [];
+    if (!tl.length) {
+      ui.timeline.replaceChildren(el("p", { class: "muted", text: "This result has no timeline of lock holders." }));
+      ui.timelineSummary.textContent = "";
+      return;
+    }
+    let end = (Number(run.duration_s) || 0) * 1000;
+    for (const h of tl) end = Math.max(end, Number(h.to_ms) || 0, Number(h.from_ms) || 0);
+    end = Math.max(end, 1);
+    const { hs, lanes, overlaps } = holders(tl, end);
+    const bands = merge(overlaps);
+    const shownLanes = Math.min(lanes, 8);
+    const W = Math.max(280, Math.round(ui.timeline.clientWidth || 1000)); // the box's own width: readable text
+    const left = 50;
+    const laneH = 20;
+    const top = 6;
+    const plotH = shownLanes * laneH;
+    const H = top + plotH + 28;
+    const x = (ms) => left + ((W - left - 24) * ms) / end;
+    const root = svg("svg", {
+      viewBox: `0 0 ${W} ${H}`, width: W, height: H, class: "timeline-svg", role: "img",
+      "aria-label": `Lock holders over ${Math.round(end)} ms: ${hs.length} holds in ${lanes} lane${lanes === 1 ? "" : "s"}, ` +
+        `${overlaps.length} overlap${overlaps.length === 1 ? "" : "s"}.`,
+    });
+    for (let i = 0; i < shownLanes; i++) {
+      const y = top + i * laneH;
+      root.append(
+        svg("rect", { x: left, y, width: W - left - 24, height: laneH, class: i % 2 ? "lane lane-odd" : "lane" }),
+        svg("text", { x: left - 6, y: y + laneH - 6, "text-anchor": "end", class: "tick" },
+          i === 7 && lanes > 8 ? `${i + 1}+` : `lane ${i + 1}`),
+      );
+    }
+    for (const b of bands) {
+      root.append(svg("rect", {
+        x: x(b.from), y: top, width: Math.max(x(b.to) - x(b.from), 2), height: plotH, class: "overlap-band",
+      }, svg("title", {}, `two holders at once: ${Math.round(b.from)}–${Math.round(b.to)} ms`)));
+    }
+    for (const h of hs) {
+      const lane = Math.min(h.lane, 7);
+      const to = h.to === null ? end : h.to;
+      const y = top + lane * laneH + 3;
+      const cls = "hold" + (h.lane > 0 ? " hold-second" : "") + (h.to === null ? " hold-stuck" : "");
+      const tok = h.token !== undefined && h.token !== null && h.token !== "" ? `, token ${h.token}` : "";
+      root.append(svg("rect", {
+        x: x(h.from), y, width: Math.max(x(to) - x(h.from), 1.5), height: laneH - 6, rx: 2, class: cls,
+      }, svg("title", {}, `${h.owner}${tok}: ${Math.round(h.from)}–${h.to === null ? "never released" : Math.round(to) + " ms"}`)));
+    }
+    // time axis with about six ticks at round numbers
+    const axisY = top + plotH + 4;
+    root.append(svg("line", { x1: left, y1: axisY, x2: W - 24, y2: axisY, class: "axis" }));
+    const step = niceStep(end / Math.max(2, Math.floor(W / 120)));
+    for (let t = 0; t <= end + 1e-9; t += step) {
+      root.append(
+        svg("line", { x1: x(t), y1: axisY, x2: x(t), y2: axisY + 4, class: "axis" }),
+        svg("text", { x: x(t), y: axisY + 16, "text-anchor": "middle", class: "tick" }, t >= 1000 ? `${(t / 1000).toFixed(step >= 1000 ? 0 : 1)} s` : `${Math.round(t)} ms`),
+      );
+    }
+    ui.timeline.replaceChildren(root);
+
+    const stuck = hs.filter((h) => h.to === null).length;
+    const longest = overlaps.reduce((m, o) => Math.max(m, o.to - o.from), 0);
+    let text = `${hs.length} holds of the lock in ${(end / 1000).toFixed(1)} s. `;
+    text += overlaps.length
+      ? `${overlaps.length} time${overlaps.length === 1 ? "" : "s"} two holders held it at once (longest ${Math.round(longest)} ms).`
+      : "Never two holders at once.";
+    if (stuck) text += ` ${stuck} never released.`;
+    ui.timelineSummary.textContent = text;
+    ui.timelineSummary.className = "timeline-summary " + (overlaps.length || stuck ? "bad" : "good");
+    if (overlaps.length) {
+      ui.overlapList.replaceChildren(...overlaps.slice(0, 50).map((o) => el("li", {
+        text: `${Math.round(o.from)}–${Math.round(o.to)} ms: ${o.a.owner}${o.a.token != null ? ` (token ${o.a.token})` : ""} and ` +
+          `${o.b.owner}${o.b.token != null ? ` (token ${o.b.token})` : ""}`,
+      })));
+      ui.overlaps.hidden = false;
+    }
+  }
+
+  function niceStep(raw) {
+    const p = Math.pow(10, Math.floor(Math.log10(Math.max(raw, 1e-9))));
+    for (const m of [1, 2, 5, 10]) if (m * p >= raw) return m * p;
+    return 10 * p;
+  }
+
+  // ---- variant source ---------------------------------------------------
+
+  function renderCode(pre, text, differs) {
+    const marked = new Set(differs || []);
+    const lines = text.replace(/\n$/, "").split("\n");
+    const code = el("code");
+    lines.forEach((line, i) => {
+      const n = i + 1;
+      let cls = "line";
+      if (marked.has(n)) cls += /^\s*\/\//.test(line) ? " diff diff-comment" : " diff";
+      code.append(el("span", { class: cls, "data-n": n },
+        el("span", { class: "ln", "aria-hidden": "true", text: String(n) }),
+        line + "\n"));
+    });
+    pre.replaceChildren(code);
+  }
+
+  let sourceReq = 0;
+  async function loadSource(variant) {
+    const mine = ++sourceReq;
+    ui.srcFile.textContent = variant;
+    const r = await api("GET", `/workshop/source/${encodeURIComponent(variant)}`);
+    if (mine !== sourceReq) return; // a later pick won
+    if (r.status !== 200 || !r.data) {
+      ui.srcCompare.textContent = "";
+      ui.srcWhy.textContent = "The source of this variant is not available: " + errorText(r);
+      ui.srcCode.replaceChildren();
+      ui.srcTry.hidden = true;
+      ui.srcRef.hidden = true;
+      return;
+    }
+    const s = r.data;
+    ui.srcFile.textContent = `${s.file} (${s.variant})`;
+    const n = (s.differs || []).length;
+    ui.srcCompare.textContent = s.file === s.reference
+      ? `This is the correct ${s.reference === "redlock.go" ? "multi-node" : "single-node"} variant's own file.`
+      : `Compared with ${s.reference}: ${n} highlighted line${n === 1 ? "" : "s"} differ (comments in a lighter shade).`;
+    ui.srcWhy.textContent = s.why || "";
+    ui.srcScenario.textContent = s.shows_with || "";
+    ui.srcTry.hidden = !s.shows_with;
+    renderCode(ui.srcCode, s.source || "", s.differs);
+    if (s.file !== s.reference) {
+      ui.srcRefFile.textContent = s.reference;
+      renderCode(ui.srcRefCode, s.reference_source || "", s.reference_differs);
+      ui.srcRef.hidden = false;
+    } else ui.srcRef.hidden = true;
+  }
+
+  // Charts are drawn at their box's width: redraw when it changes.
+  let lastWidth = 0;
+  new ResizeObserver(() => {
+    const w = ui.chart.clientWidth;
+    if (w && Math.abs(w - lastWidth) > 4) {
+      lastWidth = w;
+      renderChart();
+      renderTimeline();
+    }
+  }).observe(ui.chart);
+
+  showScenarioDoc();
+  renderRuns();
+  loadSource(ui.variant.value);
+  loadRuns();
+})();
