@@ -167,17 +167,23 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 
-	nodes, stopNodes, err := redisNodes(ctx, cfg, log)
+	nodes, nodeURLs, stopNodes, err := redisNodes(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
 	defer stopNodes()
 
+	token := cfg.adminToken
+	if token == "" {
+		token = randomToken()
+		fmt.Fprintf(stdout, "admin token (generated; set -admin-token or FLASHSALE_ADMIN_TOKEN to choose one): %s\n", token)
+	}
 	metrics := handlers.NewMetrics()
+	workshop := handlers.NewWorkshop(token, nodeURLs, cfg.lockTTL, log)
 	lockers, err := lock.NewLockers(nodes,
 		lock.WithTTL(cfg.lockTTL), lock.WithNamespace(cfg.namespace), lock.WithLogger(log),
 		lock.WithRestartAwareness(cfg.restartAware), lock.WithWatchdog(cfg.watchdog),
-		lock.WithObserver(metrics.ObserveLock))
+		lock.WithObserver(func(e lock.Event) { metrics.ObserveLock(e); workshop.Observe(e) }))
 	if err != nil {
 		return err
 	}
@@ -207,14 +213,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	metrics.WatchInventory(svc)
 
-	token := cfg.adminToken
-	if token == "" {
-		token = randomToken()
-		fmt.Fprintf(stdout, "admin token (generated; set -admin-token or FLASHSALE_ADMIN_TOKEN to choose one): %s\n", token)
-	}
 	srv, err := handlers.NewServer(handlers.Config{
 		Inventory: svc, Lockers: lockers, Metrics: metrics, Broker: broker,
-		AdminToken: token, DefaultLock: cfg.lock, Logger: log,
+		AdminToken: token, DefaultLock: cfg.lock, Logger: log, Workshop: workshop,
 	})
 	if err != nil {
 		return err
@@ -246,6 +247,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	url := "http://" + ln.Addr().String()
+	workshop.SetBase(url)
 	log.Info("listening", "addr", ln.Addr().String(), "lock", cfg.lock, "lock_ttl", cfg.lockTTL, "lock_wait", cfg.lockWait,
 		"production", cfg.production, "redis_nodes", len(nodes))
 	fmt.Fprintf(stdout, "listening on %s\n", url)
@@ -272,7 +274,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 // redisNodes parses -redis, or starts local nodes when it is empty; stop
 // stops the nodes it started (and does nothing for nodes given by URL).
-func redisNodes(ctx context.Context, cfg config, log *slog.Logger) (opts []*redis.Options, stop func(), err error) {
+func redisNodes(ctx context.Context, cfg config, log *slog.Logger) (opts []*redis.Options, urls []string, stop func(), err error) {
 	if cfg.redis != "" {
 		for _, u := range strings.Split(cfg.redis, ",") {
 			if u = strings.TrimSpace(u); u == "" {
@@ -280,18 +282,18 @@ func redisNodes(ctx context.Context, cfg config, log *slog.Logger) (opts []*redi
 			}
 			o, err := redis.ParseURL(u)
 			if err != nil {
-				return nil, nil, fmt.Errorf("-redis: %w", err)
+				return nil, nil, nil, fmt.Errorf("-redis: %w", err)
 			}
-			opts = append(opts, o)
+			opts, urls = append(opts, o), append(urls, u)
 		}
 		if len(opts) == 0 {
-			return nil, nil, errors.New("-redis: no URL given")
+			return nil, nil, nil, errors.New("-redis: no URL given")
 		}
-		return opts, func() {}, nil
+		return opts, urls, func() {}, nil
 	}
 	cluster, err := localredis.Start(ctx, cfg.localNodes, localredis.Options{Logger: log})
 	if err != nil {
-		return nil, nil, fmt.Errorf("start local Redis nodes: %w", err)
+		return nil, nil, nil, fmt.Errorf("start local Redis nodes: %w", err)
 	}
 	kind := "redis-server processes"
 	if cluster.InProcess() {
@@ -301,11 +303,11 @@ func redisNodes(ctx context.Context, cfg config, log *slog.Logger) (opts []*redi
 	for _, u := range cluster.URLs() {
 		o, err := redis.ParseURL(u)
 		if err != nil {
-			return nil, nil, errors.Join(err, cluster.Stop())
+			return nil, nil, nil, errors.Join(err, cluster.Stop())
 		}
 		opts = append(opts, o)
 	}
-	return opts, func() {
+	return opts, cluster.URLs(), func() {
 		if err := cluster.Stop(); err != nil {
 			log.Warn("stopping local Redis nodes", "err", err)
 		}

@@ -39,4 +39,8 @@ func (s *Server) routes() {
 	admin.POST("/reset", s.handle(s.reset))
 	admin.PUT("/faults", s.handle(s.setFaults))
 	admin.GET("/faults", s.handle(s.getFaults))
+	admin.POST("/workshop/runs", s.handle(s.startWorkshopRun))
+	admin.GET("/workshop/runs", s.handle(s.listWorkshopRuns))
+	admin.GET("/workshop/runs/:id", s.handle(s.getWorkshopRun))
+	admin.GET("/workshop/runs/:id/stream", s.handle(s.streamWorkshopRun))
 }

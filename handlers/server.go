@@ -31,6 +31,10 @@ type Config struct {
 	Logger      *slog.Logger
 	// Heartbeat is how often an idle stream gets a comment. Default 15s.
 	Heartbeat time.Duration
+	// Workshop runs load-runner cells for the workshop page. Default: one
+	// that knows neither this instance's address nor its nodes, so runs
+	// fail with a clear error until SetBase is called.
+	Workshop *Workshop
 }
 
 // Server is the storefront's http.Handler.
@@ -44,6 +48,7 @@ type Server struct {
 	log         *slog.Logger
 	heartbeat   time.Duration
 	engine      *gin.Engine
+	workshop    *Workshop
 }
 
 // NewServer checks the configuration and builds the routes.
@@ -69,7 +74,10 @@ func NewServer(cfg Config) (*Server, error) {
 	s := &Server{
 		inv: cfg.Inventory, lockers: cfg.Lockers, metrics: cfg.Metrics, broker: cfg.Broker,
 		adminHash: sha256.Sum256([]byte(cfg.AdminToken)), defaultLock: cfg.DefaultLock,
-		log: cfg.Logger, heartbeat: cfg.Heartbeat,
+		log: cfg.Logger, heartbeat: cfg.Heartbeat, workshop: cfg.Workshop,
+	}
+	if s.workshop == nil {
+		s.workshop = NewWorkshop(cfg.AdminToken, nil, cfg.Lockers.TTL(), cfg.Logger)
 	}
 	e := gin.New()
 	e.HandleMethodNotAllowed = true

@@ -97,8 +97,18 @@
 
   // ---- products ---------------------------------------------------------
 
+  // liveStock counts the live stock changes applied. A product list that
+  // was requested before one of them may be older than what the page shows,
+  // so it is fetched again rather than allowed to overwrite it.
+  let liveStock = 0;
+
   async function loadProducts() {
+    const before = liveStock;
     const r = await api("GET", "/api/products");
+    if (liveStock !== before && r.status === 200) {
+      loadProducts();
+      return;
+    }
     ui.products.setAttribute("aria-busy", "false");
     if (r.status !== 200 || !Array.isArray(r.data)) {
       ui.products.replaceChildren(el("li", { class: "muted", text: "Products could not be loaded: " + errorText(r) }));
@@ -174,6 +184,7 @@
       loadProducts();
       return;
     }
+    liveStock++;
     entry.p = Object.assign({}, entry.p, { stock });
     renderStock(entry);
   }

@@ -1,0 +1,178 @@
+// Command loadtest runs flashsale's lock variants × fault scenarios matrix
+// with vegeta and judges every cell against DESIGN.md's expected outcomes.
+//
+//	go run ./loadtest/cmd/loadtest                 # the full matrix, on its own Redis nodes and 3 app instances
+//	go run ./loadtest/cmd/loadtest -quick          # a few seconds a cell
+//	go run ./loadtest/cmd/loadtest -targets http://127.0.0.1:8080 -admin-token T -scenarios clean
+//
+// Exit status: 0 when every cell did what DESIGN.md expects; 1 when a cell
+// that must hold broke, a cell could not be judged, or (with -strict) a cell
+// that must break held; 2 when the run could not start.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"flashsale/loadtest"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run is the whole command, callable from tests.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		variants    = fs.String("variants", "all", "lock variants to run, comma-separated: "+strings.Join(loadtest.Variants, ", "))
+		scenarios   = fs.String("scenarios", "all", "scenarios to run, comma-separated: "+strings.Join(loadtest.ScenarioNames(), ", "))
+		cells       = fs.String("cells", "", "run only these cells, comma-separated variant/scenario (e.g. redlock/node-down)")
+		rate        = fs.Int("rate", 300, "requests per second of every attack")
+		duration    = fs.Duration("duration", 4*time.Second, "how long every attack lasts")
+		maxRequests = fs.Uint64("max-requests", 0, "request cap of every attack (0: rate × duration)")
+		maxWorkers  = fs.Uint64("max-workers", 128, "most requests in flight")
+		seed        = fs.Uint64("seed", 1, "seed of the traffic and the faults")
+		quick       = fs.Bool("quick", false, "the short matrix: 200 req/s for 1.5s a cell (explicit -rate/-duration win)")
+		strict      = fs.Bool("strict", false, "also fail when a cell that must break held (the workshop guarantee)")
+		out         = fs.String("out", "out/loadtest", "directory for report.{txt,json,html}, oversold.svg and vegeta's results per cell")
+		progress    = fs.Bool("progress", isTerminal(os.Stderr), "draw a progress bar per cell on stderr (default: when stderr is a terminal)")
+		verbose     = fs.Bool("v", false, "log what the runner does on stderr")
+
+		lockTTL     = fs.Duration("lock-ttl", 500*time.Millisecond, "lease TTL of the app instances; sizes the pause faults and node recipes")
+		lockWait    = fs.Duration("lock-wait", time.Second, "how long the app instances wait for a busy lock")
+		instances   = fs.Int("instances", 3, "app instances to start (K)")
+		nodes       = fs.Int("nodes", 5, "Redis nodes to start")
+		appBin      = fs.String("app-bin", "", "storefront binary to run (default: go build the module found from the working directory)")
+		module      = fs.String("module", "", "flashsale module root to build from (default: found from the working directory)")
+		unawareArgs = fs.String("unaware-args", strings.Join(loadtest.DefaultUnawareArgs, " "), "storefront arguments that turn Redlock restart awareness off")
+
+		targets     = fs.String("targets", "", "base URLs of running instances to attack instead (comma-separated, loopback only); node scenarios are then skipped")
+		adminToken  = fs.String("admin-token", getenv("FLASHSALE_ADMIN_TOKEN"), "admin token of -targets (env FLASHSALE_ADMIN_TOKEN)")
+		redisURLs   = fs.String("redis", "", "Redis URLs of -targets, comma-separated, for the runner's own stuck-lock scan")
+		lockPattern = fs.String("lock-pattern", loadtest.DefaultLockPattern, "Redis key pattern of lock keys")
+	)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: loadtest [flags]\n\nRuns every lock variant under every fault scenario with vegeta and judges each cell against DESIGN.md.\n\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "loadtest: unexpected arguments %q\n", fs.Args())
+		return 2
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if *quick {
+		if !set["rate"] {
+			*rate = 200
+		}
+		if !set["duration"] {
+			*duration = 1500 * time.Millisecond
+		}
+	}
+
+	level := slog.LevelWarn
+	if *verbose {
+		level = slog.LevelInfo
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	cfg := loadtest.Config{
+		Variants:    split(*variants),
+		Scenarios:   split(*scenarios),
+		Cells:       split(*cells),
+		Rate:        *rate,
+		Duration:    *duration,
+		MaxRequests: *maxRequests,
+		MaxWorkers:  *maxWorkers,
+		Seed:        *seed,
+		LockTTL:     *lockTTL,
+		Targets:     split(*targets),
+		AdminToken:  *adminToken,
+		RedisURLs:   split(*redisURLs),
+		LockPattern: *lockPattern,
+		Local: loadtest.LocalConfig{
+			Instances:   *instances,
+			Nodes:       *nodes,
+			AppBin:      *appBin,
+			ModuleDir:   *module,
+			LockTTL:     *lockTTL,
+			LockWait:    *lockWait,
+			UnawareArgs: strings.Fields(*unawareArgs),
+			Logger:      logger,
+		},
+		OutDir: *out,
+		Logger: logger,
+	}
+	if *progress {
+		cfg.Progress = stderr
+	}
+	if *out != "" {
+		// The local environment (binary, database, logs) lives beside the
+		// results, so a surprising cell can be looked into afterwards.
+		cfg.Local.Dir = filepath.Join(*out, "env")
+		if err := os.RemoveAll(filepath.Join(*out, "results")); err != nil {
+			fmt.Fprintf(stderr, "loadtest: %v\n", err)
+			return 2
+		}
+	}
+
+	rep, err := loadtest.Run(ctx, cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "loadtest: %v\n", err)
+		return 2
+	}
+	rep.Command = "go run ./loadtest/cmd/loadtest " + strings.Join(args, " ")
+	if err := rep.WriteText(stdout); err != nil {
+		fmt.Fprintf(stderr, "loadtest: %v\n", err)
+		return 2
+	}
+	if *out != "" {
+		if err := rep.WriteFiles(*out); err != nil {
+			fmt.Fprintf(stderr, "loadtest: %v\n", err)
+			return 2
+		}
+		fmt.Fprintf(stdout, "\nwritten: %s (report.txt, report.json, report.html, oversold.svg; vegeta results under results/<scenario>/<variant>.bin, app logs under env/logs)\n", *out)
+	}
+	if rep.Failed(*strict) {
+		return 1
+	}
+	return 0
+}
+
+// isTerminal reports whether f is a character device: progress bars
+// redraw with carriage returns, which only a terminal makes readable.
+func isTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// split turns a comma-separated flag into its non-empty parts.
+func split(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}

@@ -1,0 +1,48 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+)
+
+// Mistakes on the command line end the run before anything is started,
+// with exit status 2 and a message that names the mistake.
+func TestRunRefusesBadInput(t *testing.T) {
+	env := func(string) string { return "" }
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-nope"}, "flag provided but not defined"},
+		{[]string{"extra"}, "unexpected arguments"},
+		{[]string{"-variants", "mutex"}, `unknown name "mutex"`},
+		{[]string{"-scenarios", "meteor"}, `unknown name "meteor"`},
+		{[]string{"-cells", "lua/node-restart-unaware"}, "not in the matrix"},
+		{[]string{"-targets", "http://example.com:8080", "-admin-token", "t"}, "not on loopback"},
+		{[]string{"-targets", "http://127.0.0.1:1"}, "admin token"},
+	}
+	for _, tc := range cases {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := run(context.Background(), append(tc.args, "-out", t.TempDir()), env, &stdout, &stderr)
+			if code != 2 {
+				t.Errorf("exit %d, want 2", code)
+			}
+			if !strings.Contains(stderr.String(), tc.want) {
+				t.Errorf("stderr %q does not mention %q", stderr.String(), tc.want)
+			}
+		})
+	}
+}
+
+func TestHelpExitsZero(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), []string{"-h"}, func(string) string { return "" }, &stdout, &stderr); code != 0 {
+		t.Errorf("exit %d, want 0", code)
+	}
+	if !strings.Contains(stderr.String(), "-strict") {
+		t.Errorf("usage does not list -strict:\n%s", stderr.String())
+	}
+}

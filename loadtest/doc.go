@@ -1,0 +1,25 @@
+// Package loadtest is flashsale's load runner: it drives the storefront with
+// vegeta (github.com/tsenart/vegeta/v12/lib) over a matrix of lock variants ×
+// fault scenarios and judges every cell against the expected-outcomes matrix
+// of DESIGN.md.
+//
+// It is written for a reader who does not trust the app. Every figure in its
+// report comes from two places only: the database audit (GET /api/audit) and
+// vegeta's own record of what it sent and what came back. The audit is then
+// cross-checked against vegeta: the distinct Idempotency-Keys that got a 201
+// must equal the orders in the database, and their quantities the units the
+// database says were sold. The runner also scans every Redis node itself for
+// lock keys without a TTL. Whether a cell "breaks" is decided from those
+// numbers alone, never from the name of the variant.
+//
+// The runner talks to the storefront over HTTP only, through the public
+// contract of DESIGN.md: the admin API to reset the sale and set faults, the
+// order and seat routes under attack, and the audit.
+//
+// Vegeta v12.12.0 has sharp edges this package works around, each at the
+// place it matters: an Attacker cannot be reused once an attack ends (one per
+// cell); a Targeter error stops the whole attack (ours never fails, and the
+// request cap lives in the pacer instead); bodies are read whole unless
+// MaxBody is set (it is); a zero rate with default workers is unbounded (the
+// rate must be positive and workers are capped).
+package loadtest

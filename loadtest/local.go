@@ -1,0 +1,428 @@
+package loadtest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"flashsale/internal/localredis"
+)
+
+// LocalConfig configures the environment the runner starts for itself: its
+// own Redis nodes and storefront instances sharing one SQLite file.
+type LocalConfig struct {
+	// Instances is the number of app instances (K). Default 3.
+	Instances int
+	// Nodes is the number of Redis nodes. Default 5.
+	Nodes int
+	// AppBin is a storefront binary to run; "" builds one from ModuleDir.
+	AppBin string
+	// ModuleDir is the flashsale module root; "" finds it from the working
+	// directory upwards.
+	ModuleDir string
+	// Dir holds the binary, the database and the logs; "" is a temporary
+	// directory removed by Close.
+	Dir string
+	// LockTTL and LockWait are the instances' -lock-ttl and -lock-wait.
+	LockTTL  time.Duration
+	LockWait time.Duration
+	// ExtraArgs are added to every instance's command line.
+	ExtraArgs []string
+	// UnawareArgs turn Redlock restart awareness off on an instance.
+	// Default DefaultUnawareArgs.
+	UnawareArgs []string
+	// Logger receives what the environment does. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// DefaultUnawareArgs is the storefront flag that turns Redlock restart
+// awareness off.
+var DefaultUnawareArgs = []string{"-restart-aware=false"}
+
+// Local is a running local environment. Close stops everything it started,
+// by PID, and nothing else.
+type Local struct {
+	cfg     LocalConfig
+	log     *slog.Logger
+	dir     string
+	tempDir bool
+	bin     string
+	token   string
+	cluster *localredis.Cluster
+	relays  []*relay // the instances reach node i through relays[i] (see relay)
+	apps    []*appProc
+	unaware bool
+	// unawareErr is why the instances would not start unaware, if they
+	// would not.
+	unawareErr error
+}
+
+// StartLocal builds the storefront (unless AppBin is given), starts the
+// Redis nodes and the app instances, and waits until every instance is
+// ready. On error nothing is left running.
+func StartLocal(ctx context.Context, cfg LocalConfig) (_ *Local, err error) {
+	if cfg.Instances <= 0 {
+		cfg.Instances = 3
+	}
+	if cfg.Nodes <= 0 {
+		cfg.Nodes = 5
+	}
+	if cfg.UnawareArgs == nil {
+		cfg.UnawareArgs = DefaultUnawareArgs
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	l := &Local{cfg: cfg, log: cfg.Logger, dir: cfg.Dir}
+	defer func() {
+		if err != nil {
+			_ = l.Close()
+		}
+	}()
+	if l.dir == "" {
+		if l.dir, err = os.MkdirTemp("", "flashsale-loadtest-"); err != nil {
+			return nil, err
+		}
+		l.tempDir = true
+	} else if err = os.MkdirAll(l.dir, 0o755); err != nil {
+		return nil, err
+	}
+	// A database left by an earlier run in a kept directory would only be
+	// reset anyway; starting without it also survives a schema change. Old
+	// logs would only mislead.
+	for _, f := range []string{"sale.db", "sale.db-wal", "sale.db-shm", "logs"} {
+		if err = os.RemoveAll(filepath.Join(l.dir, f)); err != nil {
+			return nil, err
+		}
+	}
+	if err = os.MkdirAll(filepath.Join(l.dir, "logs"), 0o755); err != nil {
+		return nil, err
+	}
+	if l.bin, err = l.binary(ctx); err != nil {
+		return nil, err
+	}
+	tok := make([]byte, 16)
+	_, _ = rand.Read(tok) // crypto/rand never fails on supported platforms
+	l.token = hex.EncodeToString(tok)
+
+	l.cluster, err = localredis.Start(ctx, cfg.Nodes, localredis.Options{Logger: cfg.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("start %d redis nodes: %w", cfg.Nodes, err)
+	}
+	if l.cluster.InProcess() {
+		// In-process nodes live in this runner, not in the app instances:
+		// useless to them. Real redis-server processes are needed.
+		return nil, errors.New("redis-server is not on PATH: the load runner needs real Redis nodes")
+	}
+	for i, n := range l.cluster.Nodes {
+		r, err := startRelay(n.Addr())
+		if err != nil {
+			return nil, fmt.Errorf("relay to node %d: %w", i, err)
+		}
+		l.relays = append(l.relays, r)
+	}
+	if err = l.startApps(ctx); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// binary returns the storefront binary, building it once if none was given.
+func (l *Local) binary(ctx context.Context) (string, error) {
+	if l.cfg.AppBin != "" {
+		return l.cfg.AppBin, nil
+	}
+	mod := l.cfg.ModuleDir
+	if mod == "" {
+		var err error
+		if mod, err = FindModule("."); err != nil {
+			return "", err
+		}
+	}
+	bin := filepath.Join(l.dir, "flashsale")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, ".")
+	cmd.Dir = mod
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	l.log.Info("building the storefront", "module", mod, "bin", bin)
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("go build the storefront in %s: %w\n%s", mod, err, out.String())
+	}
+	return bin, nil
+}
+
+// FindModule walks up from dir to the directory whose go.mod declares
+// module flashsale.
+func FindModule(dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	for d := abs; ; d = filepath.Dir(d) {
+		b, err := os.ReadFile(filepath.Join(d, "go.mod"))
+		if err == nil && modulePath(b) == "flashsale" {
+			return d, nil
+		}
+		if filepath.Dir(d) == d {
+			return "", fmt.Errorf("no flashsale module at or above %s: run from the module or pass -app-bin", abs)
+		}
+	}
+}
+
+func modulePath(gomod []byte) string {
+	for _, line := range strings.Split(string(gomod), "\n") {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "module "); ok {
+			return strings.Trim(strings.TrimSpace(rest), `"`)
+		}
+	}
+	return ""
+}
+
+// Bases are the instances' base URLs.
+func (l *Local) Bases() []string {
+	out := make([]string, len(l.apps))
+	for i, a := range l.apps {
+		out[i] = a.base
+	}
+	return out
+}
+
+// Token is the admin token the instances were started with.
+func (l *Local) Token() string { return l.token }
+
+// RedisURLs are the nodes' URLs, node 0 first.
+func (l *Local) RedisURLs() []string { return l.cluster.URLs() }
+
+// Nodes is control over the Redis nodes for node recipes.
+func (l *Local) Nodes() Nodes { return clusterNodes{l.cluster} }
+
+// Dir is where the environment keeps its binary, database and logs.
+func (l *Local) Dir() string { return l.dir }
+
+// Unaware reports whether the instances run with restart awareness off.
+func (l *Local) Unaware() bool { return l.unaware }
+
+// SetUnaware restarts the instances with Redlock restart awareness off (or
+// back on) unless they already run that way.
+//
+// If the instances will not start that way (a storefront without the flag),
+// they are started again as they were and the error is returned, then
+// remembered so later cells do not pay for the same failure.
+func (l *Local) SetUnaware(ctx context.Context, off bool) error {
+	if l.unaware == off {
+		return nil
+	}
+	if off && l.unawareErr != nil {
+		return l.unawareErr
+	}
+	l.stopApps()
+	l.unaware = off
+	err := l.startApps(ctx)
+	if err == nil {
+		return nil
+	}
+	if off {
+		l.unawareErr = err
+	}
+	l.unaware = !off
+	return errors.Join(err, l.startApps(ctx))
+}
+
+// appRedisURLs are the nodes as the instances see them: through the relays.
+func (l *Local) appRedisURLs() []string {
+	urls := make([]string, len(l.relays))
+	for i, r := range l.relays {
+		urls[i] = "redis://" + r.Addr()
+	}
+	return urls
+}
+
+func (l *Local) args(i int) []string {
+	args := []string{
+		"-addr", "127.0.0.1:0",
+		"-redis", strings.Join(l.appRedisURLs(), ","),
+		"-db", filepath.Join(l.dir, "sale.db"),
+		"-admin-token", l.token,
+	}
+	if l.cfg.LockTTL > 0 {
+		args = append(args, "-lock-ttl", l.cfg.LockTTL.String())
+	}
+	if l.cfg.LockWait > 0 {
+		args = append(args, "-lock-wait", l.cfg.LockWait.String())
+	}
+	args = append(args, l.cfg.ExtraArgs...)
+	if l.unaware {
+		args = append(args, l.cfg.UnawareArgs...)
+	}
+	return args
+}
+
+// startApps starts the instances one after the other: the first one
+// migrates the shared database alone, the others find it ready.
+func (l *Local) startApps(ctx context.Context) error {
+	for i := range l.cfg.Instances {
+		a, err := startApp(ctx, l.bin, l.args(i), filepath.Join(l.dir, "logs", fmt.Sprintf("app-%d.log", i)))
+		if err != nil {
+			l.stopApps()
+			return fmt.Errorf("app instance %d: %w", i, err)
+		}
+		l.apps = append(l.apps, a)
+		l.log.Info("app instance ready", "instance", i, "url", a.base, "pid", a.cmd.Process.Pid, "restart_aware", !l.unaware)
+	}
+	return nil
+}
+
+func (l *Local) stopApps() {
+	var wg sync.WaitGroup
+	for _, a := range l.apps {
+		wg.Go(a.stop)
+	}
+	wg.Wait()
+	l.apps = nil
+}
+
+// Close stops the instances and the Redis nodes, and removes a temporary
+// directory.
+func (l *Local) Close() error {
+	l.stopApps()
+	var errs []error
+	for _, r := range l.relays {
+		errs = append(errs, r.Close())
+	}
+	if l.cluster != nil {
+		errs = append(errs, l.cluster.Stop())
+	}
+	if l.tempDir {
+		errs = append(errs, os.RemoveAll(l.dir))
+	}
+	return errors.Join(errs...)
+}
+
+// appProc is one running storefront process.
+type appProc struct {
+	cmd  *exec.Cmd
+	base string
+	done chan struct{}
+}
+
+// listening finds the address the storefront reports once it listens.
+var listening = regexp.MustCompile(`(?i)listening on (https?://[^\s"',]+)`)
+
+// startApp starts one instance with -addr 127.0.0.1:0, learns its port
+// from the line it prints when listening, and waits until it is ready.
+func startApp(ctx context.Context, bin string, args []string, logPath string) (*appProc, error) {
+	// Appended, not truncated: instances restarted for another scenario
+	// keep the earlier instances' story in the same file.
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Env = appEnv()
+	cmd.SysProcAttr = sysProcAttr()
+	pr, pw := io.Pipe()
+	cmd.Stdout, cmd.Stderr = pw, pw
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return nil, err
+	}
+	a := &appProc{cmd: cmd, done: make(chan struct{})}
+	found := make(chan string, 1)
+	go func() {
+		// The scanner owns the log file; it ends when the process's output
+		// closes after exit.
+		defer logf.Close()
+		sc := bufio.NewScanner(pr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			fmt.Fprintln(logf, line)
+			if m := listening.FindStringSubmatch(line); m != nil {
+				select {
+				case found <- strings.TrimRight(m[1], "/."):
+				default:
+				}
+			}
+		}
+		_, _ = io.Copy(logf, pr)
+	}()
+	go func() {
+		_ = cmd.Wait()
+		pw.Close()
+		close(a.done)
+	}()
+	tctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	select {
+	case a.base = <-found:
+	case <-a.done:
+		return nil, fmt.Errorf("exited before listening (%v); log %s:\n%s", cmd.ProcessState, logPath, tail(logPath))
+	case <-tctx.Done():
+		a.stop()
+		return nil, fmt.Errorf("did not say where it listens within 60s; log %s:\n%s", logPath, tail(logPath))
+	}
+	if err := loopbackURL(a.base); err != nil {
+		a.stop()
+		return nil, err
+	}
+	api := API{Base: a.base}
+	if err := api.WaitReady(tctx); err != nil {
+		a.stop()
+		return nil, fmt.Errorf("%w; log %s:\n%s", err, logPath, tail(logPath))
+	}
+	return a, nil
+}
+
+// stop sends SIGTERM to the instance's PID, and SIGKILL if it has not
+// exited within 5 s.
+func (a *appProc) stop() {
+	select {
+	case <-a.done:
+		return
+	default:
+	}
+	_ = a.cmd.Process.Signal(sigTerm)
+	select {
+	case <-a.done:
+	case <-time.After(5 * time.Second):
+		_ = a.cmd.Process.Kill()
+		<-a.done
+	}
+}
+
+// appEnv is the runner's environment without FLASHSALE_* variables, so a
+// setting in the user's shell cannot change what the command line says.
+func appEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "FLASHSALE_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// tail returns the end of a log file, for error messages.
+func tail(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	if len(b) > 2048 {
+		b = b[len(b)-2048:]
+	}
+	return string(b)
+}

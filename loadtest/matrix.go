@@ -1,0 +1,232 @@
+package loadtest
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Lock variants, in the order of DESIGN.md's ladder. They are the values of
+// the X-Lock-Variant header; the runner knows them only as names.
+var Variants = []string{
+	"none", "setnx-expire", "get-del", "plain-del", "lua", "lua+fence", "redlock", "redlock+fence",
+}
+
+// Outcome is what a cell of the matrix does: the sale holds, or it breaks.
+type Outcome string
+
+// Outcomes, as DESIGN.md defines them.
+const (
+	// Holds: no overselling, no lost update, no double booking, no stuck
+	// lock, no order lost or invented (503s are allowed).
+	Holds Outcome = "holds"
+	// Breaks: at least one of those, coming out of the real race.
+	Breaks Outcome = "breaks"
+	// NoClaim: DESIGN.md promises nothing for the cell; it is run and shown,
+	// not judged.
+	NoClaim Outcome = "no claim"
+)
+
+// Scenario names: the columns of the matrix.
+const (
+	Clean                    = "clean"
+	CrashBetweenSteps        = "crash-between-steps"
+	PauseBetweenReleaseSteps = "pause-between-release-steps"
+	PauseInCriticalSection   = "pause-in-critical-section"
+	NodeDown                 = "node-down"
+	NodeRestart              = "node-restart"
+	// NodeRestartUnaware is node-restart with the app's Redlock restart
+	// awareness turned off. DESIGN.md gives it as the second half of the
+	// redlock cell ("breaks without restart awareness, holds with it"); here
+	// it is its own column so both halves are measured, on the Redlock
+	// variants only (no other variant has restart awareness to turn off).
+	NodeRestartUnaware = "node-restart-unaware"
+)
+
+// Fault is one entry of the app's fault plan (PUT /api/admin/faults).
+type Fault struct {
+	Point  string  `json:"point"`
+	Action string  `json:"action"`
+	P      float64 `json:"p"`
+	MS     int     `json:"ms,omitempty"`
+}
+
+// Scenario is one column of the matrix: the app's faults and business work,
+// and what happens to the Redis nodes during the attack.
+type Scenario struct {
+	Name string `json:"name"`
+	// Doc says what the scenario does to the sale, for the report.
+	Doc string `json:"doc"`
+	// WorkMS is the business work inside every critical section: the window
+	// a broken lock lets two holders into. Never zero, so that `none` has
+	// a real race to lose in every column.
+	WorkMS int     `json:"work_ms"`
+	Faults []Fault `json:"faults,omitempty"`
+	// Nodes is what happens to the Redis nodes during the attack; nil for
+	// nothing. It needs nodes the runner started itself.
+	Nodes *NodeRecipe `json:"nodes,omitempty"`
+	// Unaware runs the cells on app instances with Redlock restart
+	// awareness off.
+	Unaware bool `json:"restart_aware_off,omitempty"`
+	// Only restricts the scenario to these variants; nil means all.
+	Only []string `json:"only,omitempty"`
+}
+
+// Applies reports whether the scenario has a cell for variant.
+func (s Scenario) Applies(variant string) bool {
+	return s.Only == nil || slices.Contains(s.Only, variant)
+}
+
+// Scenarios are the columns of the matrix for a lease TTL of ttl (the app's
+// -lock-ttl): every pause that must outlast a lease is a multiple of ttl,
+// so it does whatever the TTL, and the node-restart recipe holds the lease long
+// enough (a slow critical section) for a restart to land inside it.
+func Scenarios(ttl time.Duration) []Scenario {
+	pause := int((ttl * 8 / 5).Milliseconds())
+	// The late DEL of a release paused past the TTL does harm only if it
+	// lands on a holder still at work; every holder in between that paused
+	// too is a DEL wasted on a lock nobody is using. So the pause outlasts
+	// the TTL by a little (1.2 ×), and the critical section is long.
+	releasePause := int((ttl * 6 / 5).Milliseconds())
+	restart := func(unaware bool) Scenario {
+		s := Scenario{
+			Name: NodeRestart,
+			Doc: "every critical section is slow (" + fmt.Sprint(slowWork(ttl)) + " ms); in rounds, a competing client holds the lock keys " +
+				"on the last nodes so leases hold a bare quorum, then node 0 (one of that quorum, and the single-node variants' only node) " +
+				"is restarted without its data and the competitor lets go",
+			WorkMS: slowWork(ttl),
+			Nodes:  restartRecipe(ttl),
+		}
+		if unaware {
+			s.Name = NodeRestartUnaware
+			s.Doc = "as node-restart, on app instances started with Redlock restart awareness off"
+			s.Unaware = true
+			s.Only = []string{"redlock", "redlock+fence"}
+		}
+		return s
+	}
+	return []Scenario{
+		{
+			Name:   Clean,
+			Doc:    "concurrency only: a 5 ms critical section and no fault",
+			WorkMS: 5,
+		},
+		{
+			Name:   CrashBetweenSteps,
+			Doc:    "5% of acquires are abandoned right after acquire step 1, as by a process dying there",
+			WorkMS: 3,
+			Faults: []Fault{{Point: "after-acquire-step1", Action: "crash", P: 0.05}},
+		},
+		{
+			Name: PauseBetweenReleaseSteps,
+			Doc: fmt.Sprintf("15%% of releases pause %d ms (longer than the %v TTL) between their check and their delete; "+
+				"a 50 ms critical section, so the late delete mostly lands on a holder still at work", releasePause, ttl),
+			WorkMS: 50,
+			Faults: []Fault{{Point: "between-release-steps", Action: "pause", P: 0.15, MS: releasePause}},
+		},
+		{
+			Name:   PauseInCriticalSection,
+			Doc:    fmt.Sprintf("10%% of holders pause %d ms (longer than the %v TTL) between reading and writing stock", pause, ttl),
+			WorkMS: 3,
+			Faults: []Fault{{Point: "in-critical-section", Action: "pause", P: 0.1, MS: pause}},
+		},
+		{
+			Name:   NodeDown,
+			Doc:    "a third into the run, 2 of the 5 Redis nodes are stopped (never node 0, which single-node variants use)",
+			WorkMS: 3,
+			Nodes:  downRecipe(),
+		},
+		restart(false),
+		restart(true),
+	}
+}
+
+// slowWork is the critical section of the node-restart scenarios: long
+// enough that a lease is still inside it when a restarted node answers
+// again, short enough (under half the TTL) that no lease outlives its TTL.
+func slowWork(ttl time.Duration) int {
+	return int(min(ttl*2/5, 400*time.Millisecond).Milliseconds())
+}
+
+// ScenarioNames lists the scenario names in column order.
+func ScenarioNames() []string {
+	var out []string
+	for _, s := range Scenarios(time.Second) {
+		out = append(out, s.Name)
+	}
+	return out
+}
+
+// expected is DESIGN.md's matrix, column by column: the variants that break
+// in it; every other variant the scenario applies to holds.
+var expected = map[string][]string{
+	Clean:                    {"none"},
+	CrashBetweenSteps:        {"none", "setnx-expire"},
+	PauseBetweenReleaseSteps: {"none", "get-del"},
+	PauseInCriticalSection:   {"none", "setnx-expire", "get-del", "plain-del", "lua", "redlock"},
+	NodeDown:                 {"none"},
+	// ² lua+fence: the restarted node lost its fence counter, so the store
+	// refuses the lower tokens: unavailable, never unsafe.
+	NodeRestart: {"none", "setnx-expire", "get-del", "plain-del", "lua"},
+	// DESIGN.md: redlock "breaks without restart awareness".
+	NodeRestartUnaware: {"redlock"},
+}
+
+// noClaim are the cells the runner shows but DESIGN.md makes no promise
+// about: redlock+fence is promised to hold under node-restart only "with
+// restart awareness", and DESIGN.md warns that without it tokens can go
+// backwards.
+var noClaim = map[string][]string{
+	NodeRestartUnaware: {"redlock+fence"},
+}
+
+// Expected is the outcome DESIGN.md expects of variant under scenario, and
+// false for a cell that is not in the matrix.
+func Expected(variant, scenario string) (Outcome, bool) {
+	breaks, ok := expected[scenario]
+	if !ok || !slices.Contains(Variants, variant) {
+		return "", false
+	}
+	for _, s := range Scenarios(time.Second) {
+		if s.Name == scenario && !s.Applies(variant) {
+			return "", false
+		}
+	}
+	if slices.Contains(breaks, variant) {
+		return Breaks, true
+	}
+	if slices.Contains(noClaim[scenario], variant) {
+		return NoClaim, true
+	}
+	return Holds, true
+}
+
+// pick resolves a comma-separated selection against the known names, in the
+// known order; empty or "all" selects everything.
+func pick(sel string, known []string) ([]string, error) {
+	if sel == "" || sel == "all" {
+		return slices.Clone(known), nil
+	}
+	want := map[string]bool{}
+	for _, s := range strings.Split(sel, ",") {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		if !slices.Contains(known, s) {
+			return nil, fmt.Errorf("unknown name %q (known: %s)", s, strings.Join(known, ", "))
+		}
+		want[s] = true
+	}
+	var out []string
+	for _, k := range known {
+		if want[k] {
+			out = append(out, k)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("empty selection %q", sel)
+	}
+	return out, nil
+}

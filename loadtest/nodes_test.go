@@ -1,0 +1,107 @@
+package loadtest
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"flashsale/internal/localredis"
+	"flashsale/internal/redistest"
+)
+
+func TestMinority(t *testing.T) {
+	for n, want := range map[int][]int{3: {2}, 4: {3}, 5: {3, 4}, 7: {4, 5, 6}} {
+		if got := minority(n); !slices.Equal(got, want) {
+			t.Errorf("minority(%d) = %v, want %v", n, got, want)
+		}
+	}
+}
+
+// The node recipes against real redis-server processes: what they leave
+// down, what they restart and when, and that Heal brings every node back.
+func TestNodeRecipes(t *testing.T) {
+	c := redistest.Start(t, 5, localredis.Options{})
+	nodes := clusterNodes{c}
+	ctx := context.Background()
+	var notes []string
+	note := func(s string) { notes = append(notes, s) }
+
+	if err := downRecipe().Run(ctx, nodes, 100*time.Millisecond, "t:lock:*", note); err != nil {
+		t.Fatal(err)
+	}
+	for i, n := range c.Nodes {
+		if want := i < 3; n.Running() != want {
+			t.Errorf("after node-down, node %d running = %v, want %v", i, n.Running(), want)
+		}
+	}
+	if err := nodes.Heal(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i, n := range c.Nodes {
+		if !n.Running() {
+			t.Errorf("after Heal, node %d is down", i)
+		}
+	}
+
+	// A client that takes a lock on node 1 every 20 ms: the recipe must see
+	// those leases begin and restart node 0 right then.
+	o, err := redis.ParseURL(c.Nodes[1].URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	app := redis.NewClient(o)
+	defer app.Close()
+	wctx, stopLeases := context.WithCancel(ctx)
+	leases := make(chan struct{})
+	go func() {
+		defer close(leases)
+		for n := 0; sleep(wctx, 20*time.Millisecond); n++ {
+			app.Set(wctx, "t:lock:a", fmt.Sprint("owner-", n), time.Second)
+		}
+	}()
+	before := c.Nodes[0].PID()
+	notes = nil
+	const ttl = 100 * time.Millisecond
+	err = restartRecipe(ttl).Run(ctx, nodes, 2*time.Second, "t:lock:*", note)
+	stopLeases()
+	<-leases
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Nodes[0].PID() == before {
+		t.Error("node 0 was not restarted")
+	}
+	for i, n := range c.Nodes {
+		if !n.Running() {
+			t.Errorf("after node-restart, node %d is down: every round starts the killed nodes again", i)
+		}
+	}
+	rounds := 0
+	for _, n := range notes {
+		if strings.Contains(n, "node 0 restarted without data, nodes 3, 4 started empty") {
+			rounds++
+		}
+		if !strings.Contains(n, "killed nodes 3, 4; a lease granted by nodes 0..2 alone had just begun") {
+			t.Errorf("each round should restart node 0 as a new lease begins on node 1: %s", n)
+		}
+	}
+	if rounds < 3 {
+		t.Errorf("%d restart rounds in 2s with a %v TTL, want several:\n%s", rounds, ttl, strings.Join(notes, "\n"))
+	}
+
+	// A recipe that is cancelled stops at once.
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	start := time.Now()
+	if err := restartRecipe(ttl).Run(cctx, nodes, time.Minute, "t:lock:*", note); err != nil {
+		t.Fatal(err)
+	}
+	if time.Since(start) > time.Second {
+		t.Error("a cancelled recipe kept running")
+	}
+}

@@ -1,0 +1,408 @@
+package loadtest
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Verdict is a cell's seen outcome judged against the expected one.
+type Verdict string
+
+// Verdicts.
+const (
+	// VerdictOK: the cell did what DESIGN.md expects.
+	VerdictOK Verdict = "ok"
+	// VerdictBug: a cell expected to hold broke. Always a failure.
+	VerdictBug Verdict = "BUG"
+	// VerdictNoDemo: a cell expected to break held, so the demo no longer
+	// teaches. A failure under -strict.
+	VerdictNoDemo Verdict = "NO-DEMO"
+	// VerdictError: the cell could not be run or judged. Always a failure.
+	VerdictError Verdict = "ERROR"
+	// VerdictSkipped: the cell cannot run against these targets.
+	VerdictSkipped Verdict = "skipped"
+)
+
+// Cell is one variant under one scenario: what was expected, what the audit
+// and vegeta's results say happened, and the verdict.
+type Cell struct {
+	Variant  string  `json:"variant"`
+	Scenario string  `json:"scenario"`
+	Expected Outcome `json:"expected"`
+	Seen     Outcome `json:"seen,omitempty"`
+	Verdict  Verdict `json:"verdict"`
+	// Reasons say why the cell broke (or could not be judged), from the
+	// audit and the cross-check only.
+	Reasons []string `json:"reasons,omitempty"`
+	// Initial is the stock the sale started with, all SKUs together.
+	Initial int64 `json:"initial_stock"`
+	// HotSKU is the scarce product, where overselling shows.
+	HotSKU string `json:"hot_sku,omitempty"`
+	Audit  Audit  `json:"audit"`
+	// FaultsFired counts the injected faults that fired, by point, summed
+	// over the instances: evidence that a cell faced its fault.
+	FaultsFired map[string]uint64 `json:"faults_fired,omitempty"`
+	// StuckLocks is the larger of the audit's figure and the runner's own
+	// scan of the Redis nodes.
+	StuckLocks    int         `json:"stuck_locks"`
+	StuckLockKeys []StuckLock `json:"stuck_lock_keys,omitempty"`
+	Summary       Summary     `json:"vegeta"`
+	// CrossCheck lists every disagreement between the audit and vegeta.
+	CrossCheck []string `json:"cross_check,omitempty"`
+	// Notes are what happened along the way (node faults, scans).
+	Notes       []string `json:"notes,omitempty"`
+	ResultsFile string   `json:"results_file,omitempty"`
+}
+
+// judge decides the seen outcome from the audit, the runner's scan and the
+// cross-check — never from the variant's name — and the verdict from it.
+func (c *Cell) judge() {
+	var broke []string
+	if n := c.Audit.OversoldUnits; n > 0 {
+		broke = append(broke, fmt.Sprintf("oversold %d units", n))
+	}
+	if n := c.Audit.LostUpdates; n > 0 {
+		broke = append(broke, fmt.Sprintf("%d lost updates", n))
+	}
+	if n := c.Audit.DoubleBookedSeats; n > 0 {
+		broke = append(broke, fmt.Sprintf("%d seats double-booked", n))
+	}
+	if c.StuckLocks > 0 {
+		broke = append(broke, fmt.Sprintf("%d stuck locks (no TTL)", c.StuckLocks))
+	}
+	s := c.Summary.Counts
+	switch {
+	case s.Requests == 0:
+		c.Verdict, c.Reasons = VerdictError, []string{"no request was sent"}
+		return
+	case s.Transport > 0 && len(broke) == 0:
+		// A request without an answer may have made an order nobody saw:
+		// the cross-check cannot be trusted, and a "holds" proves nothing.
+		c.Verdict = VerdictError
+		c.Reasons = append([]string{fmt.Sprintf("%d requests got no HTTP answer", s.Transport)}, c.CrossCheck...)
+		return
+	}
+	for _, p := range c.CrossCheck {
+		broke = append(broke, "cross-check: "+p)
+	}
+	c.Reasons = broke
+	c.Seen = Holds
+	if len(broke) > 0 {
+		c.Seen = Breaks
+	}
+	if c.Seen == Holds && c.Summary.Sales == 0 {
+		c.Seen, c.Verdict = "", VerdictError
+		c.Reasons = []string{"nothing was sold: a sale that never ran cannot be said to hold"}
+		return
+	}
+	switch {
+	case c.Expected == "" || c.Expected == NoClaim || c.Seen == c.Expected:
+		c.Verdict = VerdictOK
+	case c.Expected == Holds:
+		c.Verdict = VerdictBug
+	default:
+		c.Verdict = VerdictNoDemo
+	}
+}
+
+// Settings are the parameters of a run, as the report records them.
+type Settings struct {
+	Rate        int           `json:"rate_per_second"`
+	Duration    time.Duration `json:"duration_ns"`
+	MaxRequests uint64        `json:"max_requests"`
+	MaxWorkers  uint64        `json:"max_workers"`
+	Seed        uint64        `json:"seed"`
+	LockTTL     time.Duration `json:"lock_ttl_ns"`
+	Instances   int           `json:"instances"`
+	Nodes       int           `json:"redis_nodes"`
+	Targets     []string      `json:"targets,omitempty"`
+	Catalogue   Catalogue     `json:"catalogue"`
+	Mix         Mix           `json:"mix"`
+}
+
+func settingsOf(c Config) Settings {
+	s := Settings{
+		Rate: c.Rate, Duration: c.Duration, MaxRequests: c.MaxRequests, MaxWorkers: c.MaxWorkers,
+		Seed: c.Seed, LockTTL: c.LockTTL, Targets: c.Targets, Catalogue: *c.Catalogue, Mix: *c.Mix,
+		Instances: len(c.Targets), Nodes: len(c.RedisURLs),
+	}
+	return s
+}
+
+// Throughput compares the completed sales per second of two variants in
+// the same run, under the same traffic.
+type Throughput struct {
+	Scenario string  `json:"scenario"`
+	Of       string  `json:"of"`
+	Against  string  `json:"against"`
+	OfRate   float64 `json:"of_sales_per_second"`
+	BaseRate float64 `json:"against_sales_per_second"`
+	Ratio    float64 `json:"ratio"`
+}
+
+// Report is a whole run.
+type Report struct {
+	Started   time.Time  `json:"started"`
+	Finished  time.Time  `json:"finished"`
+	Command   string     `json:"command,omitempty"`
+	Settings  Settings   `json:"settings"`
+	Variants  []string   `json:"variants"`
+	Scenarios []Scenario `json:"scenarios"`
+	Cells     []Cell     `json:"cells"`
+	// RedlockVsNone is redlock's throughput of completed sales against
+	// none's, in the clean scenario of this run.
+	RedlockVsNone *Throughput `json:"redlock_vs_none,omitempty"`
+	Bugs          int         `json:"bugs"`
+	NoDemos       int         `json:"no_demos"`
+	Errors        int         `json:"errors"`
+	Skipped       int         `json:"skipped"`
+	Notes         []string    `json:"notes,omitempty"`
+
+	plots map[string][]byte // vegeta's HTML latency plot per scenario
+}
+
+func (r *Report) summarise() {
+	r.Bugs, r.NoDemos, r.Errors, r.Skipped = 0, 0, 0, 0
+	for _, c := range r.Cells {
+		switch c.Verdict {
+		case VerdictBug:
+			r.Bugs++
+		case VerdictNoDemo:
+			r.NoDemos++
+		case VerdictError:
+			r.Errors++
+		case VerdictSkipped:
+			r.Skipped++
+		}
+	}
+	of, base := r.Cell("redlock", Clean), r.Cell("none", Clean)
+	if of != nil && base != nil && base.Summary.SalesPerSecond > 0 {
+		r.RedlockVsNone = &Throughput{
+			Scenario: Clean, Of: "redlock", Against: "none",
+			OfRate: of.Summary.SalesPerSecond, BaseRate: base.Summary.SalesPerSecond,
+			Ratio: of.Summary.SalesPerSecond / base.Summary.SalesPerSecond,
+		}
+	}
+}
+
+// Cell returns the cell of variant under scenario, or nil.
+func (r *Report) Cell(variant, scenario string) *Cell {
+	for i := range r.Cells {
+		if r.Cells[i].Variant == variant && r.Cells[i].Scenario == scenario {
+			return &r.Cells[i]
+		}
+	}
+	return nil
+}
+
+// Failed reports whether the run must exit non-zero: a cell expected to hold
+// broke, or a cell could not be judged; with strict, also a cell expected to
+// break held.
+func (r *Report) Failed(strict bool) bool {
+	return r.Bugs > 0 || r.Errors > 0 || (strict && r.NoDemos > 0)
+}
+
+// SoldOfInitial is "sold/initial" of the hot SKU when the audit has it per
+// SKU, else of all SKUs together.
+func (c *Cell) SoldOfInitial() string {
+	for _, p := range c.Audit.Products {
+		if p.SKU == c.HotSKU {
+			return fmt.Sprintf("%d/%d", p.SoldUnits, p.InitialStock)
+		}
+	}
+	return fmt.Sprintf("%d/%d", c.Audit.SoldUnits, c.Initial)
+}
+
+// mark is a matrix entry: what was seen, and whether it was expected.
+func (c *Cell) mark() string {
+	switch c.Verdict {
+	case VerdictSkipped:
+		return "skipped"
+	case VerdictError:
+		return "ERROR"
+	case VerdictOK:
+		if c.Expected == NoClaim {
+			return string(c.Seen) + " (no claim)"
+		}
+		return string(c.Seen) + " ✓"
+	default:
+		return strings.ToUpper(string(c.Seen)) + " ✗"
+	}
+}
+
+// WriteText writes the comparison: the matrix of expected against seen,
+// then one line per cell with the figures, then why cells broke.
+func (r *Report) WriteText(w io.Writer) error {
+	ew := &errWriter{w: w}
+	fmt.Fprintf(ew, "flashsale load run: %d req/s for %v per cell (cap %d requests, %d workers), seed %d, lock TTL %v, %d app instances, %d Redis nodes\n",
+		r.Settings.Rate, r.Settings.Duration, r.Settings.MaxRequests, r.Settings.MaxWorkers, r.Settings.Seed, r.Settings.LockTTL, r.Settings.Instances, r.Settings.Nodes)
+	fmt.Fprintf(ew, "\nexpected vs seen (✓ as DESIGN.md expects, ✗ not; upper case marks the surprise)\n\n")
+	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
+	fmt.Fprint(tw, "variant")
+	for _, sc := range r.Scenarios {
+		fmt.Fprintf(tw, "\t%s", sc.Name)
+	}
+	fmt.Fprintln(tw)
+	for _, v := range r.Variants {
+		fmt.Fprint(tw, v)
+		for _, sc := range r.Scenarios {
+			cell := "—"
+			if c := r.Cell(v, sc.Name); c != nil {
+				cell = c.mark()
+			}
+			fmt.Fprintf(tw, "\t%s", cell)
+		}
+		fmt.Fprintln(tw)
+	}
+	tw.Flush()
+
+	fmt.Fprintf(ew, "\n")
+	tw = tabwriter.NewWriter(ew, 0, 0, 1, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "variant\tscenario\texpected\tseen\tverdict\thot sold/initial\toversold\tlost upd\tdbl-booked\tstuck\t201\t409\t503\tother\tsales/s\tp50\tp99\t")
+	for _, c := range r.Cells {
+		if c.Verdict == VerdictSkipped {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t\tskipped\t\t\t\t\t\t\t\t\t\t\t\t\t\n", c.Variant, c.Scenario, c.Expected)
+			continue
+		}
+		s := c.Summary
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.1f\t%s\t%s\t\n",
+			c.Variant, c.Scenario, c.Expected, c.Seen, c.Verdict,
+			c.SoldOfInitial(), c.Audit.OversoldUnits, c.Audit.LostUpdates, c.Audit.DoubleBookedSeats, c.StuckLocks,
+			s.Counts.Created, s.Counts.Conflict, s.Counts.Unavailable, s.Counts.Other,
+			s.SalesPerSecond, ms(s.P50), ms(s.P99))
+	}
+	tw.Flush()
+
+	if t := r.RedlockVsNone; t != nil {
+		fmt.Fprintf(ew, "\nthroughput of completed sales, %s scenario: redlock %.1f/s vs none %.1f/s = %.2f×\n", t.Scenario, t.OfRate, t.BaseRate, t.Ratio)
+	}
+	fmt.Fprintf(ew, "\nwhy (from the audit, the runner's Redis scan and the cross-check with vegeta):\n")
+	for _, c := range r.Cells {
+		if len(c.Reasons) == 0 && len(c.Notes) == 0 && len(c.FaultsFired) == 0 {
+			continue
+		}
+		fmt.Fprintf(ew, "  %s × %s [%s]", c.Variant, c.Scenario, c.Verdict)
+		if len(c.Reasons) > 0 {
+			fmt.Fprintf(ew, ": %s", strings.Join(c.Reasons, "; "))
+		}
+		if codes := errorCodes(c.Summary.Counts.ByError); codes != "" {
+			fmt.Fprintf(ew, " (answers: %s)", codes)
+		}
+		if fired := firedList(c.FaultsFired); fired != "" {
+			fmt.Fprintf(ew, " (faults fired: %s)", fired)
+		}
+		fmt.Fprintln(ew)
+		for _, n := range c.Notes {
+			fmt.Fprintf(ew, "      %s\n", n)
+		}
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(ew, "note: %s\n", n)
+	}
+	fmt.Fprintf(ew, "\n%d cells: %d bugs (a cell that must hold broke), %d no-demo (a cell that must break held), %d errors, %d skipped\n",
+		len(r.Cells), r.Bugs, r.NoDemos, r.Errors, r.Skipped)
+	return ew.err
+}
+
+// firedList lists fault counters as "point n".
+func firedList(m map[string]uint64) string {
+	counts := make(map[string]int, len(m))
+	for k, v := range m {
+		counts[k] = int(v)
+	}
+	return errorCodes(counts)
+}
+
+// errorCodes lists the app's error codes by count, most frequent first.
+func errorCodes(m map[string]int) string {
+	type kv struct {
+		k string
+		v int
+	}
+	var all []kv
+	for k, v := range m {
+		all = append(all, kv{k, v})
+	}
+	for i := 1; i < len(all); i++ {
+		for j := i; j > 0 && (all[j].v > all[j-1].v || (all[j].v == all[j-1].v && all[j].k < all[j-1].k)); j-- {
+			all[j], all[j-1] = all[j-1], all[j]
+		}
+	}
+	parts := make([]string, len(all))
+	for i, e := range all {
+		parts[i] = fmt.Sprintf("%s %d", e.k, e.v)
+	}
+	return strings.Join(parts, ", ")
+}
+
+func ms(d time.Duration) string {
+	switch {
+	case d == 0:
+		return "-"
+	case d < 10*time.Millisecond:
+		return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond))
+	default:
+		return fmt.Sprintf("%dms", d.Milliseconds())
+	}
+}
+
+// WriteJSON writes the report as indented JSON.
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// WriteFiles writes report.txt, report.json, report.html and oversold.svg
+// into dir (vegeta's binary results are already there, under results/).
+func (r *Report) WriteFiles(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	write := func(name string, fn func(io.Writer) error) error {
+		f, err := os.Create(filepath.Join(dir, name))
+		if err != nil {
+			return err
+		}
+		if err := fn(f); err != nil {
+			f.Close()
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		return f.Close()
+	}
+	if err := write("report.txt", r.WriteText); err != nil {
+		return err
+	}
+	if err := write("report.json", r.WriteJSON); err != nil {
+		return err
+	}
+	if err := write("report.html", r.WriteHTML); err != nil {
+		return err
+	}
+	return write("oversold.svg", func(w io.Writer) error {
+		_, err := io.WriteString(w, r.Chart(MetricOversold))
+		return err
+	})
+}
+
+// errWriter remembers the first write error, so a report can be written
+// with plain Fprintf calls and checked once.
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) Write(p []byte) (int, error) {
+	if e.err != nil {
+		return 0, e.err
+	}
+	n, err := e.w.Write(p)
+	e.err = err
+	return n, err
+}

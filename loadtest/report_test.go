@@ -1,0 +1,184 @@
+package loadtest
+
+import (
+	"bytes"
+	"encoding/json"
+	"encoding/xml"
+	"errors"
+	"io"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The matrix as DESIGN.md writes it, row by row, so a change to either one
+// shows up here.
+func TestExpectedIsDesignMatrix(t *testing.T) {
+	h, b := Holds, Breaks
+	design := map[string][]Outcome{ // clean, crash, pause-release, pause-cs, node-down, node-restart
+		"none":          {b, b, b, b, b, b},
+		"setnx-expire":  {h, b, h, b, h, b},
+		"get-del":       {h, h, b, b, h, b},
+		"plain-del":     {h, h, h, b, h, b},
+		"lua":           {h, h, h, b, h, b},
+		"lua+fence":     {h, h, h, h, h, h},
+		"redlock":       {h, h, h, b, h, h},
+		"redlock+fence": {h, h, h, h, h, h},
+	}
+	cols := []string{Clean, CrashBetweenSteps, PauseBetweenReleaseSteps, PauseInCriticalSection, NodeDown, NodeRestart}
+	for v, row := range design {
+		for i, want := range row {
+			if got, ok := Expected(v, cols[i]); !ok || got != want {
+				t.Errorf("%s × %s: %q (in matrix: %v), DESIGN.md says %q", v, cols[i], got, ok, want)
+			}
+		}
+		got, ok := Expected(v, NodeRestartUnaware)
+		switch v {
+		case "redlock":
+			if got != Breaks {
+				t.Errorf("redlock without restart awareness: %q, DESIGN.md says breaks", got)
+			}
+		case "redlock+fence":
+			if got != NoClaim {
+				t.Errorf("redlock+fence without restart awareness: %q, want no claim", got)
+			}
+		default:
+			if ok {
+				t.Errorf("%s has an unaware cell; only Redlock has restart awareness", v)
+			}
+		}
+	}
+	if _, ok := Expected("mutex", Clean); ok {
+		t.Error("an unknown variant is in the matrix")
+	}
+}
+
+func TestJudge(t *testing.T) {
+	sold := Summary{Counts: Counts{Requests: 10, Created: 5}, Sales: 5}
+	cases := []struct {
+		name     string
+		cell     Cell
+		seen     Outcome
+		verdict  Verdict
+		inReason string
+	}{
+		{"holds as expected", Cell{Expected: Holds, Summary: sold}, Holds, VerdictOK, ""},
+		{"oversold where it must hold", Cell{Expected: Holds, Summary: sold, Audit: Audit{OversoldUnits: 2}}, Breaks, VerdictBug, "oversold 2"},
+		{"stuck lock where it must break", Cell{Expected: Breaks, Summary: sold, StuckLocks: 1}, Breaks, VerdictOK, "stuck"},
+		{"holds where it must break", Cell{Expected: Breaks, Summary: sold}, Holds, VerdictNoDemo, ""},
+		{"invented order", Cell{Expected: Holds, Summary: sold, CrossCheck: []string{"invented orders: …"}}, Breaks, VerdictBug, "cross-check"},
+		{"double booking", Cell{Expected: Holds, Summary: sold, Audit: Audit{DoubleBookedSeats: 1}}, Breaks, VerdictBug, "double-booked"},
+		{"lost update", Cell{Expected: Holds, Summary: sold, Audit: Audit{LostUpdates: 3}}, Breaks, VerdictBug, "lost updates"},
+		{"no claim", Cell{Expected: NoClaim, Summary: sold, Audit: Audit{LostUpdates: 3}}, Breaks, VerdictOK, ""},
+		{"nothing sold", Cell{Expected: Holds, Summary: Summary{Counts: Counts{Requests: 10}}}, "", VerdictError, "nothing was sold"},
+		{"no answers", Cell{Expected: Holds, Summary: Summary{Counts: Counts{Requests: 10, Transport: 2}, Sales: 3}}, "", VerdictError, "no HTTP answer"},
+		{"no answers, broke anyway", Cell{Expected: Holds, Summary: Summary{Counts: Counts{Requests: 10, Transport: 2}, Sales: 3}, Audit: Audit{OversoldUnits: 1}}, Breaks, VerdictBug, "oversold"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := tc.cell
+			c.judge()
+			if c.Seen != tc.seen || c.Verdict != tc.verdict {
+				t.Errorf("seen %q verdict %q, want %q %q (reasons %q)", c.Seen, c.Verdict, tc.seen, tc.verdict, c.Reasons)
+			}
+			if tc.inReason != "" && !strings.Contains(strings.Join(c.Reasons, ";"), tc.inReason) {
+				t.Errorf("reasons %q do not mention %q", c.Reasons, tc.inReason)
+			}
+		})
+	}
+}
+
+func sampleReport() *Report {
+	r := &Report{
+		Started:   time.Unix(1_700_000_000, 0),
+		Settings:  Settings{Rate: 300, Duration: 4 * time.Second, LockTTL: 500 * time.Millisecond, Instances: 3, Nodes: 5},
+		Variants:  []string{"none", "redlock", "lua<&>"},
+		Scenarios: Scenarios(500 * time.Millisecond)[:2],
+		plots:     map[string][]byte{Clean: []byte(`<!doctype html><html><body><script>var x = "</b>";</script></body></html>`)},
+	}
+	sold := Summary{Counts: Counts{Requests: 100, Created: 60, Conflict: 30, Unavailable: 10}, Sales: 60, SalesPerSecond: 20, P50: 3 * time.Millisecond, P99: 40 * time.Millisecond}
+	add := func(v, sc string, exp Outcome, a Audit) {
+		c := Cell{Variant: v, Scenario: sc, Expected: exp, Summary: sold, Audit: a, HotSKU: "hot", Initial: 100}
+		c.judge()
+		r.Cells = append(r.Cells, c)
+	}
+	add("none", Clean, Breaks, Audit{OversoldUnits: 12, LostUpdates: 30})
+	add("redlock", Clean, Holds, Audit{})
+	add("none", CrashBetweenSteps, Breaks, Audit{OversoldUnits: 3})
+	add("redlock", CrashBetweenSteps, Holds, Audit{LostUpdates: 1})
+	r.Cells = append(r.Cells, Cell{Variant: "lua<&>", Scenario: Clean, Verdict: VerdictSkipped})
+	r.summarise()
+	return r
+}
+
+func TestReportText(t *testing.T) {
+	r := sampleReport()
+	var b bytes.Buffer
+	if err := r.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{"breaks ✓", "BREAKS ✗", "oversold 12 units", "redlock 20.0/s vs none 20.0/s = 1.00×", "1 bugs"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("text report lacks %q:\n%s", want, out)
+		}
+	}
+	if !r.Failed(false) || r.Bugs != 1 {
+		t.Errorf("a broken holds cell must fail the run: bugs %d", r.Bugs)
+	}
+	var j map[string]any
+	b.Reset()
+	if err := r.WriteJSON(&b); err != nil || json.Unmarshal(b.Bytes(), &j) != nil {
+		t.Fatalf("JSON report: %v", err)
+	}
+}
+
+// The HTML report must open offline: nothing it shows may come from the
+// network, and the plot's own markup must stay inside its frame.
+func TestReportHTMLSelfContained(t *testing.T) {
+	var b bytes.Buffer
+	if err := sampleReport().WriteHTML(&b); err != nil {
+		t.Fatal(err)
+	}
+	page := b.String()
+	external := regexp.MustCompile(`(?i)(src|href)\s*=\s*["']?\s*(https?:)?//|<link\b|@import|url\(\s*["']?https?:`)
+	if m := external.FindString(page); m != "" {
+		t.Errorf("the report loads %q from elsewhere", m)
+	}
+	for _, want := range []string{"<svg", "oversold units", `srcdoc="&lt;!doctype html&gt;`, "lua&lt;&amp;&gt;"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	if strings.Contains(page, `var x = "</b>"`) {
+		t.Error("the plot's markup was not escaped into srcdoc")
+	}
+}
+
+func TestChartIsWellFormedSVG(t *testing.T) {
+	for m, label := range map[*Metric]string{&MetricOversold: ">12<", &MetricLost: ">30<"} {
+		svg := sampleReport().Chart(*m)
+		d := xml.NewDecoder(strings.NewReader(svg))
+		for {
+			_, err := d.Token()
+			if err != nil {
+				if !errors.Is(err, io.EOF) {
+					t.Fatalf("%s chart is not well-formed XML: %v", m.Name, err)
+				}
+				break
+			}
+		}
+		if !strings.Contains(svg, label) {
+			t.Errorf("%s chart has no bar labelled %s", m.Name, label)
+		}
+	}
+}
+
+func TestNiceScale(t *testing.T) {
+	for _, tc := range []struct{ peak, max, step float64 }{{0, 1, 1}, {3, 3, 1}, {12, 15, 5}, {37, 40, 10}, {240, 300, 100}} {
+		if max, step := niceScale(tc.peak); max != tc.max || step != tc.step {
+			t.Errorf("niceScale(%v) = %v, %v; want %v, %v", tc.peak, max, step, tc.max, tc.step)
+		}
+	}
+}

@@ -1,0 +1,8 @@
+//go:build !unix
+
+package loadtest
+
+import "os"
+
+// sigTerm: without SIGTERM an instance can only be killed.
+var sigTerm os.Signal = os.Kill
