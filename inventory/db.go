@@ -69,8 +69,11 @@ func Open(ctx context.Context, dsn string, log *slog.Logger) (*gorm.DB, error) {
 		return nil, fmt.Errorf("inventory: %w", err)
 	}
 	if IsPostgres(dsn) {
-		sqlDB.SetMaxOpenConns(32)
-		sqlDB.SetMaxIdleConns(8)
+		// Several replicas share one server (PostgreSQL allows 100
+		// connections by default): a sale holds a connection only for its
+		// short transaction, so a small pool per replica is plenty.
+		sqlDB.SetMaxOpenConns(12)
+		sqlDB.SetMaxIdleConns(6)
 	} else {
 		// One connection: this process's writers queue in Go instead of
 		// competing for SQLite's single write lock. Reads queue too, which
