@@ -39,7 +39,10 @@ func TestRedlockNodesDown(t *testing.T) {
 			ctx := context.Background()
 			cycle := func() {
 				t.Helper()
-				lease := mustAcquire(t, l, "k", 2*time.Second)
+				// A paused node runs the SETs of tries that timed out on it
+				// once it resumes, and keeps those keys until their TTL:
+				// the next holder may have to wait that out.
+				lease := mustAcquire(t, l, "k", 3*e.ls.TTL())
 				tk.next(lease)
 				if err := lease.Release(ctx); err != nil {
 					t.Fatalf("release: %v", err)
