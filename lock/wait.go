@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"strings"
 	"sync"
 	"time"
@@ -238,8 +239,29 @@ func retryable(err error) bool {
 // say), else what the tries before it found. A try merely cut short by the
 // deadline says nothing about Redis being down.
 func telling(err, before error) error {
-	if errors.Is(err, ErrUnavailable) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
-		return err
+	if !errors.Is(err, ErrUnavailable) {
+		return before
 	}
-	return before
+	if qe, ok := errors.AsType[*QuorumError](err); ok {
+		for _, nodeErr := range qe.Failed {
+			if !timedOut(nodeErr) {
+				return err
+			}
+		}
+		return before
+	}
+	if timedOut(err) {
+		return before
+	}
+	return err
+}
+
+// timedOut reports an error that only says time ran out: the context's, or
+// the connection deadline the client derives from it.
+func timedOut(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return true
+	}
+	ne, ok := errors.AsType[net.Error](err)
+	return ok && ne.Timeout()
 }
