@@ -81,6 +81,17 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		}
 		fs.StringVar(p, flagName, def, usage+" ($"+env+")")
 	}
+	// secret takes its environment fallback after parsing, so -h never
+	// prints a token or a password from the environment as a default.
+	var secrets []func()
+	secret := func(p *string, flagName, env, usage string) {
+		fs.StringVar(p, flagName, "", usage+" ($"+env+")")
+		secrets = append(secrets, func() {
+			if *p == "" {
+				*p = getenv(env)
+			}
+		})
+	}
 	dur := func(p *time.Duration, flagName, env string, def time.Duration, usage string) {
 		if v := getenv(env); v != "" {
 			d, err := time.ParseDuration(v)
@@ -112,9 +123,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		fs.IntVar(p, flagName, def, usage+" ($"+env+")")
 	}
 	str(&c.addr, "addr", "FLASHSALE_ADDR", "127.0.0.1:8080", "listen address")
-	str(&c.redis, "redis", "FLASHSALE_REDIS", "", "comma-separated redis:// or rediss:// URLs, one per Redlock node; empty starts local nodes")
+	secret(&c.redis, "redis", "FLASHSALE_REDIS", "comma-separated redis:// or rediss:// URLs, one per Redlock node; empty starts local nodes")
 	str(&c.db, "db", "FLASHSALE_DB", "flashsale.db", "SQLite file, or a postgres:// URL")
-	str(&c.adminToken, "admin-token", "FLASHSALE_ADMIN_TOKEN", "", "bearer token of /api/admin/*; empty generates one and prints it")
+	secret(&c.adminToken, "admin-token", "FLASHSALE_ADMIN_TOKEN", "bearer token of /api/admin/*; empty generates one and prints it")
 	str(&c.lock, "lock", "FLASHSALE_LOCK", lock.Redlock, "lock variant for requests that name none: "+strings.Join(lock.Names(), ", "))
 	dur(&c.lockTTL, "lock-ttl", "FLASHSALE_LOCK_TTL", 2*time.Second, "lease time to live")
 	dur(&c.lockWait, "lock-wait", "FLASHSALE_LOCK_WAIT", time.Second, "how long a request waits for a busy lock before 503")
@@ -127,6 +138,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	str(&c.logLevel, "log-level", "FLASHSALE_LOG_LEVEL", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return c, err
+	}
+	for _, fill := range secrets {
+		fill()
 	}
 	if err := errors.Join(envErrs...); err != nil {
 		return c, err

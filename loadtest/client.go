@@ -88,6 +88,7 @@ type APIError struct {
 	Body   string
 }
 
+// Error says which call failed, with the status, code and body.
 func (e *APIError) Error() string {
 	return fmt.Sprintf("%s: HTTP %d %s: %s", e.Op, e.Status, e.Code, strings.TrimSpace(e.Body))
 }

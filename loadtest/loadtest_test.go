@@ -33,13 +33,14 @@ var shortCells = []string{
 	"lua/pause-in-critical-section", "lua+fence/pause-in-critical-section",
 	"redlock/pause-in-critical-section", "redlock+fence/pause-in-critical-section",
 	"none/node-down", "redlock/node-down",
-	"lua/node-restart", "lua+fence/node-restart", "redlock/node-restart", "redlock+fence/node-restart",
+	"lua/node-restart", "redlock/node-restart",
 	"redlock/node-restart-unaware",
 }
 
 // knownBugs are cells where the storefront, not the runner, is wrong today.
 // They are reported, not failed, so the suite stays usable until the fix;
 // once fixed, delete the entry and the cell is asserted like any other.
+// (They run with -loadtest.full; the short matrix leaves them out.)
 var knownBugs = map[string]string{
 	// inventory.registerFence accepts a token equal to the row's fence ("so
 	// a holder may register twice"). When node 0 restarts without data its
@@ -48,6 +49,11 @@ var knownBugs = map[string]string{
 	// same token registers, and both writes pass "WHERE fence = token".
 	// The orders table then shows two orders of one SKU with one fence.
 	"lua+fence/node-restart": "equal fencing token accepted after the counter was lost",
+	// A setnx-expire acquire whose caller's wait budget ends between (or
+	// during) SETNX and EXPIRE leaves the key without a TTL: the crash
+	// fault's deadlock, from a plain timeout. The 50 ms critical section of
+	// this column queues enough waiters for that to happen in most runs.
+	"setnx-expire/pause-between-release-steps": "a lock-wait timeout between SETNX and EXPIRE leaves a key without a TTL",
 }
 
 // The short matrix end to end: real redis-server nodes, three real app

@@ -64,10 +64,10 @@ type Local struct {
 	cluster *localredis.Cluster
 	relays  []*relay // the instances reach node i through relays[i] (see relay)
 	apps    []*appProc
-	unaware bool
-	// unawareErr is why the instances would not start unaware, if they
-	// would not.
-	unawareErr error
+	// settings are what the instances run with now; failed remembers
+	// settings they would not start with, and why.
+	settings AppSettings
+	failed   map[AppSettings]error
 }
 
 // StartLocal builds the storefront (unless AppBin is given), starts the
@@ -86,7 +86,8 @@ func StartLocal(ctx context.Context, cfg LocalConfig) (_ *Local, err error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	l := &Local{cfg: cfg, log: cfg.Logger, dir: cfg.Dir}
+	l := &Local{cfg: cfg, log: cfg.Logger, dir: cfg.Dir, failed: map[AppSettings]error{}}
+	l.settings = AppSettings{LockTTL: cfg.LockTTL}
 	defer func() {
 		if err != nil {
 			_ = l.Close()
@@ -212,32 +213,44 @@ func (l *Local) Nodes() Nodes { return clusterNodes{l.cluster} }
 // Dir is where the environment keeps its binary, database and logs.
 func (l *Local) Dir() string { return l.dir }
 
-// Unaware reports whether the instances run with restart awareness off.
-func (l *Local) Unaware() bool { return l.unaware }
+// AppSettings are the instance settings a scenario may need changed.
+type AppSettings struct {
+	// Unaware turns Redlock restart awareness off.
+	Unaware bool
+	// LockTTL is the lease TTL; 0 means LocalConfig.LockTTL.
+	LockTTL time.Duration
+}
 
-// SetUnaware restarts the instances with Redlock restart awareness off (or
-// back on) unless they already run that way.
+// Settings are the settings the instances run with now.
+func (l *Local) Settings() AppSettings { return l.settings }
+
+// Use restarts the instances with settings s unless they already run that
+// way. The instances start in tens of milliseconds, so a scenario that needs
+// other settings costs little.
 //
-// If the instances will not start that way (a storefront without the flag),
-// they are started again as they were and the error is returned, then
-// remembered so later cells do not pay for the same failure.
-func (l *Local) SetUnaware(ctx context.Context, off bool) error {
-	if l.unaware == off {
+// If the instances will not start that way (a storefront without the
+// restart-awareness flag, say), they are started again as they were and the
+// error is returned, then remembered so later cells do not pay for the same
+// failure.
+func (l *Local) Use(ctx context.Context, s AppSettings) error {
+	if s.LockTTL == 0 {
+		s.LockTTL = l.cfg.LockTTL
+	}
+	if s == l.settings {
 		return nil
 	}
-	if off && l.unawareErr != nil {
-		return l.unawareErr
+	if err, failed := l.failed[s]; failed {
+		return err
 	}
+	prev := l.settings
 	l.stopApps()
-	l.unaware = off
+	l.settings = s
 	err := l.startApps(ctx)
 	if err == nil {
 		return nil
 	}
-	if off {
-		l.unawareErr = err
-	}
-	l.unaware = !off
+	l.failed[s] = err
+	l.settings = prev
 	return errors.Join(err, l.startApps(ctx))
 }
 
@@ -257,14 +270,14 @@ func (l *Local) args(i int) []string {
 		"-db", filepath.Join(l.dir, "sale.db"),
 		"-admin-token", l.token,
 	}
-	if l.cfg.LockTTL > 0 {
-		args = append(args, "-lock-ttl", l.cfg.LockTTL.String())
+	if l.settings.LockTTL > 0 {
+		args = append(args, "-lock-ttl", l.settings.LockTTL.String())
 	}
 	if l.cfg.LockWait > 0 {
 		args = append(args, "-lock-wait", l.cfg.LockWait.String())
 	}
 	args = append(args, l.cfg.ExtraArgs...)
-	if l.unaware {
+	if l.settings.Unaware {
 		args = append(args, l.cfg.UnawareArgs...)
 	}
 	return args
@@ -280,7 +293,8 @@ func (l *Local) startApps(ctx context.Context) error {
 			return fmt.Errorf("app instance %d: %w", i, err)
 		}
 		l.apps = append(l.apps, a)
-		l.log.Info("app instance ready", "instance", i, "url", a.base, "pid", a.cmd.Process.Pid, "restart_aware", !l.unaware)
+		l.log.Info("app instance ready", "instance", i, "url", a.base, "pid", a.cmd.Process.Pid,
+			"restart_aware", !l.settings.Unaware, "lock_ttl", l.settings.LockTTL)
 	}
 	return nil
 }

@@ -69,6 +69,13 @@ type Scenario struct {
 	// Unaware runs the cells on app instances with Redlock restart
 	// awareness off.
 	Unaware bool `json:"restart_aware_off,omitempty"`
+	// LockTTL, when set, runs the cells on app instances with this lease
+	// TTL instead of the run's.
+	LockTTL time.Duration `json:"lock_ttl_ns,omitempty"`
+	// MinDuration, when longer than the run's duration, is how long the
+	// scenario's attacks last: a scenario whose fault comes in rounds needs
+	// several of them.
+	MinDuration time.Duration `json:"min_duration_ns,omitempty"`
 	// Only restricts the scenario to these variants; nil means all.
 	Only []string `json:"only,omitempty"`
 }
@@ -90,13 +97,25 @@ func Scenarios(ttl time.Duration) []Scenario {
 	// the TTL by a little (1.2 ×), and the critical section is long.
 	releasePause := int((ttl * 6 / 5).Milliseconds())
 	restart := func(unaware bool) Scenario {
+		// A restarted node must be back, and a second client in, while the
+		// first is still inside its critical section. On a loaded machine a
+		// redis-server restart takes up to a few hundred milliseconds, so
+		// these columns run with twice the lease TTL and a critical section
+		// of 0.4 TTL.
+		ttl := 2 * ttl
 		s := Scenario{
 			Name: NodeRestart,
-			Doc: "every critical section is slow (" + fmt.Sprint(slowWork(ttl)) + " ms); in rounds, a competing client holds the lock keys " +
-				"on the last nodes so leases hold a bare quorum, then node 0 (one of that quorum, and the single-node variants' only node) " +
-				"is restarted without its data and the competitor lets go",
-			WorkMS: slowWork(ttl),
-			Nodes:  restartRecipe(ttl),
+			Doc: fmt.Sprintf("lease TTL %v and every critical section slow (%d ms); in rounds, the last nodes are killed so leases hold "+
+				"a bare quorum; as such a lease begins, node 0 (one of that quorum, and the single-node variants' only node) is restarted "+
+				"without its data and the killed nodes come back empty", ttl, slowWork(ttl)),
+			WorkMS:  slowWork(ttl),
+			Nodes:   restartRecipe(ttl),
+			LockTTL: ttl,
+			// Each restart round is one chance for the second client to get
+			// in while the first still works; on a loaded machine a round
+			// can miss, so a cell runs at least three seconds: four rounds
+			// or more.
+			MinDuration: 3 * time.Second,
 		}
 		if unaware {
 			s.Name = NodeRestartUnaware
@@ -115,7 +134,7 @@ func Scenarios(ttl time.Duration) []Scenario {
 		{
 			Name:   CrashBetweenSteps,
 			Doc:    "5% of acquires are abandoned right after acquire step 1, as by a process dying there",
-			WorkMS: 3,
+			WorkMS: 5,
 			Faults: []Fault{{Point: "after-acquire-step1", Action: "crash", P: 0.05}},
 		},
 		{
@@ -124,17 +143,20 @@ func Scenarios(ttl time.Duration) []Scenario {
 				"a 50 ms critical section, so the late delete mostly lands on a holder still at work", releasePause, ttl),
 			WorkMS: 50,
 			Faults: []Fault{{Point: "between-release-steps", Action: "pause", P: 0.15, MS: releasePause}},
+			// About one fired pause in five lands on a holder at work: a
+			// cell needs a few dozen to show it for certain.
+			MinDuration: 3 * time.Second,
 		},
 		{
 			Name:   PauseInCriticalSection,
 			Doc:    fmt.Sprintf("10%% of holders pause %d ms (longer than the %v TTL) between reading and writing stock", pause, ttl),
-			WorkMS: 3,
+			WorkMS: 5,
 			Faults: []Fault{{Point: "in-critical-section", Action: "pause", P: 0.1, MS: pause}},
 		},
 		{
 			Name:   NodeDown,
 			Doc:    "a third into the run, 2 of the 5 Redis nodes are stopped (never node 0, which single-node variants use)",
-			WorkMS: 3,
+			WorkMS: 5,
 			Nodes:  downRecipe(),
 		},
 		restart(false),

@@ -99,10 +99,9 @@ func downRecipe() *NodeRecipe {
 //
 //  1. kill the minority (nodes 3 and 4 of 5): a lease granted from now on
 //     has exactly the quorum, nodes 0..2;
-//  2. wait until such a lease begins — a lock key held on node 1 changes
+//  2. wait until such a lease begins — a lock key held on node 0 changes
 //     hands — so its whole (slow) critical section lies ahead (or until a
-//     critical section and a margin have passed, when node 1 shows none:
-//     the single-node variants);
+//     critical section and a margin have passed, if none does);
 //  3. at once: restart node 0 without its data, and start the minority
 //     again, empty. The holder's vote on node 0 is gone and nodes 0, 3 and
 //     4 are free: a quorum for a second client while the first is still in
@@ -121,11 +120,12 @@ func downRecipe() *NodeRecipe {
 func restartRecipe(ttl time.Duration) *NodeRecipe {
 	hold := time.Duration(slowWork(ttl))*time.Millisecond + ttl/10
 	// Each round is a fresh chance for the double grant, so as many as fit;
-	// between rounds the nodes stay up long enough for a few sales.
-	every := hold + 2*ttl/5
+	// between rounds the nodes stay up long enough for the second client
+	// (and a few sales).
+	every := hold + ttl/4
 	return &NodeRecipe{
 		Steps: fmt.Sprintf("from 10%% of the run, every %v until 90%%: kill the last n−(n/2+1) nodes; as soon as a lease granted by "+
-			"the remaining bare quorum begins (at most %v later), restart node 0 without data and start the killed nodes again, empty",
+			"the remaining bare quorum begins on node 0 (at most %v later), restart node 0 without data and start the killed nodes again, empty",
 			every, hold),
 		MinNodes: 3,
 		run: func(ctx context.Context, st stage) error {
@@ -133,7 +133,8 @@ func restartRecipe(ttl time.Duration) *NodeRecipe {
 				return nil
 			}
 			minor := minority(st.nodes.Len())
-			watch, err := newLeaseWatch(st.nodes.URL(1), st.pattern)
+			// Node 0 is in every lease's quorum, single-node or Redlock.
+			watch, err := newLeaseWatch(st.nodes.URL(0), st.pattern)
 			if err != nil {
 				return err
 			}
@@ -157,15 +158,15 @@ func restartRecipe(ttl time.Duration) *NodeRecipe {
 				if err != nil {
 					return err
 				}
-				when := fmt.Sprintf("no new lease seen on node 1 within %v", hold)
+				when := fmt.Sprintf("no new lease seen on node 0 within %v", hold)
 				if fresh {
-					when = "a lease granted by nodes 0..2 alone had just begun"
+					when = "a lease granted without them had just begun"
 				}
 				st.note(fmt.Sprintf("round %d: killed nodes %s; %s; node 0 restarted without data, nodes %s started empty (%v)",
 					rep, list(minor), when, list(minor), time.Since(began).Round(time.Millisecond)))
 				// However long the restart took, the nodes stay up for a
 				// while: the second client needs their votes.
-				next = later(next, time.Now().Add(2*ttl/5))
+				next = later(next, time.Now().Add(ttl/4))
 				if next.After(deadline) || !sleep(ctx, time.Until(next)) {
 					return nil
 				}

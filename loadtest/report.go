@@ -242,6 +242,21 @@ func (r *Report) WriteText(w io.Writer) error {
 	ew := &errWriter{w: w}
 	fmt.Fprintf(ew, "flashsale load run: %d req/s for %v per cell (cap %d requests, %d workers), seed %d, lock TTL %v, %d app instances, %d Redis nodes\n",
 		r.Settings.Rate, r.Settings.Duration, r.Settings.MaxRequests, r.Settings.MaxWorkers, r.Settings.Seed, r.Settings.LockTTL, r.Settings.Instances, r.Settings.Nodes)
+	for _, sc := range r.Scenarios {
+		var own []string
+		if sc.LockTTL != 0 {
+			own = append(own, fmt.Sprintf("lease TTL %v", sc.LockTTL))
+		}
+		if sc.MinDuration > r.Settings.Duration {
+			own = append(own, fmt.Sprintf("attacks of %v", sc.MinDuration))
+		}
+		if sc.Unaware {
+			own = append(own, "restart awareness off")
+		}
+		if len(own) > 0 {
+			fmt.Fprintf(ew, "  %s: %s\n", sc.Name, strings.Join(own, ", "))
+		}
+	}
 	fmt.Fprintf(ew, "\nexpected vs seen (✓ as DESIGN.md expects, ✗ not; upper case marks the surprise)\n\n")
 	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
 	fmt.Fprint(tw, "variant")
@@ -279,8 +294,10 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	tw.Flush()
 
+	fmt.Fprintf(ew, "\nhot sold/initial: units of the scarce SKU sold, from the audit; sales/s: distinct orders and bookings confirmed, "+
+		"over the time from the first request to the end of the last sale\n")
 	if t := r.RedlockVsNone; t != nil {
-		fmt.Fprintf(ew, "\nthroughput of completed sales, %s scenario: redlock %.1f/s vs none %.1f/s = %.2f×\n", t.Scenario, t.OfRate, t.BaseRate, t.Ratio)
+		fmt.Fprintf(ew, "throughput of completed sales, %s scenario: redlock %.1f/s vs none %.1f/s = %.2f×\n", t.Scenario, t.OfRate, t.BaseRate, t.Ratio)
 	}
 	fmt.Fprintf(ew, "\nwhy (from the audit, the runner's Redis scan and the cross-check with vegeta):\n")
 	for _, c := range r.Cells {
@@ -359,8 +376,8 @@ func (r *Report) WriteJSON(w io.Writer) error {
 	return enc.Encode(r)
 }
 
-// WriteFiles writes report.txt, report.json, report.html and oversold.svg
-// into dir (vegeta's binary results are already there, under results/).
+// WriteFiles writes report.txt, report.json, report.html, oversold.svg and
+// lost-updates.svg into dir (vegeta's binary results are already there, under results/).
 func (r *Report) WriteFiles(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -385,10 +402,16 @@ func (r *Report) WriteFiles(dir string) error {
 	if err := write("report.html", r.WriteHTML); err != nil {
 		return err
 	}
-	return write("oversold.svg", func(w io.Writer) error {
-		_, err := io.WriteString(w, r.Chart(MetricOversold))
-		return err
-	})
+	for name, m := range map[string]Metric{"oversold.svg": MetricOversold, "lost-updates.svg": MetricLost} {
+		err := write(name, func(w io.Writer) error {
+			_, err := io.WriteString(w, r.Chart(m))
+			return err
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // errWriter remembers the first write error, so a report can be written

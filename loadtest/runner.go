@@ -71,6 +71,10 @@ type Config struct {
 	// Local configures the environment started when Targets is empty.
 	Local LocalConfig
 
+	// WarmUp is how long the unrecorded warm-up attack before the first
+	// cell lasts. Default 1s; negative for none (one cell run by hand, say).
+	WarmUp time.Duration
+
 	// OutDir receives vegeta's binary results per cell; "" writes none.
 	OutDir string
 	// Progress receives a progress bar per cell; nil shows none.
@@ -131,6 +135,9 @@ func (c *Config) defaults() error {
 	}
 	if c.Seed == 0 {
 		c.Seed = 1
+	}
+	if c.WarmUp == 0 {
+		c.WarmUp = time.Second
 	}
 	if c.Catalogue == nil {
 		cat := DefaultCatalogue()
@@ -243,24 +250,25 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			rep.Variants = append(rep.Variants, v)
 		}
 	}
-	// Cells on restart-unaware instances go last, so the instances are
-	// restarted once rather than back and forth.
-	slices.SortStableFunc(plan, func(a, b cellPlan) int {
+	// Cells that need other instance settings go last, grouped, so the
+	// instances are restarted once per group rather than back and forth.
+	group := func(s Scenario) int {
 		switch {
-		case a.sc.Unaware == b.sc.Unaware:
-			return 0
-		case b.sc.Unaware:
-			return -1
-		default:
+		case s.Unaware:
+			return 2
+		case s.LockTTL != 0:
 			return 1
+		default:
+			return 0
 		}
-	})
+	}
+	slices.SortStableFunc(plan, func(a, b cellPlan) int { return group(a.sc) - group(b.sc) })
 
-	if len(plan) > 0 {
+	if len(plan) > 0 && cfg.WarmUp > 0 {
 		if err := warmUp(ctx, cfg, e); err != nil {
 			return nil, err
 		}
-		rep.Notes = append(rep.Notes, fmt.Sprintf("a %v warm-up attack over every selected variant ran first (connections, caches); its results are not counted", warmUpFor))
+		rep.Notes = append(rep.Notes, fmt.Sprintf("a %v warm-up attack over every selected variant ran first (connections, caches); its results are not counted", cfg.WarmUp))
 	}
 
 	plots := map[string]*plot.Plot{}
@@ -325,18 +333,19 @@ func runCell(ctx context.Context, cfg Config, e *env, p cellPlan, pl *plot.Plot,
 	if sc.Nodes != nil && e.nodes.Len() < sc.Nodes.MinNodes {
 		return skip(fmt.Sprintf("skipped: needs at least %d Redis nodes", sc.Nodes.MinNodes))
 	}
-	if e.local == nil && sc.Unaware {
-		return skip("skipped: restart awareness can only be turned off on instances the runner starts")
+	if e.local == nil && (sc.Unaware || sc.LockTTL != 0) {
+		return skip("skipped: the scenario needs instance settings only instances the runner starts can be given")
 	}
-	if e.local != nil && e.local.Unaware() != sc.Unaware {
-		err := e.local.SetUnaware(ctx, sc.Unaware)
+	if e.local != nil {
+		want := AppSettings{Unaware: sc.Unaware, LockTTL: sc.LockTTL}
+		err := e.local.Use(ctx, want)
 		e.bases = e.local.Bases() // new processes, new ports, even after a failure
-		if err != nil {
-			if sc.Unaware {
-				return skip(fmt.Sprintf("skipped: could not start the storefront with restart awareness off (%s): %v",
-					strings.Join(e.local.cfg.UnawareArgs, " "), clip(err.Error(), 600)))
-			}
-			return fail("restarting the app instances: %v", err)
+		switch {
+		case err != nil && sc.Unaware:
+			return skip(fmt.Sprintf("skipped: could not start the storefront with restart awareness off (%s): %v",
+				strings.Join(e.local.cfg.UnawareArgs, " "), clip(err.Error(), 600)))
+		case err != nil:
+			return fail("restarting the app instances with %+v: %v", want, err)
 		}
 	}
 	apis := e.apis()
@@ -379,7 +388,13 @@ func runCell(ctx context.Context, cfg Config, e *env, p cellPlan, pl *plot.Plot,
 	if err != nil {
 		return fail("%v", err)
 	}
-	pacer, err := CappedPacer(vegeta.Rate{Freq: cfg.Rate, Per: time.Second}, cfg.MaxRequests)
+	duration, maxRequests := cfg.Duration, cfg.MaxRequests
+	if sc.MinDuration > duration {
+		// The cap grows with the duration, so a longer attack keeps the rate.
+		maxRequests = uint64(float64(maxRequests) * float64(sc.MinDuration) / float64(duration))
+		duration = sc.MinDuration
+	}
+	pacer, err := CappedPacer(vegeta.Rate{Freq: cfg.Rate, Per: time.Second}, maxRequests)
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -397,7 +412,7 @@ func runCell(ctx context.Context, cfg Config, e *env, p cellPlan, pl *plot.Plot,
 		enc = vegeta.NewEncoder(f)
 		c.ResultsFile = path
 	}
-	bar := newBar(cfg.Progress, cfg.MaxRequests, fmt.Sprintf("[%2d/%d] %-13s × %-27s", n, total, variant, sc.Name))
+	bar := newBar(cfg.Progress, maxRequests, fmt.Sprintf("[%2d/%d] %-13s × %-27s", n, total, variant, sc.Name))
 
 	// A new Attacker per cell: in v12.12.0 one whose attack has ended keeps
 	// its stop channel closed and never attacks again.
@@ -415,7 +430,7 @@ func runCell(ctx context.Context, cfg Config, e *env, p cellPlan, pl *plot.Plot,
 	var wg sync.WaitGroup
 	if sc.Nodes != nil {
 		wg.Go(func() {
-			recipeErr = sc.Nodes.Run(recipeCtx, e.nodes, cfg.Duration, cfg.LockPattern, func(s string) {
+			recipeErr = sc.Nodes.Run(recipeCtx, e.nodes, duration, cfg.LockPattern, func(s string) {
 				notesMu.Lock()
 				c.Notes = append(c.Notes, s)
 				notesMu.Unlock()
@@ -425,7 +440,7 @@ func runCell(ctx context.Context, cfg Config, e *env, p cellPlan, pl *plot.Plot,
 	}
 	tally := NewTally()
 	var encErr error
-	results := atk.Attack(tr.Targeter(), pacer, cfg.Duration, variant)
+	results := atk.Attack(tr.Targeter(), pacer, duration, variant)
 	for {
 		var r *vegeta.Result
 		var ok bool
@@ -494,9 +509,10 @@ func runCell(ctx context.Context, cfg Config, e *env, p cellPlan, pl *plot.Plot,
 		c.Notes = append(c.Notes, "clearing faults: "+err.Error())
 	}
 	if sc.Nodes != nil {
-		// Restart-aware instances leave restarted nodes out for a TTL and
-		// re-seed them; give them that before the audit and the next cell.
-		sleep(after, 2*cfg.LockTTL)
+		// The audit scans every node: wait until the instances reach a
+		// quorum again. (Restart-aware instances leave restarted nodes out
+		// for a TTL; the in-flight requests that end an attack already take
+		// longer than that, so the next cell finds them counted again.)
 		for _, a := range apis {
 			if err := a.WaitReady(after); err != nil {
 				return fail("after the attack: %v", err)
@@ -540,9 +556,6 @@ func firedOn(ctx context.Context, apis []API) (map[string]uint64, error) {
 	return total, err
 }
 
-// warmUpFor is how long the warm-up attack lasts.
-const warmUpFor = time.Second
-
 // warmUp sends a short attack over every selected variant before the first
 // cell and throws its results away: the first requests of a fresh instance
 // pay for connections to every Redis node and for cold caches, which would
@@ -569,13 +582,13 @@ func warmUp(ctx context.Context, cfg Config, e *env) error {
 	if err != nil {
 		return err
 	}
-	pacer, err := CappedPacer(vegeta.Rate{Freq: cfg.Rate, Per: time.Second}, uint64(float64(cfg.Rate)*warmUpFor.Seconds())+1)
+	pacer, err := CappedPacer(vegeta.Rate{Freq: cfg.Rate, Per: time.Second}, uint64(float64(cfg.Rate)*cfg.WarmUp.Seconds())+1)
 	if err != nil {
 		return err
 	}
 	atk := vegeta.NewAttacker(vegeta.Workers(min(16, cfg.MaxWorkers)), vegeta.MaxWorkers(cfg.MaxWorkers), vegeta.MaxBody(16<<10), vegeta.Timeout(30*time.Second))
 	answered, sent := 0, 0
-	for r := range atk.Attack(tr.Targeter(), pacer, warmUpFor, "warm-up") {
+	for r := range atk.Attack(tr.Targeter(), pacer, cfg.WarmUp, "warm-up") {
 		sent++
 		if r.Code != 0 {
 			answered++

@@ -177,6 +177,7 @@ type cappedPacer struct {
 	max uint64
 }
 
+// Pace stops at the cap and otherwise paces as the wrapped pacer does.
 func (p cappedPacer) Pace(elapsed time.Duration, hits uint64) (time.Duration, bool) {
 	if hits >= p.max {
 		return 0, true

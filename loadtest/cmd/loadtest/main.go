@@ -49,7 +49,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		seed        = fs.Uint64("seed", 1, "seed of the traffic and the faults")
 		quick       = fs.Bool("quick", false, "the short matrix: 200 req/s for 1.5s a cell (explicit -rate/-duration win)")
 		strict      = fs.Bool("strict", false, "also fail when a cell that must break held (the workshop guarantee)")
-		out         = fs.String("out", "out/loadtest", "directory for report.{txt,json,html}, oversold.svg and vegeta's results per cell")
+		out         = fs.String("out", "out/loadtest", "directory for report.{txt,json,html}, the charts and vegeta's results per cell")
 		progress    = fs.Bool("progress", isTerminal(os.Stderr), "draw a progress bar per cell on stderr (default: when stderr is a terminal)")
 		verbose     = fs.Bool("v", false, "log what the runner does on stderr")
 
@@ -151,7 +151,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			fmt.Fprintf(stderr, "loadtest: %v\n", err)
 			return 2
 		}
-		fmt.Fprintf(stdout, "\nwritten: %s (report.txt, report.json, report.html, oversold.svg; vegeta results under results/<scenario>/<variant>.bin, app logs under env/logs)\n", *out)
+		fmt.Fprintf(stdout, "\nwritten: %s (report.txt, report.json, report.html, oversold.svg, lost-updates.svg; vegeta results under results/<scenario>/<variant>.bin, app logs under env/logs)\n", *out)
 	}
 	if rep.Failed(*strict) {
 		return 1
