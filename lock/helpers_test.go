@@ -60,7 +60,10 @@ type env struct {
 func newEnv(t testing.TB, c *localredis.Cluster, opts ...lock.Option) *env {
 	t.Helper()
 	ns := fmt.Sprintf("t%d:", namespaces.Add(1))
-	ls, err := lock.NewLockers(redistest.Options(c), append([]lock.Option{lock.WithNamespace(ns)}, opts...)...)
+	// A generous per-node timeout unless the test sets one: these tests run
+	// beside others on a shared machine, and a slow answer is not the point.
+	base := []lock.Option{lock.WithNamespace(ns), lock.WithNodeTimeout(100 * time.Millisecond)}
+	ls, err := lock.NewLockers(redistest.Options(c), append(base, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,10 +24,7 @@ func TestAcquireReleaseExtend(t *testing.T) {
 			l := e.locker(name)
 			ctx := context.Background()
 
-			a, err := l.TryAcquire(ctx, "sku:1")
-			if err != nil {
-				t.Fatalf("first acquire: %v", err)
-			}
+			a := mustAcquire(t, l, "sku:1", 5*time.Second)
 			for i := range nodesOf(name, len(e.raw)) {
 				if ttl := e.pttl(i, "sku:1"); ttl <= 0 || ttl > time.Second {
 					t.Errorf("node %d: lock TTL %v, want in (0, 1s]", i, ttl)

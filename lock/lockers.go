@@ -55,6 +55,15 @@ func NewLockers(nodes []*redis.Options, opts ...Option) (*Lockers, error) {
 		clients[i] = n.rdb
 	}
 	s.wake = newWaker(cfg, clients)
+	// Open a connection to every node now, in the background: the first
+	// connection runs the restart check, and a vote should not pay for it.
+	for _, n := range s.nodes {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			_ = n.rdb.Ping(ctx).Err()
+		}()
+	}
 	first := s.nodes[0].rdb
 	rl := &redlock{nodes: s.nodes, cfg: cfg}
 	variants := map[string]variant{

@@ -46,6 +46,9 @@ func newNode(o *redis.Options, cfg *config) *node {
 	if o.DialerRetries <= 0 {
 		o.DialerRetries = 1
 	}
+	// CLIENT SETINFO on every new connection is two more round trips that
+	// would count against a vote's per-node timeout.
+	o.DisableIdentity = true
 	n := &node{addr: o.Addr, cfg: cfg}
 	prev := o.OnConnect
 	o.OnConnect = func(ctx context.Context, cn *redis.Conn) error {
