@@ -269,9 +269,17 @@ func (w *Workshop) run(r *workshopRun, base, hot string) {
 }
 
 func toRunCell(c *loadtest.Cell, spans []*hold, key string) *runCell {
+	// Sold / initial of the hot SKU, where overselling shows; the bulk
+	// products' large stock would hide it in a sum.
+	sold, initial := c.Audit.SoldUnits, c.Initial
+	for _, p := range c.Audit.Products {
+		if p.SKU == c.HotSKU {
+			sold, initial = p.SoldUnits, p.InitialStock
+		}
+	}
 	return &runCell{
 		Variant: c.Variant, Scenario: c.Scenario, Expected: string(c.Expected), Seen: string(c.Seen),
-		OK: c.Verdict == loadtest.VerdictOK, Sold: c.Audit.SoldUnits, Initial: c.Initial,
+		OK: c.Verdict == loadtest.VerdictOK, Sold: sold, Initial: initial,
 		OversoldUnits: c.Audit.OversoldUnits, LostUpdates: c.Audit.LostUpdates,
 		DoubleBookedSeats: c.Audit.DoubleBookedSeats, StuckLocks: c.StuckLocks,
 		Codes: map[string]int{

@@ -409,8 +409,8 @@ func TestBrowserWorkshopRun(t *testing.T) {
 		chromedp.SendKeys(chromedp.ID("w-token"), app.token),
 		choose("#w-variant", "none"),
 		choose("#w-scenario", "clean"),
-		chromedp.SetValue(chromedp.ID("w-rate"), "50"),
-		chromedp.SetValue(chromedp.ID("w-duration"), "1"),
+		chromedp.SetValue(chromedp.ID("w-rate"), "300"),
+		chromedp.SetValue(chromedp.ID("w-duration"), "2"),
 		chromedp.Click(chromedp.ID("w-run")))
 	ctx, cancel := context.WithTimeout(tab, 3*time.Minute) // the run itself: reset, attack, audit
 	defer cancel()
@@ -426,6 +426,11 @@ func TestBrowserWorkshopRun(t *testing.T) {
 	row := eval[string](t, tab, `document.querySelector('#runs-body tr[data-state="done"]').textContent`)
 	if !strings.Contains(row, "none") || !strings.Contains(row, "clean") {
 		t.Errorf("the result row reads %q", row)
+	}
+	// The audit, not the page, decides: with no lock, concurrency alone
+	// oversells, and the row must say so.
+	if seen := eval[string](t, tab, `document.querySelectorAll('#runs-body tr[data-state="done"] td')[4]?.textContent || ""`); !strings.Contains(seen, "breaks") {
+		t.Errorf("none under clean: the row's seen column reads %q, want breaks (row %q)", seen, row)
 	}
 	if n := eval[int](t, tab, `document.querySelectorAll("#chart .bar").length`); n < 1 {
 		t.Error("the chart has no bar for the run")
