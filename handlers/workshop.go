@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -237,7 +238,7 @@ func (w *Workshop) run(r *workshopRun, base, hot string) {
 	report, err := loadtest.Run(ctx, loadtest.Config{
 		Variants: []string{r.Variant}, Scenarios: []string{r.Scenario},
 		Rate: r.Rate, Duration: time.Duration(r.Duration) * time.Second,
-		Seed: 1, LockTTL: w.ttl,
+		Seed: 1, LockTTL: w.ttl, WarmUp: -1,
 		Targets: []string{base}, AdminToken: w.token, RedisURLs: w.redisURLs,
 		Logger: slog.New(&noteHandler{run: r}),
 	})
@@ -245,8 +246,11 @@ func (w *Workshop) run(r *workshopRun, base, hot string) {
 	var cell *loadtest.Cell
 	if err == nil {
 		cell = report.Cell(r.Variant, r.Scenario)
-		if cell == nil {
-			err = errors.New("the load runner skipped this cell (see the notes)")
+		switch {
+		case cell == nil:
+			err = errors.New("the load runner did not run this cell (see the notes)")
+		case cell.Verdict == loadtest.VerdictSkipped:
+			err = fmt.Errorf("the load runner skipped this cell: %s", strings.Join(cell.Notes, "; "))
 		}
 	}
 	r.mu.Lock()

@@ -182,11 +182,13 @@ func (s *Service) refused(tx *gorm.DB, table, where string, token uint64, fenced
 }
 
 // registerFence raises the row's fence to token before the holder reads it.
-// Equal is accepted so a holder may register twice; a row that already
-// carries a higher token means a newer holder exists: this one is stale.
+// Only a strictly higher token gets in: a node that lost its counter hands
+// out token values again, and two holders sharing one value must not both
+// pass. A row that already carries this token or a higher one means another
+// holder registered first: this one is stale.
 func (s *Service) registerFence(ctx context.Context, table, where string, token uint64, id ...any) error {
 	args := append(append([]any{int64(token)}, id...), int64(token))
-	res := s.db.WithContext(ctx).Exec("UPDATE "+table+" SET fence = ? WHERE "+where+" AND fence <= ?", args...)
+	res := s.db.WithContext(ctx).Exec("UPDATE "+table+" SET fence = ? WHERE "+where+" AND fence < ?", args...)
 	if res.Error != nil {
 		return fmt.Errorf("register fencing token: %w", res.Error)
 	}

@@ -19,7 +19,14 @@
 // Vegeta v12.12.0 has sharp edges this package works around, each at the
 // place it matters: an Attacker cannot be reused once an attack ends (one per
 // cell); a Targeter error stops the whole attack (ours never fails, and the
-// request cap lives in the pacer instead); bodies are read whole unless
+// request cap lives in the pacer instead); PacerFunc lacks Rate and so is not
+// a Pacer (the capped pacer is its own type); bodies are read whole unless
 // MaxBody is set (it is); a zero rate with default workers is unbounded (the
 // rate must be positive and workers are capped).
+//
+// By default the runner starts what it attacks (StartLocal): real
+// redis-server nodes, each behind a relay of its own (see relay), and three
+// storefront processes on one SQLite file; it stops them, by PID, when done.
+// The scenarios, their faults and the expected matrix are in matrix.go; what
+// happens to the Redis nodes during an attack is in nodes.go.
 package loadtest

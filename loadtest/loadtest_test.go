@@ -42,13 +42,6 @@ var shortCells = []string{
 // once fixed, delete the entry and the cell is asserted like any other.
 // (They run with -loadtest.full; the short matrix leaves them out.)
 var knownBugs = map[string]string{
-	// inventory.registerFence accepts a token equal to the row's fence ("so
-	// a holder may register twice"). When node 0 restarts without data its
-	// fencing counter starts over and climbs back to the token a holder
-	// still working under the old lease carries; the new holder with the
-	// same token registers, and both writes pass "WHERE fence = token".
-	// The orders table then shows two orders of one SKU with one fence.
-	"lua+fence/node-restart": "equal fencing token accepted after the counter was lost",
 	// A setnx-expire acquire whose caller's wait budget ends between (or
 	// during) SETNX and EXPIRE leaves the key without a TTL: the crash
 	// fault's deadlock, from a plain timeout. The 50 ms critical section of
@@ -96,6 +89,39 @@ func TestMatrix(t *testing.T) {
 
 	if !*full && len(rep.Cells) != len(shortCells) {
 		t.Errorf("%d cells ran, want %d", len(rep.Cells), len(shortCells))
+	}
+	// A cell that broke where it must hold is evidence: it fails at once.
+	// A cell that held where it must break, or could not be judged, only
+	// lacks evidence — on a machine starved by other work the race may not
+	// have happened (Redlock's 50 ms per-node timeout turns a starved node
+	// into "unavailable", and then nobody gets in to collide). Those cells
+	// get one more run, in a fresh environment, before they fail the test.
+	var again []string
+	for _, c := range rep.Cells {
+		id := c.Variant + "/" + c.Scenario
+		if _, known := knownBugs[id]; !known && c.Verdict != loadtest.VerdictOK && c.Verdict != loadtest.VerdictBug {
+			again = append(again, id)
+		}
+	}
+	if len(again) > 0 {
+		t.Logf("no evidence yet for %v; running them once more", again)
+		retry := cfg
+		retry.Cells, retry.OutDir = again, t.TempDir()
+		retry.Local.Dir = t.TempDir()
+		rerun, err := loadtest.Run(ctx, retry)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text.Reset()
+		if err := rerun.WriteText(&text); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("second run:\n%s", text.String())
+		for i, c := range rep.Cells {
+			if rc := rerun.Cell(c.Variant, c.Scenario); rc != nil {
+				rep.Cells[i] = *rc
+			}
+		}
 	}
 	for _, c := range rep.Cells {
 		id := c.Variant + "/" + c.Scenario

@@ -99,10 +99,12 @@ func Scenarios(ttl time.Duration) []Scenario {
 	restart := func(unaware bool) Scenario {
 		// A restarted node must be back, and a second client in, while the
 		// first is still inside its critical section. On a loaded machine a
-		// redis-server restart takes up to a few hundred milliseconds, so
-		// these columns run with twice the lease TTL and a critical section
-		// of 0.4 TTL.
-		ttl := 2 * ttl
+		// redis-server restart takes up to half a second, and a fresh
+		// connection needs several round trips inside the lock's per-node
+		// timeout (TTL/20), so these columns run with four times the lease
+		// TTL: a critical section of 0.4 TTL, and a per-node timeout four
+		// times as patient.
+		ttl := 4 * ttl
 		s := Scenario{
 			Name: NodeRestart,
 			Doc: fmt.Sprintf("lease TTL %v and every critical section slow (%d ms); in rounds, the last nodes are killed so leases hold "+
@@ -113,9 +115,8 @@ func Scenarios(ttl time.Duration) []Scenario {
 			LockTTL: ttl,
 			// Each restart round is one chance for the second client to get
 			// in while the first still works; on a loaded machine a round
-			// can miss, so a cell runs at least three seconds: four rounds
-			// or more.
-			MinDuration: 3 * time.Second,
+			// can miss, so a cell runs long enough for a few rounds.
+			MinDuration: 5 * ttl / 2,
 		}
 		if unaware {
 			s.Name = NodeRestartUnaware
@@ -168,7 +169,7 @@ func Scenarios(ttl time.Duration) []Scenario {
 // enough that a lease is still inside it when a restarted node answers
 // again, short enough (under half the TTL) that no lease outlives its TTL.
 func slowWork(ttl time.Duration) int {
-	return int(min(ttl*2/5, 400*time.Millisecond).Milliseconds())
+	return int((ttl * 2 / 5).Milliseconds())
 }
 
 // ScenarioNames lists the scenario names in column order.

@@ -295,7 +295,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	tw.Flush()
 
 	fmt.Fprintf(ew, "\nhot sold/initial: units of the scarce SKU sold, from the audit; sales/s: distinct orders and bookings confirmed, "+
-		"over the time from the first request to the end of the last sale\n")
+		"per second of the attack's send window\n")
 	if t := r.RedlockVsNone; t != nil {
 		fmt.Fprintf(ew, "throughput of completed sales, %s scenario: redlock %.1f/s vs none %.1f/s = %.2f×\n", t.Scenario, t.OfRate, t.BaseRate, t.Ratio)
 	}

@@ -51,7 +51,6 @@ type Tally struct {
 	orders   map[string]*confirmation
 	bookings map[string]*confirmation
 	sales    int
-	lastSale time.Time
 	problems []string
 }
 
@@ -121,9 +120,6 @@ func (t *Tally) Add(r *vegeta.Result) {
 		c = &confirmation{ids: map[string]bool{}}
 		book[key] = c
 		t.sales++
-		if end := r.End(); end.After(t.lastSale) {
-			t.lastSale = end
-		}
 	} else {
 		t.counts.Replays++
 	}
@@ -170,8 +166,10 @@ type Summary struct {
 	BookingKeys int `json:"booking_keys"`
 	// ConfirmedUnits is the units of the confirmed orders, each order once.
 	ConfirmedUnits int64 `json:"confirmed_units"`
-	// SalesPerSecond is Sales over the time from the first request to the
-	// end of the last sale: the throughput of completed sales.
+	// SalesPerSecond is Sales over the attack's send window (first to last
+	// request sent): the throughput of completed sales. The window is the
+	// same for every variant of a column, so a sale that waited long for its
+	// lock still counts, and one slow straggler does not move the figure.
 	SalesPerSecond float64       `json:"sales_per_second"`
 	P50            time.Duration `json:"p50_ns"`
 	P99            time.Duration `json:"p99_ns"`
@@ -196,8 +194,8 @@ func (t *Tally) Summary() Summary {
 		Rate:        t.metrics.Rate,
 		Problems:    append([]string(nil), t.problems...),
 	}
-	if t.sales > 0 && t.lastSale.After(t.metrics.Earliest) {
-		s.SalesPerSecond = float64(t.sales) / t.lastSale.Sub(t.metrics.Earliest).Seconds()
+	if window := t.metrics.Duration; t.sales > 0 && window > 0 {
+		s.SalesPerSecond = float64(t.sales) / window.Seconds()
 	}
 	for _, key := range sortedKeys(t.orders) {
 		c := t.orders[key]
