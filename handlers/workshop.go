@@ -385,7 +385,7 @@ func (s *Server) streamWorkshopRun(c *gin.Context) error {
 		}
 		next += len(evs)
 		c.Writer.Flush()
-		if over && len(evs) == 0 {
+		if over { // since read the events and the state together: nothing follows
 			return nil
 		}
 		select {
