@@ -79,7 +79,6 @@ type workshopRun struct {
 	changed chan struct{} // closed and replaced on every new event
 	holds   map[string]*hold
 	spans   []*hold
-	start   time.Time
 	hotKey  string
 }
 
@@ -100,7 +99,7 @@ func (r *workshopRun) observe(e lock.Event) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	at := float64(e.Time.Sub(r.start).Microseconds()) / 1000
+	at := float64(e.Time.Sub(r.StartedAt).Microseconds()) / 1000
 	switch e.Kind {
 	case lock.Acquired:
 		if len(r.spans) >= maxHolds {
@@ -204,7 +203,7 @@ func (w *Workshop) start(req runRequest) (*workshopRun, error) {
 	r := &workshopRun{
 		ID: strconv.Itoa(len(w.runs) + 1), Variant: req.Variant, Scenario: req.Scenario,
 		Rate: req.Rate, Duration: req.Duration, State: "running", StartedAt: time.Now(),
-		changed: make(chan struct{}), holds: map[string]*hold{}, start: time.Now(), hotKey: "sku:" + hot,
+		changed: make(chan struct{}), holds: map[string]*hold{}, hotKey: "sku:" + hot,
 	}
 	w.runs = append(w.runs, r)
 	w.current = r
@@ -230,7 +229,7 @@ func (w *Workshop) run(r *workshopRun, base, hot string) {
 			case <-done:
 				return
 			case <-t.C:
-				sent := min(total, int(time.Since(r.start).Seconds()*float64(r.Rate)))
+				sent := min(total, int(time.Since(r.StartedAt).Seconds()*float64(r.Rate)))
 				r.emit(gin.H{"type": "progress", "done": sent, "total": total})
 			}
 		}

@@ -50,11 +50,7 @@ func NewLockers(nodes []*redis.Options, opts ...Option) (*Lockers, error) {
 	for _, o := range nodes {
 		s.nodes = append(s.nodes, newNode(o, cfg))
 	}
-	clients := make([]*redis.Client, len(s.nodes))
-	for i, n := range s.nodes {
-		clients[i] = n.rdb
-	}
-	s.wake = newWaker(cfg, clients)
+	s.wake = newWaker(cfg, s.Clients())
 	// Open a connection to every node now, in the background: the first
 	// connection runs the restart check, and a vote should not pay for it.
 	for _, n := range s.nodes {
