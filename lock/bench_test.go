@@ -89,6 +89,10 @@ func BenchmarkUncontended(b *testing.B) {
 	for _, name := range lock.Names() {
 		b.Run(name, func(b *testing.B) { loopPairs(b, variantPair(be.e.locker(name))) })
 	}
+	// Redlock over the first node alone: the same client code as the
+	// five-node rows, so the ratio between them is the cost of the nodes.
+	one := newEnvOn(b, redistest.Options(shared(b))[:1])
+	b.Run("ref=redlock-1", func(b *testing.B) { loopPairs(b, variantPair(one.locker(lock.Redlock))) })
 	b.Run("ref=redsync-5", func(b *testing.B) { loopPairs(b, redsyncPair(be.redsync)) })
 }
 

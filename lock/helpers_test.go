@@ -59,16 +59,22 @@ type env struct {
 
 func newEnv(t testing.TB, c *localredis.Cluster, opts ...lock.Option) *env {
 	t.Helper()
+	return newEnvOn(t, redistest.Options(c), opts...)
+}
+
+// newEnvOn is newEnv over the given nodes only.
+func newEnvOn(t testing.TB, nodes []*redis.Options, opts ...lock.Option) *env {
+	t.Helper()
 	ns := fmt.Sprintf("t%d:", namespaces.Add(1))
 	// A generous per-node timeout unless the test sets one: these tests run
 	// beside others on a shared machine, and a slow answer is not the point.
 	base := []lock.Option{lock.WithNamespace(ns), lock.WithNodeTimeout(100 * time.Millisecond)}
-	ls, err := lock.NewLockers(redistest.Options(c), append(base, opts...)...)
+	ls, err := lock.NewLockers(nodes, append(base, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	e := &env{t: t, ls: ls, ns: ns}
-	for _, o := range redistest.Options(c) {
+	for _, o := range nodes {
 		e.raw = append(e.raw, redis.NewClient(o))
 	}
 	t.Cleanup(func() {
@@ -97,6 +103,20 @@ func (e *env) pttl(i int, key string) time.Duration {
 		e.t.Fatalf("PTTL on node %d: %v", i, err)
 	}
 	return d
+}
+
+// await reads the lock key's TTL on node i until ok accepts it or within
+// has passed, and returns the last reading.
+func (e *env) await(i int, key string, within time.Duration, ok func(time.Duration) bool) time.Duration {
+	e.t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		d := e.pttl(i, key)
+		if ok(d) || time.Now().After(deadline) {
+			return d
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // waitGone waits until the lock key has left node i (expired or deleted).

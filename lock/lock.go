@@ -79,6 +79,18 @@ type variant interface {
 	extend(ctx context.Context, k keys, value string, ttl time.Duration) (time.Duration, error)
 }
 
+// orderedRelease is a variant whose commands reach every node in the order
+// this process sent them (redlock, over the node pipes): its release can let
+// the next waiter go as soon as the deletes are queued.
+type orderedRelease interface {
+	releaseThen(ctx context.Context, k keys, value string, valid bool, queued func()) error
+}
+
+// ownerChecked is a variant whose release deletes the key only if it still
+// carries the holder's value, in one atomic step (lua, redlock): nobody can
+// delete a lease of it but its holder or its TTL.
+type ownerChecked interface{ checksOwner() }
+
 // Locker hands out leases on named keys with one variant.
 type Locker struct {
 	name   string
@@ -122,6 +134,9 @@ func (l *Locker) try(ctx context.Context, name string) (*Lease, error) {
 		locker: l, name: name, k: k, value: value,
 		token: g.token, validUntil: start.Add(g.validity), acquired: time.Now(),
 		lost: make(chan struct{}),
+	}
+	if _, ok := l.v.(ownerChecked); ok {
+		l.wake.hold(k.lock, lease)
 	}
 	if l.cfg.watchdog {
 		lease.startWatchdog()
@@ -240,11 +255,17 @@ func (l *Lease) Release(ctx context.Context) error {
 	l.released = true
 	l.mu.Unlock()
 	l.stopWatchdog()
-	err := l.locker.v.release(ctx, l.locker.cfg.faults.gapFor(l.locker, l.name, l), l.k, l.value)
-	if err == nil {
-		// Wake this process's next waiter now rather than after the
-		// keyspace event's round trip; other processes still get the event.
-		l.locker.wake.freed(l.k.lock)
+	l.locker.wake.unhold(l.k.lock, l)
+	// Wake this process's next waiter now rather than after the keyspace
+	// event's round trip; other processes still get the event. A variant
+	// whose commands reach each node in order wakes it as soon as the
+	// release is on its way, since the waiter's acquire cannot overtake it.
+	wake := func() { l.locker.wake.released(l.k.lock) }
+	var err error
+	if o, ok := l.locker.v.(orderedRelease); ok {
+		err = o.releaseThen(ctx, l.k, l.value, time.Now().Before(l.ValidUntil()), wake)
+	} else if err = l.locker.v.release(ctx, l.locker.cfg.faults.gapFor(l.locker, l.name, l), l.k, l.value); err == nil {
+		wake()
 	}
 	l.locker.observe(Event{Kind: Released, Variant: l.locker.name, Key: l.name, Lease: l, Err: err})
 	if err != nil {

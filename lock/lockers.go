@@ -54,6 +54,7 @@ func NewLockers(nodes []*redis.Options, opts ...Option) (*Lockers, error) {
 	// Open a connection to every node now, in the background: the first
 	// connection runs the restart check, and a vote should not pay for it.
 	for _, n := range s.nodes {
+		n.pipe.current()
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			defer cancel()
@@ -178,6 +179,7 @@ func (s *Lockers) Close() error {
 	s.wake.close()
 	var errs []error
 	for _, n := range s.nodes {
+		n.pipe.close()
 		errs = append(errs, n.rdb.Close())
 	}
 	return errors.Join(errs...)

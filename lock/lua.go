@@ -21,6 +21,8 @@ type luaLock struct {
 	fenced bool
 }
 
+func (luaLock) checksOwner() {}
+
 func (v luaLock) acquire(ctx context.Context, at gap, k keys, value string, ttl time.Duration) (grant, error) {
 	if !v.fenced {
 		return setNXPX(ctx, v.rdb, at, k, value, ttl)

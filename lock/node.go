@@ -15,7 +15,8 @@ import (
 // command reaches the new incarnation.
 type node struct {
 	addr string
-	rdb  *redis.Client
+	rdb  *redis.Client // scans, pub/sub and the single-node variants
+	pipe *pipe         // the Redlock votes
 	cfg  *config
 
 	mu       sync.Mutex
@@ -59,10 +60,12 @@ func newNode(o *redis.Options, cfg *config) *node {
 		return nil
 	}
 	n.rdb = redis.NewClient(o)
+	n.pipe = newPipe(n, n.rdb.Options()) // with go-redis's defaults filled in
 	return n
 }
 
-// onConnect notices a changed run_id and turns keyspace notifications on.
+// onConnect notices a changed run_id and turns keyspace notifications on,
+// for the go-redis connections (pub/sub, scans, single-node variants).
 // Errors are ignored: a server without INFO or CONFIG (or an ACL user not
 // allowed them) still works, only without restart awareness or wake-ups.
 func (n *node) onConnect(ctx context.Context, cn *redis.Conn) {
@@ -70,7 +73,23 @@ func (n *node) onConnect(ctx context.Context, cn *redis.Conn) {
 	if err != nil {
 		return
 	}
-	id := infoField(info, "run_id")
+	if !n.incarnation(infoField(info, "run_id")) {
+		return
+	}
+	cur, err := cn.ConfigGet(ctx, "notify-keyspace-events").Result()
+	if err != nil {
+		return
+	}
+	if want := notifyFlags(cur["notify-keyspace-events"]); want != cur["notify-keyspace-events"] {
+		_ = cn.ConfigSet(ctx, "notify-keyspace-events", want).Err()
+	}
+}
+
+// incarnation records the run_id a new connection found. A changed one is a
+// restart: the node sits out a TTL and its fencing counters need re-seeding.
+// It reports whether this incarnation still needs keyspace notifications
+// turned on.
+func (n *node) incarnation(id string) (notify bool) {
 	n.mu.Lock()
 	restarted := n.runID != "" && id != "" && id != n.runID
 	if restarted {
@@ -81,35 +100,26 @@ func (n *node) onConnect(ctx context.Context, cn *redis.Conn) {
 	if id != "" {
 		n.runID = id
 	}
-	notify := n.cfg.notifications && !n.notified
+	notify = n.cfg.notifications && !n.notified
 	n.notified = true
 	n.mu.Unlock()
 	if restarted {
 		n.cfg.logger.Warn("redis node restarted: not counted toward a quorum until the TTL has passed",
 			"node", n.addr, "run_id", id, "restart_aware", n.cfg.restartAware, "back_at", time.Now().Add(n.cfg.ttl))
 	}
-	if notify {
-		enableNotifications(ctx, cn)
-	}
+	return notify
 }
 
-// enableNotifications adds the keyspace events for deletes and expiries (K,
-// g, x) to whatever the server already publishes.
-func enableNotifications(ctx context.Context, cn *redis.Conn) {
-	cur, err := cn.ConfigGet(ctx, "notify-keyspace-events").Result()
-	if err != nil {
-		return
-	}
-	flags := cur["notify-keyspace-events"]
+// notifyFlags adds the keyspace events for deletes and expiries (K, g, x) to
+// whatever the server already publishes.
+func notifyFlags(flags string) string {
 	want := flags
 	for _, f := range []string{"K", "g", "x"} {
 		if !strings.Contains(want, f) && !(f != "K" && strings.Contains(want, "A")) {
 			want += f
 		}
 	}
-	if want != flags {
-		_ = cn.ConfigSet(ctx, "notify-keyspace-events", want).Err()
-	}
+	return want
 }
 
 func infoField(info, field string) string {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -13,11 +14,14 @@ import (
 )
 
 // redlock is the Redlock algorithm of seed articles 002 and 004 over N
-// independent masters: SET k v NX PX ttl on all of them in parallel, each
-// under a short per-node timeout; the lock is ours if a quorum (N/2+1)
-// granted it and time is left: validity = ttl − elapsed − drift. A failed try
-// releases on every node. Release and extend use the same Lua scripts as lua,
-// on every node; extend needs a quorum too.
+// independent masters: SET k v NX PX ttl on all of them at once, with a
+// short per-node timeout; the lock is ours if a quorum (N/2+1) granted it and
+// time is left: validity = ttl − elapsed − drift. A failed try releases on
+// every node. Release and extend use the same Lua scripts as lua, on every
+// node; extend needs a quorum too. Each call returns as soon as its outcome
+// is decided (a quorum said yes, or a quorum is out of reach; for a release,
+// one node deleted our value): the other nodes' commands are already on
+// their connections, in order (pipe.go), and land all the same.
 //
 // With fenced set (redlock+fence), every node draws a token from its own
 // counter atomically with its SET; the lease takes the largest token of its
@@ -36,34 +40,100 @@ type redlock struct {
 	fenced bool
 }
 
+func (*redlock) checksOwner() {}
+
 // drift allows for clock drift between the nodes: 1% of the TTL plus 2 ms.
 func drift(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millisecond }
 
 func (r *redlock) quorum() int { return len(r.nodes)/2 + 1 }
 
 // vote is one node's answer: ok if it granted (or renewed, or deleted), with
-// the token it drew, or the error that kept it from answering.
+// the token it drew, or the error that kept it from answering. A node not
+// heard from when the outcome was already decided has heard false.
 type vote struct {
 	n     *node
+	heard bool
 	ok    bool
 	token uint64
 	err   error
 }
 
-// poll asks every node in parallel, each under the per-node timeout.
-func (r *redlock) poll(ctx context.Context, ask func(context.Context, *node) (bool, uint64, error)) []vote {
-	votes := make([]vote, len(r.nodes))
-	var wg sync.WaitGroup
-	for i, n := range r.nodes {
-		wg.Go(func() {
-			ctx, cancel := context.WithTimeout(ctx, r.cfg.nodeTimeout)
-			defer cancel()
-			ok, token, err := ask(ctx, n)
-			votes[i] = vote{n: n, ok: ok && err == nil, token: token, err: err}
-		})
+// ask is one command for every node, how to read a node's reply, and when
+// the outcome is decided: granted counts the yes votes of nodes that count,
+// against everything else heard. A nil decided waits for every node.
+type ask struct {
+	cmd     []string
+	read    func(reply any) (ok bool, token uint64, err error)
+	decided func(granted, against int) bool
+	sent    func() // if set, called once the command is queued on every node
+}
+
+// wins is decided once a quorum said yes, or once so many said no that a
+// quorum is out of reach.
+func (r *redlock) wins(granted, against int) bool {
+	return granted >= r.quorum() || against > len(r.nodes)-r.quorum()
+}
+
+// poll sends the command to every node at once and gathers the answers
+// until the outcome is decided or the per-node timeout passes; a node that
+// has not answered by then counts as failed.
+func (r *redlock) poll(ctx context.Context, a ask) []vote {
+	type answer struct {
+		i   int
+		v   any
+		err error
 	}
-	wg.Wait()
+	answers := make(chan answer, len(r.nodes)) // never blocks a node's reader
+	for i, n := range r.nodes {
+		n.pipe.send(a.cmd, func(v any, err error) { answers <- answer{i, v, err} })
+	}
+	if a.sent != nil {
+		a.sent()
+	}
+	votes := make([]vote, len(r.nodes))
+	for i, n := range r.nodes {
+		votes[i].n = n
+	}
+	timer := time.NewTimer(r.cfg.nodeTimeout)
+	defer timer.Stop()
+	granted, against := 0, 0
+	for heard := 0; heard < len(r.nodes); heard++ {
+		if a.decided != nil && a.decided(granted, against) {
+			break
+		}
+		select {
+		case ans := <-answers:
+			v := &votes[ans.i]
+			v.heard, v.err = true, ans.err
+			if v.err == nil {
+				v.ok, v.token, v.err = a.read(ans.v)
+			}
+			v.ok = v.ok && v.err == nil
+			if counts, _ := v.n.state(time.Now()); counts && v.ok {
+				granted++
+			} else {
+				against++
+			}
+		case <-timer.C:
+			r.giveUp(votes, fmt.Errorf("no answer within %v: %w", r.cfg.nodeTimeout, context.DeadlineExceeded))
+			return votes
+		case <-ctx.Done():
+			r.giveUp(votes, ctx.Err())
+			return votes
+		}
+	}
 	return votes
+}
+
+// giveUp marks the nodes not heard from as failed, and drops the connection
+// of one that has not answered anything for a whole TTL.
+func (r *redlock) giveUp(votes []vote, err error) {
+	for i := range votes {
+		if v := &votes[i]; !v.heard {
+			v.heard, v.err = true, err
+			v.n.pipe.stale(r.cfg.ttl)
+		}
+	}
 }
 
 // tally counts the votes of nodes allowed to count now, and starts re-seeding
@@ -81,6 +151,8 @@ func (r *redlock) tally(ctx context.Context, op string, k keys, votes []vote) (c
 		switch {
 		case !counts:
 			qe.Restarting = append(qe.Restarting, v.n.addr)
+		case !v.heard:
+			qe.Unheard = append(qe.Unheard, v.n.addr)
 		case v.err != nil:
 			if qe.Failed == nil {
 				qe.Failed = map[string]error{}
@@ -98,14 +170,12 @@ func (r *redlock) tally(ctx context.Context, op string, k keys, votes []vote) (c
 
 func (r *redlock) acquire(ctx context.Context, at gap, k keys, value string, ttl time.Duration) (grant, error) {
 	start := time.Now()
-	votes := r.poll(ctx, func(ctx context.Context, n *node) (bool, uint64, error) {
-		if r.fenced {
-			token, err := acquireFenced.Run(ctx, n.rdb, []string{k.lock, k.fence}, value, ttl.Milliseconds()).Uint64()
-			return token > 0, token, err
-		}
-		ok, err := n.rdb.SetNX(ctx, k.lock, value, ttl).Result()
-		return ok, 0, err
-	})
+	ms := strconv.FormatInt(ttl.Milliseconds(), 10)
+	take := ask{cmd: []string{"SET", k.lock, value, "NX", "PX", ms}, read: readSet, decided: r.wins}
+	if r.fenced {
+		take = ask{cmd: acquireFenced.eval([]string{k.lock, k.fence}, value, ms), read: readToken, decided: r.wins}
+	}
+	votes := r.poll(ctx, take)
 	if err := at(ctx, AfterAcquireStep1); err != nil {
 		return grant{}, err
 	}
@@ -113,7 +183,7 @@ func (r *redlock) acquire(ctx context.Context, at gap, k keys, value string, ttl
 	validity := ttl - time.Since(start) - drift(ttl)
 	if len(counted) < r.quorum() || validity <= 0 {
 		qe.Late = len(counted) >= r.quorum()
-		r.unlock(ctx, k, value)
+		r.unlock(k, value)
 		return grant{}, qe
 	}
 	if !r.fenced {
@@ -123,43 +193,75 @@ func (r *redlock) acquire(ctx context.Context, at gap, k keys, value string, ttl
 	for _, v := range counted {
 		token = max(token, v.token)
 	}
-	written := r.poll(ctx, func(ctx context.Context, n *node) (bool, uint64, error) {
-		ok, err := raiseFence.Run(ctx, n.rdb, []string{k.lock, k.fence}, value, token).Bool()
-		return ok, 0, err
-	})
+	written := r.poll(ctx, ask{cmd: raiseFence.eval([]string{k.lock, k.fence}, value, strconv.FormatUint(token, 10)),
+		read: readFlag, decided: r.wins})
 	counted, qe = r.tally(ctx, "acquire", k, written)
 	validity = ttl - time.Since(start) - drift(ttl)
 	if len(counted) < r.quorum() || validity <= 0 {
 		qe.Late = len(counted) >= r.quorum()
-		r.unlock(ctx, k, value)
+		r.unlock(k, value)
 		return grant{}, qe
 	}
 	return grant{validity: validity, token: token}, nil
 }
 
-// unlock deletes our value everywhere after a failed try; it must run even
-// when the caller's context is already done.
-func (r *redlock) unlock(ctx context.Context, k keys, value string) []vote {
-	return r.poll(context.WithoutCancel(ctx), func(ctx context.Context, n *node) (bool, uint64, error) {
-		deleted, err := compareAndDelete.Run(ctx, n.rdb, []string{k.lock}, value).Int()
-		return deleted == 1, 0, err
-	})
+// readSet reads SET … NX: OK if granted, nil if the key is taken.
+func readSet(v any) (bool, uint64, error) {
+	ok, err := replyOK(v)
+	return ok, 0, err
+}
+
+// readToken reads acquireFenced: the token drawn, or 0 if the key is taken.
+func readToken(v any) (bool, uint64, error) {
+	token, err := replyInt(v)
+	return token > 0, uint64(token), err
+}
+
+// readFlag reads a script's 1 (done) or 0 (not ours).
+func readFlag(v any) (bool, uint64, error) {
+	n, err := replyInt(v)
+	return n == 1, 0, err
+}
+
+// unlock deletes our value everywhere after a failed try. Nobody waits for
+// the answers: the deletes are queued behind the SETs they undo on each
+// node's connection, so they cannot arrive first, even at a node that has
+// not answered yet.
+func (r *redlock) unlock(k keys, value string) {
+	cmd := compareAndDelete.eval([]string{k.lock}, value)
+	for _, n := range r.nodes {
+		n.pipe.send(cmd, func(any, error) {})
+	}
 }
 
 func (r *redlock) release(ctx context.Context, _ gap, k keys, value string) error {
-	_, qe := r.tally(ctx, "release", k, r.unlock(ctx, k, value))
-	if len(qe.Granted) > 0 {
-		return nil
+	return r.releaseThen(ctx, k, value, false, nil)
+}
+
+// releaseThen deletes our value on every node, and calls queued (if set) as
+// soon as every delete is on its node's connection: an acquire sent from
+// this process after that reaches each node behind our delete.
+//
+// A release reports ErrNotHeld if the lease had run out. Inside its validity
+// a lease is held by a quorum (that is what the validity means), so one node
+// that deleted our value confirms it; past its validity only a quorum of
+// deletes does. The other deletes are queued all the same.
+func (r *redlock) releaseThen(ctx context.Context, k keys, value string, valid bool, queued func()) error {
+	decided, need := r.wins, r.quorum()
+	if valid {
+		decided, need = func(granted, against int) bool { return granted >= 1 || against == len(r.nodes) }, 1
 	}
-	return qe
+	votes := r.poll(ctx, ask{cmd: compareAndDelete.eval([]string{k.lock}, value), read: readFlag, decided: decided, sent: queued})
+	if counted, qe := r.tally(ctx, "release", k, votes); len(counted) < need {
+		return qe
+	}
+	return nil
 }
 
 func (r *redlock) extend(ctx context.Context, k keys, value string, ttl time.Duration) (time.Duration, error) {
 	start := time.Now()
-	votes := r.poll(ctx, func(ctx context.Context, n *node) (bool, uint64, error) {
-		ok, err := compareAndPexpire.Run(ctx, n.rdb, []string{k.lock}, value, ttl.Milliseconds()).Bool()
-		return ok, 0, err
-	})
+	votes := r.poll(ctx, ask{cmd: compareAndPexpire.eval([]string{k.lock}, value, strconv.FormatInt(ttl.Milliseconds(), 10)),
+		read: readFlag, decided: r.wins})
 	counted, qe := r.tally(ctx, "extend", k, votes)
 	validity := ttl - time.Since(start) - drift(ttl)
 	if len(counted) < r.quorum() || validity <= 0 {
@@ -253,6 +355,7 @@ type QuorumError struct {
 	Refused    []string         // nodes that answered no (held by another)
 	Failed     map[string]error // nodes that did not answer in time, and why
 	Restarting []string         // nodes that restarted and do not count yet
+	Unheard    []string         // nodes whose answer was not needed to decide
 	Late       bool             // a quorum said yes, but the validity was used up
 }
 
@@ -269,6 +372,9 @@ func (e *QuorumError) Error() string {
 	}
 	if len(e.Refused) > 0 {
 		fmt.Fprintf(&b, "; refused by %s", strings.Join(e.Refused, ", "))
+	}
+	if len(e.Unheard) > 0 {
+		fmt.Fprintf(&b, "; not waited for: %s", strings.Join(e.Unheard, ", "))
 	}
 	if len(e.Restarting) > 0 {
 		fmt.Fprintf(&b, "; restarted, not counted yet: %s", strings.Join(e.Restarting, ", "))

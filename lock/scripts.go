@@ -1,6 +1,10 @@
 package lock
 
-import "github.com/redis/go-redis/v9"
+import (
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+)
 
 // The Lua scripts of the correct variants. Redis runs a script atomically, so
 // a check and the action it guards cannot be separated by an expiry or by
@@ -8,7 +12,7 @@ import "github.com/redis/go-redis/v9"
 var (
 	// compareAndDelete deletes the lock only if it still carries our value.
 	// KEYS[1] lock; ARGV[1] owner value. Returns 1 if deleted.
-	compareAndDelete = redis.NewScript(`
+	compareAndDelete = newScript(`
 if redis.call("get", KEYS[1]) == ARGV[1] then
 	return redis.call("del", KEYS[1])
 end
@@ -16,7 +20,7 @@ return 0`)
 
 	// compareAndPexpire renews the lock only if it still carries our value.
 	// KEYS[1] lock; ARGV[1] owner value, ARGV[2] ttl in ms. Returns 1 if renewed.
-	compareAndPexpire = redis.NewScript(`
+	compareAndPexpire = newScript(`
 if redis.call("get", KEYS[1]) == ARGV[1] then
 	return redis.call("pexpire", KEYS[1], ARGV[2])
 end
@@ -26,7 +30,7 @@ return 0`)
 	// next fencing token from this key's counter.
 	// KEYS[1] lock, KEYS[2] fence counter; ARGV[1] owner value, ARGV[2] ttl ms.
 	// Returns the token, or 0 if the lock is held.
-	acquireFenced = redis.NewScript(`
+	acquireFenced = newScript(`
 if redis.call("set", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then
 	return redis.call("incr", KEYS[2])
 end
@@ -36,7 +40,7 @@ return 0`)
 	// a node where our lease still stands: a later grant on that node then
 	// draws a larger token. KEYS[1] lock, KEYS[2] fence counter; ARGV[1] owner
 	// value, ARGV[2] token. Returns 1 if the lease stands there.
-	raiseFence = redis.NewScript(`
+	raiseFence = newScript(`
 if redis.call("get", KEYS[1]) ~= ARGV[1] then
 	return 0
 end
@@ -47,9 +51,28 @@ return 1`)
 
 	// reseedFence raises a counter to at least a value, to re-seed a node that
 	// lost its counters in a restart. KEYS[1] fence counter; ARGV[1] value.
-	reseedFence = redis.NewScript(`
+	reseedFence = newScript(`
 if tonumber(redis.call("get", KEYS[1]) or "0") < tonumber(ARGV[1]) then
 	redis.call("set", KEYS[1], ARGV[1])
 end
 return 1`)
 )
+
+// script is a Lua script: go-redis's handle for the single-node variants,
+// and its source for the Redlock votes, which travel on the node pipes.
+type script struct {
+	*redis.Script
+	src string
+}
+
+func newScript(src string) script { return script{redis.NewScript(src), src} }
+
+// eval is the command that runs the script on a node pipe. EVAL rather than
+// EVALSHA: Redis caches the compiled script by its hash either way, and a
+// node that restarted or flushed its script cache needs no second trip.
+func (s script) eval(keys []string, args ...string) []string {
+	cmd := make([]string, 0, 3+len(keys)+len(args))
+	cmd = append(cmd, "EVAL", s.src, strconv.Itoa(len(keys)))
+	cmd = append(cmd, keys...)
+	return append(cmd, args...)
+}

@@ -29,6 +29,18 @@ type waker struct {
 
 	mu   sync.Mutex
 	keys map[string]*keyWait // by Redis lock key
+	// held is, by Redis lock key, when a lease this process holds with an
+	// owner-checked variant runs out. While one is held, a delete event for
+	// its key is the late echo of the release that let it in (a Redlock
+	// release deletes on every node, and the events trail the direct
+	// wake-up): waking a waiter for it would only cost a try that finds the
+	// lock busy. No other client can delete a value that is not its own.
+	held map[string]heldLease
+}
+
+type heldLease struct {
+	lease *Lease
+	until time.Time
 }
 
 // subscription is one node's pub/sub connection and its keyspace prefix.
@@ -54,7 +66,7 @@ type keyWait struct {
 
 func newWaker(cfg *config, clients []*redis.Client) *waker {
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &waker{ctx: ctx, cancel: cancel, keys: map[string]*keyWait{}}
+	w := &waker{ctx: ctx, cancel: cancel, keys: map[string]*keyWait{}, held: map[string]heldLease{}}
 	if !cfg.notifications {
 		return w
 	}
@@ -72,9 +84,14 @@ func newWaker(cfg *config, clients []*redis.Client) *waker {
 					if !ok {
 						return
 					}
+					key := strings.TrimPrefix(m.Channel, sub.prefix)
 					switch m.Payload {
-					case "del", "expired", "evicted":
-						w.freed(strings.TrimPrefix(m.Channel, sub.prefix))
+					case "del":
+						if !w.echo(key) {
+							w.freed(key)
+						}
+					case "expired", "evicted":
+						w.freed(key)
 					}
 				}
 			}
@@ -150,6 +167,53 @@ func (w *waker) freed(key string) {
 	}
 }
 
+// hold notes a lease of an owner-checked variant, until its validity ends.
+func (w *waker) hold(key string, l *Lease) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.held[key] = heldLease{lease: l, until: l.ValidUntil()}
+}
+
+// unhold forgets the lease when it is released.
+func (w *waker) unhold(key string, l *Lease) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.held[key].lease == l {
+		delete(w.held, key)
+	}
+}
+
+// heldUntil is when the lease this process holds on key runs out, if it
+// holds one of an owner-checked variant.
+func (w *waker) heldUntil(key string) (time.Time, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	h, ok := w.held[key]
+	return h.until, ok
+}
+
+// released wakes this process's waiters for key after a local release,
+// unless a lease here has already taken the key again: then the wake-up is
+// stale, like a late delete event.
+func (w *waker) released(key string) {
+	if !w.echo(key) {
+		w.freed(key)
+	}
+}
+
+// echo reports whether a delete event for key can only be the echo of an
+// earlier release, because a lease here holds the key now.
+func (w *waker) echo(key string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	h, ok := w.held[key]
+	if ok && time.Now().After(h.until) {
+		delete(w.held, key) // run out, or abandoned by a crash fault
+		return false
+	}
+	return ok
+}
+
 // current is the channel the next deletion or expiry of the key will close.
 func (w *waker) current(kw *keyWait) <-chan struct{} {
 	w.mu.Lock()
@@ -202,7 +266,15 @@ func (l *Locker) acquire(ctx context.Context, name string) (*Lease, int, error) 
 	var last error = ErrNotAcquired
 	for {
 		if wait != nil {
-			t := time.NewTimer(backoff/2 + rand.N(backoff/2+1))
+			// A lease held here ends with a release that wakes us directly,
+			// or at its validity: no try before then can succeed. Anyone
+			// else's lease ends with a keyspace event; the backoff covers
+			// events that never come.
+			d := backoff/2 + rand.N(backoff/2+1)
+			if until, ok := l.wake.heldUntil(key); ok {
+				d = max(time.Until(until), backoff)
+			}
+			t := time.NewTimer(d)
 			select {
 			case <-wait:
 			case <-t.C:
