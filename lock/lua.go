@@ -21,8 +21,6 @@ type luaLock struct {
 	fenced bool
 }
 
-func (luaLock) checksOwner() {}
-
 func (v luaLock) acquire(ctx context.Context, at gap, k keys, value string, ttl time.Duration) (grant, error) {
 	if !v.fenced {
 		return setNXPX(ctx, v.rdb, at, k, value, ttl)
@@ -61,3 +59,6 @@ func (v luaLock) extend(ctx context.Context, k keys, value string, ttl time.Dura
 	}
 	return ttl, nil
 }
+
+// checksOwner: the release is a compare-and-delete script.
+func (luaLock) checksOwner() {}

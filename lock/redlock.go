@@ -40,8 +40,6 @@ type redlock struct {
 	fenced bool
 }
 
-func (*redlock) checksOwner() {}
-
 // drift allows for clock drift between the nodes: 1% of the TTL plus 2 ms.
 func drift(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millisecond }
 
@@ -404,3 +402,6 @@ func (e *QuorumError) Unwrap() error {
 		return ErrNotHeld
 	}
 }
+
+// checksOwner: the release is a compare-and-delete script on every node.
+func (*redlock) checksOwner() {}
