@@ -44,8 +44,9 @@ var errPipeClosed = errors.New("lock: node connection closed")
 
 func newPipe(n *node, opts *redis.Options) *pipe { return &pipe{n: n, opts: opts} }
 
-// reply is what a node answered: int64, string, nil, []any or serverError.
-// err is set when there was no answer (connection broken or not opened).
+// replyFunc receives what a node answered to one command: v is int64,
+// string, nil, []any or serverError; err is set when no answer came (the
+// connection broke or could not be opened).
 type replyFunc func(v any, err error)
 
 // send queues one command; done is called exactly once with its reply, from

@@ -189,3 +189,45 @@ func TestRedlockNodeRestart(t *testing.T) {
 		})
 	}
 }
+
+// A node paused while a lease is taken and given back gets the SET and the
+// delete that undoes it on one connection, in that order: once it resumes,
+// the key is free there for the next holder, not held by a late SET for its
+// whole TTL.
+func TestPausedNodeGetsReleaseAfterAcquire(t *testing.T) {
+	c := redistest.Start(t, 5, localredis.Options{})
+	e := newEnv(t, c, lock.WithTTL(30*time.Second))
+	l := e.locker(lock.Redlock)
+	ctx := context.Background()
+	warm := mustAcquire(t, l, "k", time.Second) // opens every node's connection
+	if err := warm.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := c.Nodes[4].Pause(); err != nil {
+		t.Fatal(err)
+	}
+	first := mustAcquire(t, l, "k", 2*time.Second) // granted by nodes 0–3
+	if err := first.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Nodes[4].Resume(); err != nil {
+		t.Fatal(err)
+	}
+	second := mustAcquire(t, l, "k", 2*time.Second)
+	defer second.Release(ctx)
+
+	key := e.ns + "lock:k"
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		owner, err := e.raw[4].Get(ctx, key).Result()
+		if err == nil && owner == second.Owner() {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node 4 holds %q (err %v), want the second lease %q: the first lease's late SET outlived its release",
+				owner, err, second.Owner())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
