@@ -1,0 +1,58 @@
+package lock_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"flashsale/internal/localredis"
+	"flashsale/internal/redistest"
+	"flashsale/lock"
+)
+
+// The embedded default falls back to in-process nodes (miniredis) where
+// redis-server is missing: no INFO run_id, no keyspace notifications. Every
+// correct variant must still take, refuse, give back and hand over a lock
+// there, waking waiters by the backoff alone.
+func TestInProcessNodes(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := localredis.Start(ctx, 3, localredis.Options{InProcess: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Stop() })
+	e := newEnvOn(t, redistest.Options(c), lock.WithTTL(time.Second))
+	for _, name := range []string{lock.Lua, lock.LuaFence, lock.Redlock, lock.RedlockFence} {
+		t.Run(name, func(t *testing.T) {
+			l := e.locker(name)
+			first := mustAcquire(t, l, name, 2*time.Second)
+			if _, err := l.TryAcquire(ctx, name); !isBusy(err) {
+				t.Fatalf("second acquire while held: got %v, want ErrNotAcquired", err)
+			}
+			got := make(chan *lock.Lease, 1)
+			go func() {
+				lease, err := l.Acquire(ctx, name)
+				if err != nil {
+					t.Error(err)
+				}
+				got <- lease
+			}()
+			if err := first.Release(ctx); err != nil {
+				t.Fatalf("release: %v", err)
+			}
+			second := <-got
+			if second == nil {
+				return
+			}
+			if ta, fenced := first.Token(); fenced {
+				if tb, _ := second.Token(); tb <= ta {
+					t.Errorf("token %d after %d, want strictly increasing", tb, ta)
+				}
+			}
+			if err := second.Release(ctx); err != nil {
+				t.Errorf("release of the waiter's lease: %v", err)
+			}
+		})
+	}
+}
