@@ -233,6 +233,7 @@ func (l *Lease) Extend(ctx context.Context) error {
 	l.mu.Lock()
 	l.validUntil = start.Add(validity)
 	l.mu.Unlock()
+	l.locker.wake.extended(l.k.lock, l)
 	return nil
 }
 

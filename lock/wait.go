@@ -34,7 +34,9 @@ type waker struct {
 	// its key is the late echo of the release that let it in (a Redlock
 	// release deletes on every node, and the events trail the direct
 	// wake-up): waking a waiter for it would only cost a try that finds the
-	// lock busy. No other client can delete a value that is not its own.
+	// lock busy. No other client can delete a value that is not its own —
+	// unless a broken variant shares the key, and then the waiters here
+	// wake at the lease's validity at the latest.
 	held map[string]heldLease
 }
 
@@ -172,6 +174,15 @@ func (w *waker) hold(key string, l *Lease) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.held[key] = heldLease{lease: l, until: l.ValidUntil()}
+}
+
+// extended moves the end of a held lease after an extend.
+func (w *waker) extended(key string, l *Lease) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.held[key].lease == l {
+		w.held[key] = heldLease{lease: l, until: l.ValidUntil()}
+	}
 }
 
 // unhold forgets the lease when it is released.
