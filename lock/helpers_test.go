@@ -122,12 +122,8 @@ func (e *env) await(i int, key string, within time.Duration, ok func(time.Durati
 // waitGone waits until the lock key has left node i (expired or deleted).
 func (e *env) waitGone(i int, key string, within time.Duration) {
 	e.t.Helper()
-	deadline := time.Now().Add(within)
-	for e.pttl(i, key) != -2 {
-		if time.Now().After(deadline) {
-			e.t.Fatalf("lock %q still on node %d after %v", key, i, within)
-		}
-		time.Sleep(5 * time.Millisecond)
+	if e.await(i, key, within, func(d time.Duration) bool { return d == -2 }) != -2 {
+		e.t.Fatalf("lock %q still on node %d after %v", key, i, within)
 	}
 }
 

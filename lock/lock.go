@@ -233,7 +233,6 @@ func (l *Lease) Extend(ctx context.Context) error {
 	l.mu.Lock()
 	l.validUntil = start.Add(validity)
 	l.mu.Unlock()
-	l.locker.wake.extended(l.k.lock, l)
 	return nil
 }
 
@@ -261,7 +260,7 @@ func (l *Lease) Release(ctx context.Context) error {
 	// event's round trip; other processes still get the event. A variant
 	// whose commands reach each node in order wakes it as soon as the
 	// release is on its way, since the waiter's acquire cannot overtake it.
-	wake := func() { l.locker.wake.released(l.k.lock) }
+	wake := func() { l.locker.wake.deleted(l.k.lock) }
 	var err error
 	if o, ok := l.locker.v.(orderedRelease); ok {
 		err = o.releaseThen(ctx, l.k, l.value, time.Now().Before(l.ValidUntil()), wake)

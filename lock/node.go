@@ -73,15 +73,26 @@ func (n *node) onConnect(ctx context.Context, cn *redis.Conn) {
 	if err != nil {
 		return
 	}
+	n.meet(info, func() (string, error) {
+		cur, err := cn.ConfigGet(ctx, "notify-keyspace-events").Result()
+		return cur["notify-keyspace-events"], err
+	}, func(want string) error {
+		return cn.ConfigSet(ctx, "notify-keyspace-events", want).Err()
+	})
+}
+
+// meet records the incarnation a new connection's INFO showed and, the
+// first time this process meets an incarnation, adds the keyspace events the
+// waiters need to what the node publishes, through get and set on that
+// connection. Their errors are ignored, as in onConnect.
+func (n *node) meet(info string, get func() (string, error), set func(flags string) error) {
 	if !n.incarnation(infoField(info, "run_id")) {
 		return
 	}
-	cur, err := cn.ConfigGet(ctx, "notify-keyspace-events").Result()
-	if err != nil {
-		return
-	}
-	if want := notifyFlags(cur["notify-keyspace-events"]); want != cur["notify-keyspace-events"] {
-		_ = cn.ConfigSet(ctx, "notify-keyspace-events", want).Err()
+	if cur, err := get(); err == nil {
+		if want := notifyFlags(cur); want != cur {
+			_ = set(want)
+		}
 	}
 }
 

@@ -315,20 +315,23 @@ func (n *node) handshake(ctx context.Context, nc net.Conn, r *bufio.Reader, o *r
 		}
 	}
 	// A server that refuses INFO (an ACL user without it) still takes
-	// votes, only without restart awareness.
+	// votes, only without restart awareness. A connection that breaks
+	// during the CONFIG calls fails at the reader's first read.
 	info, _ := replies[len(replies)-1].(string)
-	if !n.incarnation(infoField(info, "run_id")) {
-		return nil
-	}
-	replies, err = exchange(ctx, nc, r, []string{"CONFIG", "GET", "notify-keyspace-events"})
-	if err != nil {
-		return err
-	}
-	if kv, ok := replies[0].([]any); ok && len(kv) == 2 {
-		cur, _ := kv[1].(string)
-		if want := notifyFlags(cur); want != cur {
-			_, err = exchange(ctx, nc, r, []string{"CONFIG", "SET", "notify-keyspace-events", want})
+	n.meet(info, func() (string, error) {
+		replies, err := exchange(ctx, nc, r, []string{"CONFIG", "GET", "notify-keyspace-events"})
+		if err != nil {
+			return "", err
 		}
-	}
-	return err
+		kv, ok := replies[0].([]any)
+		if !ok || len(kv) != 2 {
+			return "", fmt.Errorf("CONFIG GET notify-keyspace-events: %v", replies[0])
+		}
+		cur, _ := kv[1].(string)
+		return cur, nil
+	}, func(want string) error {
+		_, err := exchange(ctx, nc, r, []string{"CONFIG", "SET", "notify-keyspace-events", want})
+		return err
+	})
+	return nil
 }

@@ -60,12 +60,9 @@ func readReply(r *bufio.Reader) (any, error) {
 		}
 		return n, nil
 	case '$':
-		n, err := strconv.Atoi(string(body))
-		if err != nil || n < -1 {
-			return nil, fmt.Errorf("%w: bad bulk length %q", errProtocol, body)
-		}
-		if n == -1 {
-			return nil, nil
+		n, err := length(body, "bulk")
+		if err != nil || n == -1 {
+			return nil, err
 		}
 		buf := make([]byte, n+2)
 		if _, err := io.ReadFull(r, buf); err != nil {
@@ -73,12 +70,9 @@ func readReply(r *bufio.Reader) (any, error) {
 		}
 		return string(buf[:n]), nil
 	case '*':
-		n, err := strconv.Atoi(string(body))
-		if err != nil || n < -1 {
-			return nil, fmt.Errorf("%w: bad array length %q", errProtocol, body)
-		}
-		if n == -1 {
-			return nil, nil
+		n, err := length(body, "array")
+		if err != nil || n == -1 {
+			return nil, err
 		}
 		out := make([]any, n)
 		for i := range out {
@@ -89,6 +83,15 @@ func readReply(r *bufio.Reader) (any, error) {
 		return out, nil
 	}
 	return nil, fmt.Errorf("%w: unknown reply type %q", errProtocol, kind)
+}
+
+// length reads a bulk string's or array's length; -1 is nil.
+func length(body []byte, what string) (int, error) {
+	n, err := strconv.Atoi(string(body))
+	if err != nil || n < -1 {
+		return 0, fmt.Errorf("%w: bad %s length %q", errProtocol, what, body)
+	}
+	return n, nil
 }
 
 // replyInt reads an integer reply; a nil reply counts as 0 (a SET NX that

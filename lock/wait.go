@@ -29,20 +29,15 @@ type waker struct {
 
 	mu   sync.Mutex
 	keys map[string]*keyWait // by Redis lock key
-	// held is, by Redis lock key, when a lease this process holds with an
-	// owner-checked variant runs out. While one is held, a delete event for
-	// its key is the late echo of the release that let it in (a Redlock
-	// release deletes on every node, and the events trail the direct
-	// wake-up): waking a waiter for it would only cost a try that finds the
-	// lock busy. No other client can delete a value that is not its own —
+	// held is, by Redis lock key, a lease this process holds with an
+	// owner-checked variant, until it is released or its validity ends.
+	// While one is held, a delete event for its key is the late echo of the
+	// release that let it in (a Redlock release deletes on every node, and
+	// the events trail the direct wake-up): waking a waiter for it would
+	// only cost a try that finds the lock busy. No other client can delete a value that is not its own —
 	// unless a broken variant shares the key, and then the waiters here
 	// wake at the lease's validity at the latest.
-	held map[string]heldLease
-}
-
-type heldLease struct {
-	lease *Lease
-	until time.Time
+	held map[string]*Lease
 }
 
 // subscription is one node's pub/sub connection and its keyspace prefix.
@@ -68,7 +63,7 @@ type keyWait struct {
 
 func newWaker(cfg *config, clients []*redis.Client) *waker {
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &waker{ctx: ctx, cancel: cancel, keys: map[string]*keyWait{}, held: map[string]heldLease{}}
+	w := &waker{ctx: ctx, cancel: cancel, keys: map[string]*keyWait{}, held: map[string]*Lease{}}
 	if !cfg.notifications {
 		return w
 	}
@@ -89,9 +84,7 @@ func newWaker(cfg *config, clients []*redis.Client) *waker {
 					key := strings.TrimPrefix(m.Channel, sub.prefix)
 					switch m.Payload {
 					case "del":
-						if !w.echo(key) {
-							w.freed(key)
-						}
+						w.deleted(key)
 					case "expired", "evicted":
 						w.freed(key)
 					}
@@ -169,27 +162,18 @@ func (w *waker) freed(key string) {
 	}
 }
 
-// hold notes a lease of an owner-checked variant, until its validity ends.
+// hold notes a lease of an owner-checked variant.
 func (w *waker) hold(key string, l *Lease) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.held[key] = heldLease{lease: l, until: l.ValidUntil()}
-}
-
-// extended moves the end of a held lease after an extend.
-func (w *waker) extended(key string, l *Lease) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.held[key].lease == l {
-		w.held[key] = heldLease{lease: l, until: l.ValidUntil()}
-	}
+	w.held[key] = l
 }
 
 // unhold forgets the lease when it is released.
 func (w *waker) unhold(key string, l *Lease) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.held[key].lease == l {
+	if w.held[key] == l {
 		delete(w.held, key)
 	}
 }
@@ -199,30 +183,32 @@ func (w *waker) unhold(key string, l *Lease) {
 func (w *waker) heldUntil(key string) (time.Time, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	h, ok := w.held[key]
-	return h.until, ok
+	if l := w.held[key]; l != nil {
+		return l.ValidUntil(), true
+	}
+	return time.Time{}, false
 }
 
-// released wakes this process's waiters for key after a local release,
-// unless a lease here has already taken the key again: then the wake-up is
-// stale, like a late delete event.
-func (w *waker) released(key string) {
+// deleted wakes this process's waiters for a key that was deleted — by a
+// release here, or as a keyspace event says — unless a lease here holds the
+// key now: then the delete is the late echo of the release that let it in.
+func (w *waker) deleted(key string) {
 	if !w.echo(key) {
 		w.freed(key)
 	}
 }
 
-// echo reports whether a delete event for key can only be the echo of an
-// earlier release, because a lease here holds the key now.
+// echo reports whether a delete of key can only be the echo of an earlier
+// release, because a lease here holds the key now.
 func (w *waker) echo(key string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	h, ok := w.held[key]
-	if ok && time.Now().After(h.until) {
+	l := w.held[key]
+	if l != nil && time.Now().After(l.ValidUntil()) {
 		delete(w.held, key) // run out, or abandoned by a crash fault
 		return false
 	}
-	return ok
+	return l != nil
 }
 
 // current is the channel the next deletion or expiry of the key will close.
