@@ -21,7 +21,7 @@ import (
 // node; extend needs a quorum too. Each call returns as soon as its outcome
 // is decided (a quorum said yes, or a quorum is out of reach; for a release,
 // one node deleted our value): the other nodes' commands are already on
-// their connections, in order (pipe.go), and land all the same.
+// their connections, in order (pipe.go). A fenced acquire waits for all.
 //
 // With fenced set (redlock+fence), every node draws a token from its own
 // counter atomically with its SET; the lease takes the largest token of its
@@ -171,7 +171,9 @@ func (r *redlock) acquire(ctx context.Context, at gap, k keys, value string, ttl
 	ms := strconv.FormatInt(ttl.Milliseconds(), 10)
 	take := ask{cmd: []string{"SET", k.lock, value, "NX", "PX", ms}, read: readSet, decided: r.wins}
 	if r.fenced {
-		take = ask{cmd: acquireFenced.eval([]string{k.lock, k.fence}, value, ms), read: readToken, decided: r.wins}
+		// Fenced draws wait for every node: lua+fence draws from the first
+		// node's counter alone, and only its answer makes the token pass it.
+		take = ask{cmd: acquireFenced.eval([]string{k.lock, k.fence}, value, ms), read: readToken}
 	}
 	votes := r.poll(ctx, take)
 	if err := at(ctx, AfterAcquireStep1); err != nil {
@@ -192,7 +194,7 @@ func (r *redlock) acquire(ctx context.Context, at gap, k keys, value string, ttl
 		token = max(token, v.token)
 	}
 	written := r.poll(ctx, ask{cmd: raiseFence.eval([]string{k.lock, k.fence}, value, strconv.FormatUint(token, 10)),
-		read: readFlag, decided: r.wins})
+		read: readFlag})
 	counted, qe = r.tally(ctx, "acquire", k, written)
 	validity = ttl - time.Since(start) - drift(ttl)
 	if len(counted) < r.quorum() || validity <= 0 {

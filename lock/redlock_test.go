@@ -231,3 +231,23 @@ func TestPausedNodeGetsReleaseAfterAcquire(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// lua+fence and redlock+fence draw from the same counter on the first node,
+// and a store sees the tokens of both on one row: a redlock+fence token must
+// come out above the lua+fence token just before it, or the store refuses
+// the new holder as stale.
+func TestFencedVariantsShareTheCounter(t *testing.T) {
+	e := newEnv(t, shared(t))
+	single, multi := e.locker(lock.LuaFence), e.locker(lock.RedlockFence)
+	ctx := context.Background()
+	tk := &tokens{t: t}
+	for range 30 {
+		for _, l := range []*lock.Locker{single, multi} {
+			lease := mustAcquire(t, l, "row", time.Second)
+			tk.next(lease)
+			if err := lease.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
