@@ -44,7 +44,28 @@ func newSale(t *testing.T, dsn string, nodes *localredis.Cluster, cfg inventory.
 	if err != nil {
 		t.Fatal(err)
 	}
+	voting(t, lockers)
 	return sale{svc: svc, lockers: lockers, db: db}
+}
+
+// voting waits until a quorum of nodes may vote: new nodes sit out their
+// first TTL, since a node cannot tell a first start from a restart that lost
+// its data.
+func voting(t *testing.T, lockers *lock.Lockers) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), lockers.TTL()+10*time.Second)
+	defer cancel()
+	for {
+		err := lockers.Ping(ctx)
+		if err == nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("Redis nodes never ready to vote: %v", err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // reset starts a clean sale of one SKU "hot" with the given stock and seats.
@@ -452,5 +473,52 @@ func TestDefaultCatalogueSeededOnce(t *testing.T) {
 	m, err := s.svc.SeatMap(context.Background(), inventory.DefaultEvent)
 	if err != nil || len(m.Seats) != 40 || m.Seats[0].Seat != "A1" || m.Seats[39].Seat != "D10" {
 		t.Fatalf("seat map %v: %+v", err, m)
+	}
+}
+
+// A holder paused across a reset must not write into the new sale, fenced or
+// not: its write belongs to the old sale. (Before sales were told apart, a
+// reset also restarted the fencing counters, so the new sale's first holder
+// drew the very token the paused one carried, and the stale write passed.)
+func TestResetFencesOffRequestsInFlight(t *testing.T) {
+	nodes := testenv.Redis(t, 1)
+	for _, variant := range []string{lock.Lua, lock.LuaFence} {
+		t.Run(variant, func(t *testing.T) {
+			paused := make(chan struct{}, 1)
+			s := newSale(t, testenv.SQLite(t), nodes, inventory.Config{LockWait: 3 * time.Second},
+				lock.WithTTL(200*time.Millisecond), lock.WithObserver(func(e lock.Event) {
+					if e.Kind == lock.FaultFired {
+						select {
+						case paused <- struct{}{}:
+						default:
+						}
+					}
+				}))
+			ctx := context.Background()
+			s.reset(t, 10, 0)
+			if err := s.lockers.Faults().Set(1, []lock.Fault{{Point: lock.InCriticalSection, Action: lock.Pause, P: 1, MS: 800}}); err != nil {
+				t.Fatal(err)
+			}
+			first := make(chan error, 1)
+			go func() {
+				_, _, err := s.svc.Buy(ctx, inventory.Purchase{SKU: "hot", Qty: 1, User: "before-reset", Lock: variant})
+				first <- err
+			}()
+			<-paused // the first holder has read the stock and is frozen
+			if err := s.lockers.Faults().Set(0, nil); err != nil {
+				t.Fatal(err)
+			}
+			s.reset(t, 10, 0)
+			if _, _, err := s.svc.Buy(ctx, inventory.Purchase{SKU: "hot", Qty: 1, User: "after-reset", Lock: variant}); err != nil {
+				t.Fatalf("order in the new sale: %v", err)
+			}
+			if err := <-first; !errors.Is(err, inventory.ErrSaleReset) {
+				t.Fatalf("the order paused across the reset: %v, want ErrSaleReset", err)
+			}
+			a := s.audit(t)
+			if !a.OK || a.SoldUnits != 1 || a.Orders != 1 {
+				t.Fatalf("new sale's audit %+v: want one order, one unit, nothing lost", a)
+			}
+		})
 	}
 }

@@ -14,6 +14,11 @@ type Product struct {
 	// holder raises it before reading and writes only where it still finds
 	// its own token, so a stale holder's write is refused.
 	Fence int64 `gorm:"not null;default:0" json:"-"`
+	// Sale is the sale this row belongs to; every reset starts a new one. A
+	// write carries the sale its request began in and changes the row only
+	// if it still belongs to that sale, so a request in flight across a reset
+	// cannot land in the new sale's figures.
+	Sale int64 `gorm:"not null;default:0" json:"-"`
 }
 
 // Event is something with a seat map, such as the default "gala".
@@ -30,6 +35,7 @@ type Seat struct {
 	Row     string `gorm:"size:8;not null" json:"row"`
 	Number  int    `gorm:"not null" json:"number"`
 	Fence   int64  `gorm:"not null;default:0" json:"-"`
+	Sale    int64  `gorm:"not null;default:0" json:"-"` // as Product.Sale
 }
 
 // Order is one sale. Lock and Fence record the variant and token that

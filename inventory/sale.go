@@ -72,6 +72,7 @@ func (s *Service) Buy(ctx context.Context, p Purchase) (order Order, replay bool
 	if prod.Stock < p.Qty {
 		return Order{}, false, fmt.Errorf("%w: %s has %d left, %d asked", ErrSoldOut, p.SKU, prod.Stock, p.Qty)
 	}
+	sale := prod.Sale // read before the lock: the sale this request began in
 	err = s.underLock(ctx, locker, "sku:"+p.SKU, func(ctx context.Context, lease *lock.Lease) error {
 		token, fenced := lease.Token()
 		if fenced {
@@ -97,7 +98,7 @@ func (s *Service) Buy(ctx context.Context, p Purchase) (order Order, replay bool
 			SKU: p.SKU, Qty: p.Qty, User: p.User, Lock: locker.Name(), Fence: fencePtr(token, fenced),
 			IdempotencyKey: keyPtr(p.IdempotencyKey), RequestHash: hash, TotalCents: prod.PriceCents * p.Qty,
 		}
-		after, err := s.commitOrder(ctx, &order, prod.Stock, token, fenced)
+		after, err := s.commitOrder(ctx, &order, sale, prod.Stock, token, fenced)
 		if errors.Is(err, gorm.ErrDuplicatedKey) {
 			order, replay, err = s.duplicateOrder(ctx, p.IdempotencyKey, hash)
 			return err
@@ -119,14 +120,17 @@ func (s *Service) Buy(ctx context.Context, p Purchase) (order Order, replay bool
 // exactly the read-modify-write a broken lock lets two holders interleave;
 // a fenced holder writes only where the row still carries its token;
 // production mode decrements in place and only while stock suffices.
-func (s *Service) commitOrder(ctx context.Context, o *Order, read int64, token uint64, fenced bool) (int64, error) {
+//
+// Every write also names the sale the request began in: a request in flight
+// across a reset writes nothing.
+func (s *Service) commitOrder(ctx context.Context, o *Order, sale, read int64, token uint64, fenced bool) (int64, error) {
 	after := read - o.Qty
 	// Once the write starts it finishes: a shopper hanging up now must not
 	// leave a sale half-decided (the transaction is atomic either way).
 	err := s.db.WithContext(context.WithoutCancel(ctx)).Transaction(func(tx *gorm.DB) error {
-		q, args := "UPDATE products SET stock = ? WHERE sku = ?", []any{after, o.SKU}
+		q, args := "UPDATE products SET stock = ? WHERE sku = ? AND sale = ?", []any{after, o.SKU, sale}
 		if s.production {
-			q, args = "UPDATE products SET stock = stock - ? WHERE sku = ? AND stock >= ?", []any{o.Qty, o.SKU, o.Qty}
+			q, args = "UPDATE products SET stock = stock - ? WHERE sku = ? AND sale = ? AND stock >= ?", []any{o.Qty, o.SKU, sale, o.Qty}
 		}
 		if fenced {
 			q, args = q+" AND fence = ?", append(args, int64(token))
@@ -136,9 +140,8 @@ func (s *Service) commitOrder(ctx context.Context, o *Order, read int64, token u
 			return fmt.Errorf("write stock: %w", res.Error)
 		}
 		if res.RowsAffected == 0 {
-			return s.refused(tx, "products", "sku = ?", token, fenced,
-				fmt.Errorf("%w: %s (the database guard refused the decrement)", ErrSoldOut, o.SKU),
-				fmt.Errorf("%w %q (removed during the sale)", ErrUnknownSKU, o.SKU), o.SKU)
+			return s.refused(tx, "products", "sku = ?", sale, token, fenced,
+				fmt.Errorf("%w: %s (the database guard refused the decrement)", ErrSoldOut, o.SKU), o.SKU)
 		}
 		if s.production {
 			var now Product
@@ -158,27 +161,29 @@ func (s *Service) commitOrder(ctx context.Context, o *Order, read int64, token u
 	return after, err
 }
 
-// refused explains a conditional write that changed no row: a newer fencing
-// token on the row (stale holder), else a production guard that caught what
-// the lock let through (guardErr), else a row removed by a reset (goneErr).
-func (s *Service) refused(tx *gorm.DB, table, where string, token uint64, fenced bool, guardErr, goneErr error, id ...any) error {
-	if fenced {
-		var fence int64
-		if err := tx.Table(table).Select("fence").Where(where, id...).Row().Scan(&fence); err != nil {
-			return fmt.Errorf("read fence: %w", err)
-		}
-		if fence != int64(token) {
-			s.stats.StaleFence.Add(1)
-			s.log.Warn("stale fencing token refused at write", "table", table, "row", id, "token", token, "row_fence", fence)
-			return fmt.Errorf("%w: token %d, but %s %v carries %d", ErrStaleFence, token, table, id, fence)
-		}
+// refused explains a conditional write that changed no row: the row gone or
+// belonging to a newer sale (a reset while the request was in flight), else a
+// newer fencing token on the row (stale holder), else a production guard that
+// caught what the lock let through (guardErr).
+func (s *Service) refused(tx *gorm.DB, table, where string, sale int64, token uint64, fenced bool, guardErr error, id ...any) error {
+	var row struct{ Fence, Sale int64 }
+	err := tx.Table(table).Select("fence", "sale").Where(where, id...).Take(&row).Error
+	switch {
+	case errors.Is(err, gorm.ErrRecordNotFound) || err == nil && row.Sale != sale:
+		s.log.Warn("a write from before a reset refused", "table", table, "row", id, "sale", sale)
+		return fmt.Errorf("%w: %s %v", ErrSaleReset, table, id)
+	case err != nil:
+		return fmt.Errorf("read %s: %w", table, err)
+	case fenced && row.Fence != int64(token):
+		s.stats.StaleFence.Add(1)
+		s.log.Warn("stale fencing token refused at write", "table", table, "row", id, "token", token, "row_fence", row.Fence)
+		return fmt.Errorf("%w: token %d, but %s %v carries %d", ErrStaleFence, token, table, id, row.Fence)
+	case s.production && guardErr != nil:
+		s.stats.GuardRejections.Add(1)
+		s.log.Warn("database guard caught a write the lock let through", "table", table, "row", id)
+		return guardErr
 	}
-	if !s.production {
-		return goneErr
-	}
-	s.stats.GuardRejections.Add(1)
-	s.log.Warn("database guard caught a write the lock let through", "table", table, "row", id)
-	return guardErr
+	return fmt.Errorf("%s %v: the write changed no row", table, id)
 }
 
 // registerFence raises the row's fence to token before the holder reads it.

@@ -47,7 +47,8 @@ func (s *Service) Grab(ctx context.Context, r SeatRequest) (booking Booking, rep
 		return Booking{}, false, err
 	}
 	hash := r.hash()
-	if err := s.seatExists(ctx, r.Event, r.Seat); err != nil {
+	sale, err := s.seatSale(ctx, r.Event, r.Seat) // the sale this request began in
+	if err != nil {
 		return Booking{}, false, err
 	}
 	if b, found, err := s.bookingByKey(ctx, r.IdempotencyKey, hash); err != nil || found {
@@ -85,7 +86,7 @@ func (s *Service) Grab(ctx context.Context, r SeatRequest) (booking Booking, rep
 			EventID: r.Event, Seat: r.Seat, User: r.User, Lock: locker.Name(), Fence: fencePtr(token, fenced),
 			IdempotencyKey: keyPtr(r.IdempotencyKey), RequestHash: hash,
 		}
-		err = s.commitBooking(ctx, &booking, token, fenced)
+		err = s.commitBooking(ctx, &booking, sale, token, fenced)
 		if errors.Is(err, gorm.ErrDuplicatedKey) {
 			booking, replay, err = s.duplicateBooking(ctx, r, hash)
 			return err
@@ -102,19 +103,22 @@ func (s *Service) Grab(ctx context.Context, r SeatRequest) (booking Booking, rep
 	return booking, replay, nil
 }
 
-// commitBooking inserts the booking; a fenced holder first proves, in the
-// same transaction, that the seat row still carries its token.
-func (s *Service) commitBooking(ctx context.Context, b *Booking, token uint64, fenced bool) error {
+// commitBooking inserts the booking. First, in the same transaction, it
+// proves that the seat row still belongs to the sale the request began in
+// and, for a fenced holder, still carries its token; on PostgreSQL that
+// also locks the row against a reset until the booking is in.
+func (s *Service) commitBooking(ctx context.Context, b *Booking, sale int64, token uint64, fenced bool) error {
 	return s.db.WithContext(context.WithoutCancel(ctx)).Transaction(func(tx *gorm.DB) error {
+		q, args := "UPDATE seats SET sale = sale WHERE event_id = ? AND label = ? AND sale = ?", []any{b.EventID, b.Seat, sale}
 		if fenced {
-			res := tx.Exec("UPDATE seats SET fence = ? WHERE event_id = ? AND label = ? AND fence = ?", int64(token), b.EventID, b.Seat, int64(token))
-			if res.Error != nil {
-				return fmt.Errorf("check seat fence: %w", res.Error)
-			}
-			if res.RowsAffected == 0 {
-				gone := fmt.Errorf("%w %q (removed during the grab)", ErrUnknownSeat, b.Seat)
-				return s.refused(tx, "seats", "event_id = ? AND label = ?", token, true, gone, gone, b.EventID, b.Seat)
-			}
+			q, args = q+" AND fence = ?", append(args, int64(token))
+		}
+		res := tx.Exec(q, args...)
+		if res.Error != nil {
+			return fmt.Errorf("check seat: %w", res.Error)
+		}
+		if res.RowsAffected == 0 {
+			return s.refused(tx, "seats", "event_id = ? AND label = ?", sale, token, fenced, nil, b.EventID, b.Seat)
 		}
 		if err := tx.Create(b).Error; err != nil {
 			if errors.Is(err, gorm.ErrDuplicatedKey) {
@@ -139,23 +143,26 @@ func (s *Service) duplicateBooking(ctx context.Context, r SeatRequest, hash stri
 	return Booking{}, false, fmt.Errorf("%w: %s %s (the database guard refused a second booking)", ErrSeatTaken, r.Event, r.Seat)
 }
 
-// seatExists tells an unknown event from an unknown seat.
-func (s *Service) seatExists(ctx context.Context, event, seat string) error {
+// seatSale is the sale a seat belongs to; for a seat that does not exist it
+// tells an unknown event from an unknown seat.
+func (s *Service) seatSale(ctx context.Context, event, seat string) (int64, error) {
 	db := s.db.WithContext(ctx)
+	var st Seat
+	err := db.Select("sale").Where("event_id = ? AND label = ?", event, seat).Take(&st).Error
+	if err == nil {
+		return st.Sale, nil
+	}
+	if !errors.Is(err, gorm.ErrRecordNotFound) {
+		return 0, fmt.Errorf("read seat: %w", err)
+	}
 	var n int64
-	if err := db.Model(&Seat{}).Where("event_id = ? AND label = ?", event, seat).Count(&n).Error; err != nil {
-		return fmt.Errorf("read seat: %w", err)
-	}
-	if n > 0 {
-		return nil
-	}
 	if err := db.Model(&Event{}).Where("id = ?", event).Count(&n).Error; err != nil {
-		return fmt.Errorf("read event: %w", err)
+		return 0, fmt.Errorf("read event: %w", err)
 	}
 	if n == 0 {
-		return fmt.Errorf("%w %q", ErrUnknownEvent, event)
+		return 0, fmt.Errorf("%w %q", ErrUnknownEvent, event)
 	}
-	return fmt.Errorf("%w %q in %s", ErrUnknownSeat, seat, event)
+	return 0, fmt.Errorf("%w %q in %s", ErrUnknownSeat, seat, event)
 }
 
 func (s *Service) seatTaken(ctx context.Context, event, seat string) (bool, error) {

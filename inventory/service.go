@@ -52,6 +52,9 @@ var (
 	// ErrStaleFence means the holder's fencing token is older than one the
 	// row has seen: its lease ran out and someone else holds the lock now.
 	ErrStaleFence = errors.New("stale fencing token")
+	// ErrSaleReset means the sale was reset while the request was in
+	// flight: its write belonged to the old sale and was refused.
+	ErrSaleReset = errors.New("sale reset while the request was in flight")
 	// ErrIdempotencyKeyReused means the key came with a different request.
 	ErrIdempotencyKeyReused = errors.New("idempotency key reused with a different request")
 	// ErrLockBusy means the lock was not obtained within the wait budget.
@@ -300,10 +303,13 @@ type State struct {
 	Seats    int       `json:"seats"`
 }
 
-// Reset starts a clean sale: the lock keys and fencing counters go first (a
-// Redis node that does not answer stops the reset before the database is
-// touched), then products, seats, orders and bookings are replaced in one
-// transaction. The row fences restart at zero with the Redis counters.
+// Reset starts a clean sale: the lock keys go first (a Redis node that does
+// not answer stops the reset before the database is touched), then products,
+// seats, orders and bookings are replaced in one transaction, as a new sale
+// (Product.Sale). The fencing counters in Redis keep counting, so tokens
+// grow across resets; the new rows' fences start at zero, below any token.
+// Rows that requests write to are deleted first: on PostgreSQL that waits
+// for a write in flight to commit, and then deletes what it wrote too.
 func (s *Service) Reset(ctx context.Context, c Catalogue) (State, error) {
 	if err := c.Validate(); err != nil {
 		return State{}, err
@@ -313,8 +319,19 @@ func (s *Service) Reset(ctx context.Context, c Catalogue) (State, error) {
 	}
 	products, event, seats := rows(c)
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var last struct{ P, S int64 }
+		if err := tx.Raw("SELECT (SELECT COALESCE(MAX(sale), 0) FROM products) AS p, (SELECT COALESCE(MAX(sale), 0) FROM seats) AS s").Scan(&last).Error; err != nil {
+			return err
+		}
+		sale := max(last.P, last.S) + 1
+		for i := range products {
+			products[i].Sale = sale
+		}
+		for i := range seats {
+			seats[i].Sale = sale
+		}
 		all := tx.Session(&gorm.Session{AllowGlobalUpdate: true})
-		for _, m := range []any{&Order{}, &Booking{}, &Seat{}, &Event{}, &Product{}} {
+		for _, m := range []any{&Product{}, &Seat{}, &Order{}, &Booking{}, &Event{}} {
 			if err := all.Delete(m).Error; err != nil {
 				return err
 			}

@@ -141,6 +141,9 @@ func (f *Faults) gapFor(lk *Locker, name string, l *Lease) gap {
 		}
 		lk.observe(Event{Kind: FaultFired, Variant: lk.name, Key: name, Lease: l, Fault: &fl})
 		if fl.Action == Crash {
+			if l != nil {
+				l.crashed()
+			}
 			return fmt.Errorf("%w (%s)", ErrCrashed, p)
 		}
 		if l != nil {

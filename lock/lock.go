@@ -185,6 +185,7 @@ type Lease struct {
 	err        error
 	lost       chan struct{}
 	stopDog    chan struct{}
+	stopOnce   sync.Once
 	dogDone    chan struct{}
 }
 

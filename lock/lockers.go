@@ -16,6 +16,7 @@ import (
 // variants use the first node; Redlock uses them all.
 type Lockers struct {
 	cfg    *config
+	cancel context.CancelFunc // stops the nodes' background re-seeds
 	nodes  []*node
 	byName map[string]*Locker
 	wake   *waker
@@ -46,9 +47,13 @@ func NewLockers(nodes []*redis.Options, opts ...Option) (*Lockers, error) {
 	if cfg.backoffMin <= 0 || cfg.backoffMin > cfg.backoffMax {
 		cfg.backoffMin = min(time.Millisecond, cfg.backoffMax)
 	}
-	s := &Lockers{cfg: cfg}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Lockers{cfg: cfg, cancel: cancel}
 	for _, o := range nodes {
-		s.nodes = append(s.nodes, newNode(o, cfg))
+		s.nodes = append(s.nodes, newNode(ctx, o, cfg))
+	}
+	for _, n := range s.nodes {
+		n.peers = s.nodes
 	}
 	s.wake = newWaker(cfg, s.Clients())
 	// Open a connection to every node now, in the background: the first
@@ -107,10 +112,18 @@ func (s *Lockers) Clients() []*redis.Client {
 // Quorum is how many nodes Redlock needs: N/2+1.
 func (s *Lockers) Quorum() int { return len(s.nodes)/2 + 1 }
 
-// Ping reports ErrUnavailable unless a quorum of nodes answers PING.
+// Ping reports ErrUnavailable unless a quorum of nodes answers PING and may
+// vote (a node that started less than a TTL ago, or whose fencing counters
+// are not re-seeded yet, may not: restart.go).
 func (s *Lockers) Ping(ctx context.Context) error {
 	errs := forEachNode(ctx, s.nodes, s.cfg.nodeTimeout*4, func(ctx context.Context, n *node) error {
-		return n.rdb.Ping(ctx).Err()
+		if err := n.rdb.Ping(ctx).Err(); err != nil {
+			return err
+		}
+		if !n.counts(time.Now()) {
+			return errors.New("restarted less than a TTL ago, or fencing counters not re-seeded yet: does not vote")
+		}
+		return nil
 	})
 	ok := 0
 	for _, err := range errs {
@@ -154,28 +167,26 @@ func (s *Lockers) StuckLocks(ctx context.Context) ([]StuckLock, error) {
 	return out, errors.Join(errs...)
 }
 
-// Reset deletes every lock and fencing counter on every node, for a clean
-// sale. Nodes that do not answer are reported in the error.
+// Reset deletes every lock on every node, for a clean sale. The fencing
+// counters stay: tokens keep growing across resets, so a holder paused
+// across one can never carry the same token as a holder of the new sale.
+// Nodes that do not answer are reported in the error.
 func (s *Lockers) Reset(ctx context.Context) error {
 	errs := forEachNode(ctx, s.nodes, scanTimeout, func(ctx context.Context, n *node) error {
-		for _, pattern := range []string{"lock:*", "fence:*"} {
-			iter := n.rdb.Scan(ctx, 0, s.cfg.namespace+pattern, 1000).Iterator()
-			for iter.Next(ctx) {
-				if err := n.rdb.Del(ctx, iter.Val()).Err(); err != nil {
-					return err
-				}
-			}
-			if err := iter.Err(); err != nil {
+		iter := n.rdb.Scan(ctx, 0, s.cfg.namespace+"lock:*", 1000).Iterator()
+		for iter.Next(ctx) {
+			if err := n.rdb.Del(ctx, iter.Val()).Err(); err != nil {
 				return err
 			}
 		}
-		return nil
+		return iter.Err()
 	})
 	return errors.Join(errs...)
 }
 
 // Close stops the wake-up subscriptions and closes every client.
 func (s *Lockers) Close() error {
+	s.cancel()
 	s.wake.close()
 	var errs []error
 	for _, n := range s.nodes {

@@ -49,11 +49,13 @@ func newPipe(n *node, opts *redis.Options) *pipe { return &pipe{n: n, opts: opts
 // connection broke or could not be opened).
 type replyFunc func(v any, err error)
 
-// send queues one command; done is called exactly once with its reply, from
-// the reader goroutine (it must not block) or, if the node cannot be reached,
-// from the goroutine that finds out.
-func (p *pipe) send(args []string, done replyFunc) {
-	p.current().send(args, done)
+// send queues one command whose replies have the shape want; done is called
+// exactly once with its reply, from the reader goroutine (it must not block)
+// or, if the node cannot be reached, from the goroutine that finds out. A
+// reply that does not fit want breaks the connection: every command waiting
+// on it gets an error, none gets a reply that was meant for another.
+func (p *pipe) send(args []string, want shape, done replyFunc) {
+	p.current().send(args, want, done)
 }
 
 func (p *pipe) current() *pipeConn {
@@ -110,6 +112,7 @@ type pipeConn struct {
 
 type waiting struct {
 	done replyFunc
+	want shape
 	sent time.Time
 }
 
@@ -119,7 +122,7 @@ func (c *pipeConn) broken() bool {
 	return c.err != nil
 }
 
-func (c *pipeConn) send(args []string, done replyFunc) {
+func (c *pipeConn) send(args []string, want shape, done replyFunc) {
 	c.mu.Lock()
 	if c.err != nil {
 		err := c.err
@@ -128,7 +131,7 @@ func (c *pipeConn) send(args []string, done replyFunc) {
 		return
 	}
 	c.out = appendCommand(c.out, args...)
-	c.queue = append(c.queue, waiting{done: done, sent: time.Now()})
+	c.queue = append(c.queue, waiting{done: done, want: want, sent: time.Now()})
 	c.flush()
 }
 
@@ -239,6 +242,11 @@ func (c *pipeConn) read(r *bufio.Reader) {
 			return
 		}
 		w := c.queue[c.head]
+		if !fits(w.want, v) {
+			c.mu.Unlock()
+			c.fail(fmt.Errorf("node %s: %w: a reply %#v that does not fit its command", c.p.n.addr, errProtocol, v))
+			return
+		}
 		c.queue[c.head] = waiting{}
 		c.head++
 		// Under steady load the queue may never run empty: move what is
@@ -267,71 +275,90 @@ func dialNode(ctx context.Context, o *redis.Options) (net.Conn, error) {
 }
 
 // exchange writes cmds at once and reads one reply per command, for the
-// handshake, before the reader goroutine owns the connection.
-func exchange(ctx context.Context, nc net.Conn, r *bufio.Reader, cmds ...[]string) ([]any, error) {
+// handshake, before the reader goroutine owns the connection. Any error —
+// the deadline included — leaves replies owed on the connection, so the
+// caller must close it; a reply that does not fit its command is an error.
+func exchange(ctx context.Context, nc net.Conn, r *bufio.Reader, cmds ...command) ([]any, error) {
 	if dl, ok := ctx.Deadline(); ok {
 		_ = nc.SetDeadline(dl)
 	}
 	var b []byte
 	for _, cmd := range cmds {
-		b = appendCommand(b, cmd...)
+		b = appendCommand(b, cmd.args...)
 	}
 	if _, err := nc.Write(b); err != nil {
 		return nil, err
 	}
 	out := make([]any, len(cmds))
-	for i := range cmds {
+	for i, cmd := range cmds {
 		v, err := readReply(r)
 		if err != nil {
 			return nil, err
+		}
+		if !fits(cmd.want, v) {
+			return nil, fmt.Errorf("%w: %s answered %#v", errProtocol, cmd.args[0], v)
 		}
 		out[i] = v
 	}
 	return out, nil
 }
 
-// handshake authenticates, selects the database, and notes the node's
-// run_id (a restart shows as a new one) before any vote is sent.
+// command is one handshake command and the shape of its reply.
+type command struct {
+	args []string
+	want shape
+}
+
+// handshake authenticates, selects the database, and meets the node's
+// incarnation (restart.go) before any vote is sent. Every error fails the
+// connection: a handshake cut short by its deadline still owes replies, and
+// a reader started on it would hand each vote the answer to the command
+// before it. Only error replies to INFO and CONFIG are tolerated (an ACL
+// user may not be allowed them): the node then still takes votes, without
+// restart awareness or wake-ups.
 func (n *node) handshake(ctx context.Context, nc net.Conn, r *bufio.Reader, o *redis.Options) error {
-	var cmds [][]string
+	var cmds []command
 	if o.Password != "" {
+		auth := []string{"AUTH", o.Password}
 		if o.Username != "" {
-			cmds = append(cmds, []string{"AUTH", o.Username, o.Password})
-		} else {
-			cmds = append(cmds, []string{"AUTH", o.Password})
+			auth = []string{"AUTH", o.Username, o.Password}
 		}
+		cmds = append(cmds, command{auth, bulk})
 	}
 	if o.DB != 0 {
-		cmds = append(cmds, []string{"SELECT", strconv.Itoa(o.DB)})
+		cmds = append(cmds, command{[]string{"SELECT", strconv.Itoa(o.DB)}, bulk})
 	}
-	cmds = append(cmds, []string{"INFO", "server"})
+	cmds = append(cmds, command{[]string{"INFO", "server"}, bulk}, command{[]string{"GET", n.cfg.seededKey()}, bulkOrNil})
 	replies, err := exchange(ctx, nc, r, cmds...)
 	if err != nil {
 		return err
 	}
-	for _, v := range replies[:len(replies)-1] {
+	for _, v := range replies[:len(replies)-2] {
 		if se, ok := v.(serverError); ok {
 			return se
 		}
 	}
-	// A server that refuses INFO (an ACL user without it) still takes
-	// votes, only without restart awareness. A connection that breaks
-	// during the CONFIG calls fails at the reader's first read.
-	info, _ := replies[len(replies)-1].(string)
-	n.meet(info, func() (string, error) {
-		replies, err := exchange(ctx, nc, r, []string{"CONFIG", "GET", "notify-keyspace-events"})
+	info, _ := replies[len(replies)-2].(string)
+	seeded, _ := replies[len(replies)-1].(string)
+	return n.meet(info, seeded, func() (string, error) {
+		replies, err := exchange(ctx, nc, r, command{[]string{"CONFIG", "GET", "notify-keyspace-events"}, array})
 		if err != nil {
 			return "", err
 		}
-		kv, ok := replies[0].([]any)
-		if !ok || len(kv) != 2 {
-			return "", fmt.Errorf("CONFIG GET notify-keyspace-events: %v", replies[0])
+		kv, _ := replies[0].([]any)
+		if len(kv) != 2 {
+			return "", serverError(fmt.Sprintf("CONFIG GET notify-keyspace-events: %v", replies[0]))
 		}
 		cur, _ := kv[1].(string)
 		return cur, nil
 	}, func(want string) error {
-		_, err := exchange(ctx, nc, r, []string{"CONFIG", "SET", "notify-keyspace-events", want})
-		return err
+		replies, err := exchange(ctx, nc, r, command{[]string{"CONFIG", "SET", "notify-keyspace-events", want}, bulk})
+		if err != nil {
+			return err
+		}
+		if se, ok := replies[0].(serverError); ok {
+			return se
+		}
+		return nil
 	})
-	return nil
 }

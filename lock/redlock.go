@@ -2,15 +2,11 @@ package lock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // redlock is the Redlock algorithm of seed articles 002 and 004 over N
@@ -30,10 +26,10 @@ import (
 //
 // Where it breaks: a node that restarts without its data forgets the locks it
 // granted. If a lease held a bare quorum, the restarted node can vote for a
-// second client: two holders. Restart awareness (the client ignores a node
-// whose run_id changed until the TTL has passed, and re-seeds its fencing
-// counters from the others) closes that; a holder paused past its TTL still
-// needs fencing.
+// second client: two holders. Restart awareness (restart.go: a node whose
+// uptime is below TTL + drift does not vote, and its fencing counters are
+// re-seeded from the others first) closes that; a holder paused past its TTL
+// still needs fencing.
 type redlock struct {
 	nodes  []*node
 	cfg    *config
@@ -61,6 +57,7 @@ type vote struct {
 // against everything else heard. A nil decided waits for every node.
 type ask struct {
 	cmd     []string
+	want    shape // the replies that fit cmd
 	read    func(reply any) (ok bool, token uint64, err error)
 	decided func(granted, against int) bool
 	sent    func() // if set, called once the command is queued on every node
@@ -83,7 +80,7 @@ func (r *redlock) poll(ctx context.Context, a ask) []vote {
 	}
 	answers := make(chan answer, len(r.nodes)) // never blocks a node's reader
 	for i, n := range r.nodes {
-		n.pipe.send(a.cmd, func(v any, err error) { answers <- answer{i, v, err} })
+		n.pipe.send(a.cmd, a.want, func(v any, err error) { answers <- answer{i, v, err} })
 	}
 	if a.sent != nil {
 		a.sent()
@@ -107,7 +104,7 @@ func (r *redlock) poll(ctx context.Context, a ask) []vote {
 				v.ok, v.token, v.err = a.read(ans.v)
 			}
 			v.ok = v.ok && v.err == nil
-			if counts, _ := v.n.state(time.Now()); counts && v.ok {
+			if v.ok && v.n.counts(time.Now()) {
 				granted++
 			} else {
 				against++
@@ -134,20 +131,13 @@ func (r *redlock) giveUp(votes []vote, err error) {
 	}
 }
 
-// tally counts the votes of nodes allowed to count now, and starts re-seeding
-// a restarted node whose quarantine is over (it counts from the next try).
-func (r *redlock) tally(ctx context.Context, op string, k keys, votes []vote) (counted []vote, qe *QuorumError) {
+// tally counts the votes of nodes allowed to count now (restart.go).
+func (r *redlock) tally(op string, k keys, votes []vote) (counted []vote, qe *QuorumError) {
 	now := time.Now()
 	qe = &QuorumError{Op: op, Key: k.lock, Quorum: r.quorum(), Nodes: len(r.nodes)}
 	for _, v := range votes {
-		counts, reseed := v.n.state(now)
-		if reseed {
-			if err := r.reseed(ctx, v.n); err != nil {
-				r.cfg.logger.Warn("re-seeding fencing counters failed; node still not counted", "node", v.n.addr, "err", err)
-			}
-		}
 		switch {
-		case !counts:
+		case !v.n.counts(now):
 			qe.Restarting = append(qe.Restarting, v.n.addr)
 		case !v.heard:
 			qe.Unheard = append(qe.Unheard, v.n.addr)
@@ -169,17 +159,17 @@ func (r *redlock) tally(ctx context.Context, op string, k keys, votes []vote) (c
 func (r *redlock) acquire(ctx context.Context, at gap, k keys, value string, ttl time.Duration) (grant, error) {
 	start := time.Now()
 	ms := strconv.FormatInt(ttl.Milliseconds(), 10)
-	take := ask{cmd: []string{"SET", k.lock, value, "NX", "PX", ms}, read: readSet, decided: r.wins}
+	take := ask{cmd: []string{"SET", k.lock, value, "NX", "PX", ms}, want: okOrNil, read: readSet, decided: r.wins}
 	if r.fenced {
 		// Fenced draws wait for every node: lua+fence draws from the first
 		// node's counter alone, and only its answer makes the token pass it.
-		take = ask{cmd: acquireFenced.eval([]string{k.lock, k.fence}, value, ms), read: readToken}
+		take = ask{cmd: acquireFenced.eval([]string{k.lock, k.fence}, value, ms), want: integer, read: readToken}
 	}
 	votes := r.poll(ctx, take)
 	if err := at(ctx, AfterAcquireStep1); err != nil {
 		return grant{}, err
 	}
-	counted, qe := r.tally(ctx, "acquire", k, votes)
+	counted, qe := r.tally("acquire", k, votes)
 	validity := ttl - time.Since(start) - drift(ttl)
 	if len(counted) < r.quorum() || validity <= 0 {
 		qe.Late = len(counted) >= r.quorum()
@@ -194,8 +184,8 @@ func (r *redlock) acquire(ctx context.Context, at gap, k keys, value string, ttl
 		token = max(token, v.token)
 	}
 	written := r.poll(ctx, ask{cmd: raiseFence.eval([]string{k.lock, k.fence}, value, strconv.FormatUint(token, 10)),
-		read: readFlag})
-	counted, qe = r.tally(ctx, "acquire", k, written)
+		want: integer, read: readFlag})
+	counted, qe = r.tally("acquire", k, written)
 	validity = ttl - time.Since(start) - drift(ttl)
 	if len(counted) < r.quorum() || validity <= 0 {
 		qe.Late = len(counted) >= r.quorum()
@@ -230,7 +220,7 @@ func readFlag(v any) (bool, uint64, error) {
 func (r *redlock) unlock(k keys, value string) {
 	cmd := compareAndDelete.eval([]string{k.lock}, value)
 	for _, n := range r.nodes {
-		n.pipe.send(cmd, func(any, error) {})
+		n.pipe.send(cmd, integer, func(any, error) {})
 	}
 }
 
@@ -251,8 +241,8 @@ func (r *redlock) releaseThen(ctx context.Context, k keys, value string, valid b
 	if valid {
 		decided, need = func(granted, against int) bool { return granted >= 1 || against == len(r.nodes) }, 1
 	}
-	votes := r.poll(ctx, ask{cmd: compareAndDelete.eval([]string{k.lock}, value), read: readFlag, decided: decided, sent: queued})
-	if counted, qe := r.tally(ctx, "release", k, votes); len(counted) < need {
+	votes := r.poll(ctx, ask{cmd: compareAndDelete.eval([]string{k.lock}, value), want: integer, read: readFlag, decided: decided, sent: queued})
+	if counted, qe := r.tally("release", k, votes); len(counted) < need {
 		return qe
 	}
 	return nil
@@ -261,85 +251,14 @@ func (r *redlock) releaseThen(ctx context.Context, k keys, value string, valid b
 func (r *redlock) extend(ctx context.Context, k keys, value string, ttl time.Duration) (time.Duration, error) {
 	start := time.Now()
 	votes := r.poll(ctx, ask{cmd: compareAndPexpire.eval([]string{k.lock}, value, strconv.FormatInt(ttl.Milliseconds(), 10)),
-		read: readFlag, decided: r.wins})
-	counted, qe := r.tally(ctx, "extend", k, votes)
+		want: integer, read: readFlag, decided: r.wins})
+	counted, qe := r.tally("extend", k, votes)
 	validity := ttl - time.Since(start) - drift(ttl)
 	if len(counted) < r.quorum() || validity <= 0 {
 		qe.Late = len(counted) >= r.quorum()
 		return 0, qe
 	}
 	return validity, nil
-}
-
-// reseed raises a restarted node's fencing counters to the largest value a
-// majority of the other nodes hold, so its tokens cannot go backwards. Any
-// token issued before the restart was written back to a quorum; the N−quorum+1
-// other nodes read here always include one of that quorum.
-func (r *redlock) reseed(ctx context.Context, target *node) error {
-	target.reseedMu.Lock()
-	defer target.reseedMu.Unlock()
-	if _, need := target.state(time.Now()); !need {
-		return nil
-	}
-	var others []*node
-	for _, n := range r.nodes {
-		if n != target {
-			others = append(others, n)
-		}
-	}
-	var mu sync.Mutex
-	highest := map[string]uint64{}
-	errs := forEachNode(ctx, others, 10*r.cfg.nodeTimeout, func(ctx context.Context, n *node) error {
-		counters, err := readCounters(ctx, n.rdb, r.cfg.namespace+"fence:*")
-		if err != nil {
-			return err
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		for key, c := range counters {
-			highest[key] = max(highest[key], c)
-		}
-		return nil
-	})
-	answered := 0
-	for _, err := range errs {
-		if err == nil {
-			answered++
-		}
-	}
-	if need := len(r.nodes) - r.quorum() + 1; answered < need {
-		return fmt.Errorf("only %d of the %d other nodes answered, %d needed: %w", answered, len(others), need, errors.Join(errs...))
-	}
-	ctx, cancel := context.WithTimeout(ctx, 10*r.cfg.nodeTimeout)
-	defer cancel()
-	pipe := target.rdb.Pipeline()
-	for key, c := range highest {
-		reseedFence.Eval(ctx, pipe, []string{key}, c)
-	}
-	if len(highest) > 0 {
-		if _, err := pipe.Exec(ctx); err != nil {
-			return fmt.Errorf("node %s: %w", target.addr, err)
-		}
-	}
-	target.mu.Lock()
-	target.reseed = false
-	target.mu.Unlock()
-	r.cfg.logger.Info("fencing counters re-seeded; node counts again", "node", target.addr, "counters", len(highest))
-	return nil
-}
-
-// readCounters reads every fencing counter matching pattern on one node.
-func readCounters(ctx context.Context, rdb *redis.Client, pattern string) (map[string]uint64, error) {
-	out := map[string]uint64{}
-	iter := rdb.Scan(ctx, 0, pattern, 1000).Iterator()
-	for iter.Next(ctx) {
-		c, err := rdb.Get(ctx, iter.Val()).Uint64()
-		if err != nil && !errors.Is(err, redis.Nil) {
-			return nil, err
-		}
-		out[iter.Val()] = c
-	}
-	return out, iter.Err()
 }
 
 // QuorumError says how every Redis node answered a Redlock operation that did

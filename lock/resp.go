@@ -85,23 +85,74 @@ func readReply(r *bufio.Reader) (any, error) {
 	return nil, fmt.Errorf("%w: unknown reply type %q", errProtocol, kind)
 }
 
+// Limits on what a node may send: far above any reply a vote or a handshake
+// gets (INFO is a few kilobytes, CONFIG GET two strings), far below what
+// could exhaust memory if a node, or something posing as one, sent a
+// length it never meant to fill.
+const (
+	maxBulk  = 1 << 20
+	maxArray = 1 << 10
+)
+
 // length reads a bulk string's or array's length; -1 is nil.
 func length(body []byte, what string) (int, error) {
+	limit := maxBulk
+	if what == "array" {
+		limit = maxArray
+	}
 	n, err := strconv.Atoi(string(body))
-	if err != nil || n < -1 {
+	if err != nil || n < -1 || n > limit {
 		return 0, fmt.Errorf("%w: bad %s length %q", errProtocol, what, body)
 	}
 	return n, nil
 }
 
-// replyInt reads an integer reply; a nil reply counts as 0 (a SET NX that
-// did not set).
+// shape says which replies fit a command. A reply that does not fit is not
+// a "no" from the node: it means replies and commands no longer line up on
+// that connection (a reply owed to an earlier command, say), and nothing read
+// there can be trusted any more. An error reply fits every command.
+type shape func(v any) bool
+
+// okOrNil fits SET … NX: +OK if set, a nil bulk string if the key exists.
+func okOrNil(v any) bool {
+	s, ok := v.(string)
+	return v == nil || ok && s == "OK"
+}
+
+// integer fits the scripts, which all return an integer.
+func integer(v any) bool {
+	_, ok := v.(int64)
+	return ok
+}
+
+// bulk fits INFO: a bulk string.
+func bulk(v any) bool {
+	_, ok := v.(string)
+	return ok
+}
+
+// bulkOrNil fits GET.
+func bulkOrNil(v any) bool { return v == nil || bulk(v) }
+
+// array fits CONFIG GET.
+func array(v any) bool {
+	_, ok := v.([]any)
+	return ok
+}
+
+// fits reports whether v is an acceptable reply for a command of shape s.
+func fits(s shape, v any) bool {
+	if _, ok := v.(serverError); ok {
+		return true
+	}
+	return s(v)
+}
+
+// replyInt reads an integer reply.
 func replyInt(v any) (int64, error) {
 	switch v := v.(type) {
 	case int64:
 		return v, nil
-	case nil:
-		return 0, nil
 	case serverError:
 		return 0, v
 	}
@@ -112,11 +163,13 @@ func replyInt(v any) (int64, error) {
 func replyOK(v any) (bool, error) {
 	switch v := v.(type) {
 	case string:
-		return v == "OK", nil
+		if v == "OK" {
+			return true, nil
+		}
 	case nil:
 		return false, nil
 	case serverError:
 		return false, v
 	}
-	return false, fmt.Errorf("%w: want OK or nil, got %T", errProtocol, v)
+	return false, fmt.Errorf("%w: want OK or nil, got %#v", errProtocol, v)
 }

@@ -2,7 +2,9 @@ package lock
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
+	"net"
 	"reflect"
 	"strings"
 	"testing"
@@ -35,6 +37,8 @@ func TestReadReply(t *testing.T) {
 		{"bad integer", ":x\r\n", nil, errProtocol},
 		{"bad bulk length", "$-5\r\n", nil, errProtocol},
 		{"no CR", "+OK\n", nil, errProtocol},
+		{"bulk past the limit", "$1048577\r\n", nil, errProtocol},
+		{"array past the limit", "*1025\r\n", nil, errProtocol},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -65,4 +69,98 @@ func TestReplyReaders(t *testing.T) {
 	if _, err := replyInt("7"); !errors.Is(err, errProtocol) {
 		t.Errorf("a string where an integer belongs: got %v, want errProtocol", err)
 	}
+}
+
+// Which replies fit which commands: a reply that does not fit means the
+// replies on that connection no longer line up with its commands.
+func TestReplyShapes(t *testing.T) {
+	cases := []struct {
+		name  string
+		want  shape
+		reply any
+		fits  bool
+	}{
+		{"SET NX granted", okOrNil, "OK", true},
+		{"SET NX refused", okOrNil, nil, true},
+		{"SET NX gets CONFIG GET's array", okOrNil, []any{"notify-keyspace-events", "Kgx"}, false},
+		{"SET NX gets a script's integer", okOrNil, int64(1), false},
+		{"SET NX gets INFO's text", okOrNil, "# Server\r\nrun_id:x", false},
+		{"SET NX gets an error reply", okOrNil, serverError("NOPERM"), true},
+		{"script gets an integer", integer, int64(0), true},
+		{"script gets SET's OK", integer, "OK", false},
+		{"script gets nil", integer, nil, false},
+		{"INFO gets text", bulk, "# Server", true},
+		{"INFO gets an integer", bulk, int64(3), false},
+		{"GET gets nil", bulkOrNil, nil, true},
+		{"CONFIG GET gets an array", array, []any{"a", "b"}, true},
+		{"CONFIG GET gets OK", array, "OK", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := fits(tc.want, tc.reply); got != tc.fits {
+				t.Fatalf("fits = %v, want %v", got, tc.fits)
+			}
+		})
+	}
+}
+
+// A reply that does not fit the oldest waiting command breaks the whole
+// connection: that command and every one queued behind it get an error, and
+// none of them is handed a reply meant for another.
+func TestMisfitReplyBreaksTheConnection(t *testing.T) {
+	client, server := net.Pipe()
+	defer server.Close()
+	c := &pipeConn{p: &pipe{n: &node{addr: "test", cfg: defaultConfig()}}, nc: client, ready: true}
+	type got struct {
+		v   any
+		err error
+	}
+	answers := make(chan got, 3)
+	for _, want := range []shape{okOrNil, okOrNil, integer} {
+		c.queue = append(c.queue, waiting{want: want, done: func(v any, err error) { answers <- got{v, err} }})
+	}
+	go c.read(bufio.NewReader(client))
+	// The reply owed to an earlier CONFIG GET, then the replies the two SETs
+	// would get: read in step, the first SET would be handed the array and
+	// the second the first SET's OK.
+	if _, err := server.Write([]byte("*2\r\n$22\r\nnotify-keyspace-events\r\n$3\r\nKgx\r\n+OK\r\n$-1\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		a := <-answers
+		if !errors.Is(a.err, errProtocol) {
+			t.Fatalf("command %d: got reply %#v, err %v; want errProtocol", i, a.v, a.err)
+		}
+	}
+	if !c.broken() {
+		t.Fatal("the connection is still in use after a reply that did not fit")
+	}
+}
+
+// FuzzReadReply feeds arbitrary bytes to the reply reader: it must never
+// panic or allocate without bound, and whatever it returns must be one of
+// the reply types the pipe understands.
+func FuzzReadReply(f *testing.F) {
+	for _, seed := range []string{"+OK\r\n", "-ERR x\r\n", ":42\r\n", "$3\r\nabc\r\n", "$-1\r\n", "*2\r\n:1\r\n$1\r\nx\r\n", "*-1\r\n", "*1\r\n*1\r\n+OK\r\n"} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, wire []byte) {
+		v, err := readReply(bufio.NewReader(bytes.NewReader(wire)))
+		if err != nil {
+			return
+		}
+		var check func(v any)
+		check = func(v any) {
+			switch v := v.(type) {
+			case nil, string, int64, serverError:
+			case []any:
+				for _, e := range v {
+					check(e)
+				}
+			default:
+				t.Fatalf("reply of type %T", v)
+			}
+		}
+		check(v)
+	})
 }

@@ -23,9 +23,13 @@ type waker struct {
 	ctx    context.Context
 	wg     sync.WaitGroup
 	subs   []subscription
-	// subMu orders subscribe and unsubscribe calls as the waiting rooms open
-	// and close, so a key is never left unsubscribed while waited for.
-	subMu sync.Mutex
+	// subMu is held while a key's subscription is brought in line with its
+	// waiting room (sync); subscribed is, under it, the keys subscribed now.
+	subMu      sync.Mutex
+	subscribed map[string]bool
+	// beforeSync, if set, runs as sync starts: tests use it to hold one
+	// sync back while another room opens or closes.
+	beforeSync func(key string)
 
 	mu   sync.Mutex
 	keys map[string]*keyWait // by Redis lock key
@@ -63,7 +67,7 @@ type keyWait struct {
 
 func newWaker(cfg *config, clients []*redis.Client) *waker {
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &waker{ctx: ctx, cancel: cancel, keys: map[string]*keyWait{}, held: map[string]*Lease{}}
+	w := &waker{ctx: ctx, cancel: cancel, keys: map[string]*keyWait{}, held: map[string]*Lease{}, subscribed: map[string]bool{}}
 	if !cfg.notifications {
 		return w
 	}
@@ -95,19 +99,39 @@ func newWaker(cfg *config, clients []*redis.Client) *waker {
 	return w
 }
 
-// subscribe (or unsubscribe) the key's events on every node. A node that is
-// down is skipped: its waiters fall back to the backoff.
-func (w *waker) subscribe(key string, on bool) {
+// sync subscribes to the key's events on every node while a waiting room
+// for it is open here, and unsubscribes once none is. Rooms open and close
+// under mu, but the (un)subscribe calls run later, under subMu: so sync
+// reads whether a room is open only once it holds subMu, and every open or
+// close is followed by a sync. Whichever sync runs last then sees the last
+// change, and a room that opens while an older one closes stays subscribed,
+// whatever order the two syncs run in. A node that is down is skipped: its
+// waiters fall back to the backoff (go-redis subscribes again on reconnect).
+func (w *waker) sync(key string) {
+	if w.beforeSync != nil {
+		w.beforeSync(key)
+	}
 	w.subMu.Lock()
 	defer w.subMu.Unlock()
+	w.mu.Lock()
+	want := w.keys[key] != nil
+	w.mu.Unlock()
+	if want == w.subscribed[key] {
+		return
+	}
 	for _, s := range w.subs {
 		ctx, cancel := context.WithTimeout(w.ctx, 100*time.Millisecond)
-		if on {
+		if want {
 			_ = s.ps.Subscribe(ctx, s.prefix+key)
 		} else {
 			_ = s.ps.Unsubscribe(ctx, s.prefix+key)
 		}
 		cancel()
+	}
+	if want {
+		w.subscribed[key] = true
+	} else {
+		delete(w.subscribed, key)
 	}
 }
 
@@ -135,7 +159,7 @@ func (w *waker) join(key string) *keyWait {
 	kw.refs++
 	w.mu.Unlock()
 	if opened {
-		w.subscribe(key, true)
+		w.sync(key)
 	}
 	return kw
 }
@@ -149,7 +173,7 @@ func (w *waker) leave(key string, kw *keyWait) {
 	}
 	w.mu.Unlock()
 	if closed {
-		w.subscribe(key, false)
+		w.sync(key)
 	}
 }
 

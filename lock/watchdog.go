@@ -36,12 +36,25 @@ func (l *Lease) startWatchdog() {
 	}()
 }
 
+// stopWatchdog stops the watchdog, if any, and waits for it; it may be
+// called more than once (a release, a crash).
 func (l *Lease) stopWatchdog() {
 	if l.stopDog == nil {
 		return
 	}
-	close(l.stopDog)
+	l.stopOnce.Do(func() { close(l.stopDog) })
 	<-l.dogDone
+}
+
+// crashed is what an injected crash does to a lease: its holder is dead, so
+// the watchdog dies with it and nothing will release it. The lease runs out
+// at its TTL, as a dead process's would; a watchdog left running would keep
+// it alive for ever.
+func (l *Lease) crashed() {
+	l.mu.Lock()
+	l.released = true // nothing of a dead holder releases it later
+	l.mu.Unlock()
+	l.stopWatchdog()
 }
 
 func (l *Lease) markLost(err error) {

@@ -1,0 +1,219 @@
+package lock_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"flashsale/internal/localredis"
+	"flashsale/internal/redistest"
+	"flashsale/lock"
+)
+
+// stallProxy relays one Redis node, and on every connection holds back the
+// first chunk a client sends that contains CONFIG for stall, with everything
+// the client sends after it: a node that answers INFO at once but is slow to
+// answer CONFIG GET. It wraps the real node; it never answers for it.
+type stallProxy struct {
+	ln    net.Listener
+	stall time.Duration
+	wg    sync.WaitGroup
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func newStallProxy(t *testing.T, upstream string, stall time.Duration) *stallProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &stallProxy{ln: ln, stall: stall}
+	p.wg.Go(func() {
+		for {
+			down, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", upstream)
+			if err != nil {
+				_ = down.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, down, up)
+			p.mu.Unlock()
+			p.wg.Go(func() { p.forward(up, down, true) })
+			p.wg.Go(func() { p.forward(down, up, false) })
+		}
+	})
+	t.Cleanup(func() {
+		_ = ln.Close()
+		p.mu.Lock()
+		for _, c := range p.conns {
+			_ = c.Close()
+		}
+		p.mu.Unlock()
+		p.wg.Wait()
+	})
+	return p
+}
+
+func (p *stallProxy) addr() string { return p.ln.Addr().String() }
+
+func (p *stallProxy) forward(dst, src net.Conn, stallConfig bool) {
+	defer dst.Close()
+	defer src.Close()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if stallConfig && bytes.Contains(buf[:n], []byte("CONFIG")) {
+				stallConfig = false
+				time.Sleep(p.stall) // the fault itself: this node is slow to answer
+			}
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// A node that answers INFO but stalls on CONFIG GET past the dial timeout
+// must not leave a connection whose replies are one behind its commands: the
+// reply owed to CONFIG GET would be read as the vote for the next SET, the
+// reply to that SET as the vote for the one after, and a client would be
+// granted a lock that another holds on a quorum.
+func TestStalledHandshakeNeverShiftsVotes(t *testing.T) {
+	c := redistest.Start(t, 5, localredis.Options{})
+	const ttl = 2 * time.Second
+	holder := newEnv(t, c, lock.WithTTL(ttl))
+	holder.aged()
+	ctx := context.Background()
+
+	// The other client holds k on nodes 0–2: a bare quorum.
+	for i := range 3 {
+		if err := holder.raw[i].Set(ctx, holder.ns+"lock:k", "other", 10*time.Second).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	opts := redistest.Options(c)
+	proxy := newStallProxy(t, opts[0].Addr, 300*time.Millisecond)
+	opts[0].Addr = proxy.addr()
+	opts[0].DialTimeout = 150 * time.Millisecond
+	ls, err := lock.NewLockers(opts, lock.WithNamespace(holder.ns), lock.WithTTL(ttl), lock.WithNodeTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ls.Close()
+	l, err := ls.Get(lock.Redlock)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// A free key first, granted by nodes 1–4 while node 0's handshake stalls;
+	// its SET on node 0 is queued behind the stalled CONFIG GET.
+	x, err := l.TryAcquire(ctx, "x")
+	if err != nil {
+		t.Fatalf("acquire a free key: %v", err)
+	}
+	defer x.Release(ctx)
+	// Then the held key: nodes 1 and 2 refuse, 3 and 4 grant, and node 0's
+	// answer decides.
+	k, err := l.TryAcquire(ctx, "k")
+	if err == nil {
+		_ = k.Release(ctx)
+		t.Fatal("granted k while another client holds it on nodes 0–2: a reply owed to an earlier command was counted as a vote")
+	}
+	if !errors.Is(err, lock.ErrNotAcquired) && !errors.Is(err, lock.ErrUnavailable) {
+		t.Fatalf("want busy or unavailable, got %v", err)
+	}
+	for i := range 3 {
+		if v, err := holder.raw[i].Get(ctx, holder.ns+"lock:k").Result(); err != nil || v != "other" {
+			t.Errorf("node %d holds %q (%v), want the other client's lease", i, v, err)
+		}
+	}
+}
+
+// The delayed-restart rule holds for a client that never met the nodes
+// before: a process started after three of five nodes restarted without
+// their data must not be granted a lock that another process holds.
+func TestRestartedNodesSitOutForANewClient(t *testing.T) {
+	for _, name := range []string{lock.Redlock, lock.RedlockFence} {
+		t.Run(name, func(t *testing.T) {
+			c := redistest.Start(t, 5, localredis.Options{})
+			const ttl = 3 * time.Second
+			first := newEnv(t, c, lock.WithTTL(ttl))
+			first.aged()
+			ctx := context.Background()
+			held, err := first.locker(name).TryAcquire(ctx, "k")
+			if err != nil {
+				t.Fatalf("first client: %v", err)
+			}
+			for i := range 3 {
+				if err := c.Nodes[i].Restart(ctx, false); err != nil {
+					t.Fatal(err)
+				}
+			}
+
+			// A process that starts now: it has no memory of the nodes.
+			ls, err := lock.NewLockers(redistest.Options(c), lock.WithNamespace(first.ns), lock.WithTTL(ttl),
+				lock.WithNodeTimeout(100*time.Millisecond))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ls.Close()
+			l, _ := ls.Get(name)
+			second, err := l.TryAcquire(ctx, "k")
+			if time.Now().After(held.ValidUntil()) {
+				t.Fatal("the first lease ran out during the test; its outcome proves nothing")
+			}
+			if err == nil {
+				_ = second.Release(ctx)
+				t.Fatal("a new client was granted the lock while the first still holds it: restarted nodes voted")
+			}
+			if !errors.Is(err, lock.ErrUnavailable) {
+				t.Fatalf("want unavailable (restarted nodes do not vote yet), got %v", err)
+			}
+			var qe *lock.QuorumError
+			if !errors.As(err, &qe) || !slices.Contains(qe.Restarting, c.Nodes[0].Addr()) ||
+				!slices.Contains(qe.Restarting, c.Nodes[1].Addr()) || !slices.Contains(qe.Restarting, c.Nodes[2].Addr()) {
+				t.Fatalf("want the three restarted nodes named as restarting, got %v", err)
+			}
+		})
+	}
+}
+
+// A holder that crashes inside the critical section is dead: its watchdog
+// must die with it, so the lease runs out within its TTL and the key sells
+// again. A watchdog left running would extend it for ever.
+func TestCrashStopsTheWatchdog(t *testing.T) {
+	for _, name := range []string{lock.Lua, lock.Redlock, lock.RedlockFence} {
+		t.Run(name, func(t *testing.T) {
+			const ttl = 600 * time.Millisecond
+			e := newEnv(t, shared(t), lock.WithTTL(ttl), lock.WithWatchdog(true))
+			e.voting()
+			setFaults(t, e, lock.Fault{Point: lock.InCriticalSection, Action: lock.Crash, P: 1})
+			l := e.locker(name)
+			ctx := context.Background()
+			dead := mustAcquire(t, l, "k", time.Second)
+			if err := dead.Checkpoint(ctx, lock.InCriticalSection); !errors.Is(err, lock.ErrCrashed) {
+				t.Fatalf("checkpoint: %v, want ErrCrashed", err)
+			}
+			next := mustAcquire(t, l, "k", 5*ttl)
+			if waited := next.Acquired().Sub(dead.Acquired()); waited < ttl/2 {
+				t.Errorf("acquired %v after the crash, before the dead lease could run out", waited)
+			}
+			_ = next.Release(ctx)
+		})
+	}
+}

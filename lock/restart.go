@@ -1,0 +1,247 @@
+package lock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Restart awareness: the delayed-restart rule of Redlock, for every client.
+//
+// A node that restarts without its data forgets the locks it granted. If it
+// votes again at once, a lease that held a bare quorum can be granted a
+// second time: two holders. So a node whose uptime is below TTL + drift does
+// not vote. Every lease its old incarnation granted was granted before it
+// died, and has run out by then.
+//
+// The rule reads the node's own uptime (INFO server, uptime_in_seconds,
+// rounded down, so the node sits out a little longer, never shorter) each
+// time a connection to it opens. Votes travel on connections opened after
+// that check, and a restart breaks every connection, so a process that
+// starts at any moment, or meets the node for the first time, applies it
+// too. A node cannot tell a first start from a restart that lost its data:
+// a freshly started node sits out one TTL as well.
+//
+// Fencing counters get the same care. A node whose counters may be gone does
+// not vote until they are re-seeded: raised to the largest value read from
+// N−quorum+1 other nodes, which always include one that holds the last
+// token written back. The node then carries a marker naming the incarnation
+// (run_id) it was seeded for; an incarnation without it — restarted, with
+// or without data — is re-seeded by whichever client meets it first.
+
+// seededKey marks a node whose fencing counters were re-seeded for its
+// current incarnation; its value is that incarnation's run_id.
+func (c *config) seededKey() string { return c.namespace + "seeded" }
+
+// incarnation is what this process knows of a node's current incarnation.
+type incarnation struct {
+	mu        sync.Mutex
+	runID     string
+	back      time.Time // does not vote before this (uptime reached TTL + drift)
+	reseed    bool      // counters not yet re-seeded for this incarnation
+	seededFor string    // the run_id whose counters are known re-seeded
+	reseeding bool      // a re-seed loop is running
+	notified  bool      // keyspace notifications turned on for this incarnation
+	blind     bool      // the node would not tell its uptime: warned once
+}
+
+// meet records the incarnation that a new connection found: info is its
+// INFO server reply (empty if refused) and seeded the value of the seeded
+// marker. The first time this process meets an incarnation, it also adds
+// the keyspace events the waiters need, through get and set on that
+// connection. It returns an error only if the connection failed; an error
+// reply to get or set is no reason to drop it.
+func (n *node) meet(info, seeded string, get func() (string, error), set func(flags string) error) error {
+	now := time.Now()
+	id := infoField(info, "run_id")
+	uptime, err := strconv.ParseInt(infoField(info, "uptime_in_seconds"), 10, 64)
+	known := err == nil && id != ""
+
+	inc := &n.inc
+	inc.mu.Lock()
+	met := known && id != inc.runID // first connection to this incarnation
+	if known {
+		if met {
+			inc.runID, inc.notified = id, false
+		}
+		back := now.Add(-time.Duration(uptime)*time.Second + n.cfg.ttl + drift(n.cfg.ttl))
+		if back.After(inc.back) {
+			inc.back = back
+		}
+		if seeded == id {
+			inc.seededFor = id
+		}
+		// A marker read before a re-seed finished must not undo it.
+		inc.reseed = inc.seededFor != id
+	}
+	warn := !known && !inc.blind
+	inc.blind = inc.blind || !known
+	young := now.Before(inc.back)
+	startReseed := n.cfg.restartAware && inc.reseed && !inc.reseeding
+	inc.reseeding = inc.reseeding || startReseed
+	notify := n.cfg.notifications && !inc.notified
+	back := inc.back
+	inc.mu.Unlock()
+
+	switch {
+	case warn && n.cfg.restartAware:
+		n.cfg.logger.Warn("redis node does not tell its run_id and uptime (INFO refused?): it votes without restart awareness", "node", n.addr)
+	case met && young && n.cfg.restartAware:
+		n.cfg.logger.Warn("redis node started less than a TTL ago: not counted toward a quorum until then",
+			"node", n.addr, "run_id", id, "uptime_s", uptime, "counts_from", back)
+	}
+	if startReseed {
+		go n.reseedLoop()
+	}
+	if !notify {
+		return nil
+	}
+	cur, err := get()
+	if err == nil {
+		if want := notifyFlags(cur); want != cur {
+			err = set(want)
+		}
+	}
+	if err = connectionError(err); err == nil {
+		// Done, or refused by the node: either way not worth asking again.
+		inc.mu.Lock()
+		inc.notified = inc.runID == id || !known
+		inc.mu.Unlock()
+	}
+	return err
+}
+
+// connectionError is err unless it is only the node's answer (an error
+// reply), which leaves the connection in step.
+func connectionError(err error) error {
+	if _, ok := errors.AsType[serverError](err); ok {
+		return nil
+	}
+	if _, ok := errors.AsType[redis.Error](err); ok {
+		return nil
+	}
+	return err
+}
+
+// counts says whether the node's votes count toward a quorum now: not before
+// its uptime reached TTL + drift, nor before its fencing counters were
+// re-seeded for this incarnation.
+func (n *node) counts(now time.Time) bool {
+	if !n.cfg.restartAware {
+		return true
+	}
+	n.inc.mu.Lock()
+	defer n.inc.mu.Unlock()
+	return !now.Before(n.inc.back) && !n.inc.reseed
+}
+
+// reseedLoop re-seeds the node's fencing counters until its current
+// incarnation needs no re-seed (a newer one may turn up meanwhile) or the
+// lockers close.
+func (n *node) reseedLoop() {
+	wait := 50 * time.Millisecond
+	for {
+		n.inc.mu.Lock()
+		done := !n.inc.reseed || n.ctx.Err() != nil
+		if done {
+			n.inc.reseeding = false
+		}
+		n.inc.mu.Unlock()
+		if done {
+			return
+		}
+		err := n.reseed(n.ctx)
+		if err == nil {
+			continue
+		}
+		n.cfg.logger.Warn("re-seeding fencing counters failed; node still not counted", "node", n.addr, "err", err)
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, n.cfg.ttl)
+	}
+}
+
+// reseed raises the node's fencing counters to the largest value that
+// N−quorum+1 of the other nodes hold, then marks the node seeded for its
+// incarnation, in one transaction. (The other nodes need not be seeded
+// themselves: on a new set none is, and a node that restarted with its data
+// still holds its counters.)
+func (n *node) reseed(ctx context.Context) error {
+	n.inc.mu.Lock()
+	id := n.inc.runID
+	n.inc.mu.Unlock()
+	var others []*node
+	for _, p := range n.peers {
+		if p != n {
+			others = append(others, p)
+		}
+	}
+	timeout := 10 * n.cfg.nodeTimeout
+	var mu sync.Mutex
+	highest := map[string]uint64{}
+	errs := forEachNode(ctx, others, timeout, func(ctx context.Context, p *node) error {
+		counters, err := readCounters(ctx, p.rdb, n.cfg.namespace+"fence:*")
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for key, c := range counters {
+			highest[key] = max(highest[key], c)
+		}
+		return nil
+	})
+	answered := 0
+	for _, err := range errs {
+		if err == nil {
+			answered++
+		}
+	}
+	need := len(n.peers) - (len(n.peers)/2 + 1) + 1
+	if len(n.peers) == 1 {
+		need = 0 // a lone node has nothing to be re-seeded from; only the store's check guards its tokens
+	}
+	if answered < need {
+		return fmt.Errorf("only %d of the %d other nodes answered, %d needed: %w", answered, len(others), need, errors.Join(errs...))
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	tx := n.rdb.TxPipeline()
+	for key, c := range highest {
+		reseedFence.Eval(ctx, tx, []string{key}, c)
+	}
+	tx.Set(ctx, n.cfg.seededKey(), id, 0)
+	if _, err := tx.Exec(ctx); err != nil {
+		return fmt.Errorf("node %s: %w", n.addr, err)
+	}
+	n.inc.mu.Lock()
+	n.inc.seededFor = id
+	if n.inc.runID == id {
+		n.inc.reseed = false
+	}
+	n.inc.mu.Unlock()
+	n.cfg.logger.Info("fencing counters re-seeded for this incarnation", "node", n.addr, "run_id", id, "counters", len(highest))
+	return nil
+}
+
+// readCounters reads every fencing counter matching pattern on one node.
+func readCounters(ctx context.Context, rdb *redis.Client, pattern string) (map[string]uint64, error) {
+	out := map[string]uint64{}
+	iter := rdb.Scan(ctx, 0, pattern, 1000).Iterator()
+	for iter.Next(ctx) {
+		c, err := rdb.Get(ctx, iter.Val()).Uint64()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return nil, err
+		}
+		out[iter.Val()] = c
+	}
+	return out, iter.Err()
+}

@@ -1,0 +1,73 @@
+package lock
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"flashsale/internal/localredis"
+	"flashsale/internal/redistest"
+)
+
+// A waiting room that opens while the previous one for the same key is
+// still closing must stay subscribed, whichever of the two (un)subscribe
+// calls reaches the node first. Here the closing room's call is held back
+// until the new room has subscribed: its late UNSUBSCRIBE must not leave the
+// new waiter without wake-ups.
+func TestReopenedWaitingRoomStaysSubscribed(t *testing.T) {
+	c := redistest.Start(t, 1, localredis.Options{})
+	opts := redistest.Options(c)
+	ls, err := NewLockers(opts, WithNamespace("w:"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ls.Close()
+	raw := redis.NewClient(opts[0])
+	defer raw.Close()
+	ctx := context.Background()
+	w := ls.wake
+	const key = "w:lock:k"
+	channel := "__keyspace@0__:" + key
+
+	old := w.join(key)
+	held, release := make(chan struct{}), make(chan struct{})
+	syncs := 0
+	w.beforeSync = func(string) {
+		if syncs++; syncs == 1 { // the closing room's sync
+			close(held)
+			<-release
+		}
+	}
+	closed := make(chan struct{})
+	go func() {
+		w.leave(key, old)
+		close(closed)
+	}()
+	<-held
+	room := w.join(key) // opens a new room; its sync runs first
+	defer w.leave(key, room)
+	close(release)
+	<-closed
+
+	subs, err := raw.PubSubNumSub(ctx, channel).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if subs[channel] != 1 {
+		t.Fatalf("%d subscriptions to the key's events while a waiter waits, want 1", subs[channel])
+	}
+	freed := w.current(room)
+	if err := raw.Set(ctx, key, "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := raw.Del(ctx, key).Err(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-freed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiter was not woken by the key's deletion")
+	}
+}
