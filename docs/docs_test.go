@@ -711,8 +711,8 @@ func TestPersistenceLab(t *testing.T) {
 	}
 	// The log line the lab quotes is the one the app writes.
 	quote := regexp.MustCompile(`"(redis node restarted[^"]*)"`).FindStringSubmatch(strings.Join(strings.Fields(sec), " "))
-	if quote == nil || !strings.Contains(read(t, "lock/node.go"), quote[1]) {
-		t.Errorf("the lab quotes the restart log line %v, which lock/node.go does not write", quote)
+	if quote == nil || !strings.Contains(read(t, "lock/restart.go"), quote[1]) {
+		t.Errorf("the lab quotes the restart log line %v, which lock/restart.go does not write", quote)
 	}
 	// The Redis arguments the lab quotes are the compose file's.
 	composeRedisArgs(t, service, nil) // fails unless service runs redis-server

@@ -50,10 +50,11 @@ func WithNamespace(ns string) Option { return func(c *config) { c.namespace = ns
 // is released, and report through Lease.Lost when it could not. Default off.
 func WithWatchdog(on bool) Option { return func(c *config) { c.watchdog = on } }
 
-// WithRestartAwareness makes Redlock ignore a node that restarted (its run_id
-// changed) until the TTL has passed since it came back, and re-seed its
-// fencing counters from the other nodes before it counts again. Default on;
-// turn it off only to show the double grant it prevents.
+// WithRestartAwareness makes Redlock ignore a node whose uptime is below
+// TTL + drift (a node that just restarted, or just started), and re-seed a
+// node's fencing counters from the other nodes once per incarnation before
+// it counts (restart.go). Default on; turn it off only to show the double
+// grant it prevents.
 func WithRestartAwareness(on bool) Option { return func(c *config) { c.restartAware = on } }
 
 // WithNotifications turns waking waiters by keyspace notifications on or off.

@@ -29,7 +29,8 @@ import (
 //     that was paused with both in its socket buffer.
 //
 // A connection is opened on first use and again after it broke; opening it
-// checks the node's run_id before any command reaches that incarnation.
+// meets the node's incarnation (its uptime, restart.go) before any command
+// reaches it.
 type pipe struct {
 	n    *node
 	opts *redis.Options

@@ -92,7 +92,7 @@ func (n *node) meet(info, seeded string, get func() (string, error), set func(fl
 	case warn && n.cfg.restartAware:
 		n.cfg.logger.Warn("redis node does not tell its run_id and uptime (INFO refused?): it votes without restart awareness", "node", n.addr)
 	case met && young && n.cfg.restartAware:
-		n.cfg.logger.Warn("redis node started less than a TTL ago: not counted toward a quorum until then",
+		n.cfg.logger.Warn("redis node restarted: not counted toward a quorum until its uptime reaches the TTL",
 			"node", n.addr, "run_id", id, "uptime_s", uptime, "counts_from", back)
 	}
 	if startReseed {

@@ -62,8 +62,8 @@ var ladder = []variantInfo{
 		why: "SET NX PX on N independent masters in parallel, each under a short timeout; the lock is held when a quorum " +
 			"(N/2+1) granted it and time is left (validity = ttl − elapsed − drift), so a minority of nodes can be down. " +
 			"A node restarted without its data inside a lease held by a bare quorum has forgotten the grant and can vote " +
-			"for a second client — two holders — unless the client is restart-aware and ignores that node until a TTL has " +
-			"passed. Like lua, it cannot stop a holder paused past its TTL from writing stale stock: that needs fencing.",
+			"for a second client — two holders — unless the client is restart-aware: a node whose own uptime is below " +
+			"TTL + drift does not vote, whichever client asks. Like lua, it cannot stop a holder paused past its TTL from writing stale stock: that needs fencing.",
 	},
 	{
 		name: "lua+fence", file: "lua.go", reference: "lua.go", showsWith: "pause-in-critical-section",
