@@ -314,6 +314,19 @@ func redisNodes(ctx context.Context, cfg config, log *slog.Logger) (opts []*redi
 		kind = "in-process (miniredis) nodes; install redis-server for real ones"
 	}
 	log.Info("no -redis given: started local Redis nodes", "kind", kind, "addrs", strings.Join(cluster.Addrs(), ","))
+	if cfg.restartAware && !cluster.InProcess() {
+		// Restart awareness keeps a node out of Redlock's quorums until its
+		// uptime reaches the TTL: a node cannot tell a first start from a
+		// restart that lost its data. Serve once they can vote.
+		age := lock.MinUptime(cfg.lockTTL)
+		log.Info("new Redis nodes sit out their first lock TTL before they vote; waiting", "for", age)
+		actx, cancel := context.WithTimeout(ctx, age+10*time.Second)
+		err := cluster.Aged(actx, age)
+		cancel()
+		if err != nil {
+			return nil, nil, nil, errors.Join(fmt.Errorf("local Redis nodes: %w", err), cluster.Stop())
+		}
+	}
 	for _, u := range cluster.URLs() {
 		o, err := redis.ParseURL(u)
 		if err != nil {

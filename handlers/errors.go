@@ -56,7 +56,7 @@ var errorTable = map[string]outcome{
 	"lock_busy": {status: http.StatusServiceUnavailable, retryAfter: "1",
 		message: "Too many shoppers on this item right now; retry in a moment."},
 	"lock_unavailable": {status: http.StatusServiceUnavailable, retryAfter: "2",
-		message: "The lock service cannot reach enough Redis nodes; nothing was sold or booked. Retry shortly."},
+		message: "Too few Redis nodes can vote right now (down, or restarted less than a lock TTL ago); nothing was sold or booked. Retry shortly."},
 	"holder_crashed": {status: http.StatusServiceUnavailable, retryAfter: "1",
 		message: "An injected crash abandoned this request; the lock was left as a crashed process leaves it. Nothing was sold."},
 	"invalid_run":        {status: http.StatusUnprocessableEntity, message: "The workshop run is not valid; fix the field named below.", showDetail: true},
@@ -65,7 +65,7 @@ var errorTable = map[string]outcome{
 	"unauthorized":       {status: http.StatusUnauthorized, message: "This route needs Authorization: Bearer <admin token>."},
 	"not_found":          {status: http.StatusNotFound, message: "No such route; see the API list at /api."},
 	"method_not_allowed": {status: http.StatusMethodNotAllowed, message: "This route does not accept that method."},
-	"not_ready":          {status: http.StatusServiceUnavailable, retryAfter: "1", message: "Not ready: the database or a Redis quorum is unreachable.", showDetail: true},
+	"not_ready":          {status: http.StatusServiceUnavailable, retryAfter: "1", message: "Not ready: the database is unreachable, or too few Redis nodes can vote (down, or restarted less than a lock TTL ago).", showDetail: true},
 	"internal":           {status: http.StatusInternalServerError, message: "Something went wrong on our side; it has been logged. Retry later."},
 }
 

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -48,14 +46,7 @@ func shared(t testing.TB) *localredis.Cluster {
 		}
 		// New nodes do not vote in their first TTL + drift (restart
 		// awareness): let them age past the default TTL once, for every test.
-		var raw []*redis.Client
-		for _, o := range redistest.Options(sharedCluster) {
-			raw = append(raw, redis.NewClient(o))
-		}
-		sharedErr = waitUptime(raw, 3*time.Second)
-		for _, r := range raw {
-			_ = r.Close()
-		}
+		sharedErr = sharedCluster.Aged(ctx, redistest.Age)
 	})
 	if sharedErr != nil {
 		t.Fatalf("start shared redis nodes: %v", sharedErr)
@@ -121,44 +112,17 @@ func (e *env) voting() {
 	}
 }
 
-// aged waits until every node's own uptime, in whole seconds as INFO gives
-// it, has reached the TTL plus drift: then any client, however late it meets
-// the nodes, lets them vote.
-func (e *env) aged() {
+// aged waits until every node of c has been up long enough to vote for this
+// env's TTL, as any client sees it (uptime comes in whole seconds), and then
+// until a quorum votes here.
+func (e *env) aged(c *localredis.Cluster) {
 	e.t.Helper()
-	ttl := e.ls.TTL()
-	if err := waitUptime(e.raw, ttl+ttl/100+2*time.Millisecond); err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), e.ls.TTL()+10*time.Second)
+	defer cancel()
+	if err := c.Aged(ctx, lock.MinUptime(e.ls.TTL())+time.Second); err != nil {
 		e.t.Fatal(err)
 	}
 	e.voting()
-}
-
-// waitUptime waits until every node has been up for at least need, as its
-// INFO uptime_in_seconds says.
-func waitUptime(nodes []*redis.Client, need time.Duration) error {
-	deadline := time.Now().Add(need + 10*time.Second)
-	for i, r := range nodes {
-		for {
-			info, err := r.Info(context.Background(), "server").Result()
-			if err != nil {
-				return fmt.Errorf("INFO on node %d: %w", i, err)
-			}
-			var up int64
-			for line := range strings.Lines(info) {
-				if v, ok := strings.CutPrefix(strings.TrimSpace(line), "uptime_in_seconds:"); ok {
-					up, _ = strconv.ParseInt(v, 10, 64)
-				}
-			}
-			if time.Duration(up)*time.Second >= need {
-				break
-			}
-			if time.Now().After(deadline) {
-				return fmt.Errorf("node %d still %ds old", i, up)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
-	return nil
 }
 
 func (e *env) locker(name string) *lock.Locker {

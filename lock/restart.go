@@ -34,6 +34,10 @@ import (
 // (run_id) it was seeded for; an incarnation without it — restarted, with
 // or without data — is re-seeded by whichever client meets it first.
 
+// MinUptime is the uptime a node needs before it may vote in a Redlock with
+// this TTL: TTL + drift.
+func MinUptime(ttl time.Duration) time.Duration { return ttl + drift(ttl) }
+
 // seededKey marks a node whose fencing counters were re-seeded for its
 // current incarnation; its value is that incarnation's run_id.
 func (c *config) seededKey() string { return c.namespace + "seeded" }
@@ -69,7 +73,7 @@ func (n *node) meet(info, seeded string, get func() (string, error), set func(fl
 		if met {
 			inc.runID, inc.notified = id, false
 		}
-		back := now.Add(-time.Duration(uptime)*time.Second + n.cfg.ttl + drift(n.cfg.ttl))
+		back := now.Add(-time.Duration(uptime)*time.Second + MinUptime(n.cfg.ttl))
 		if back.After(inc.back) {
 			inc.back = back
 		}

@@ -23,6 +23,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"time"
 )
 
 // Options configures Start. The zero value starts real redis-server processes
@@ -160,6 +161,35 @@ func (c *Cluster) makeDirs(n int) error {
 				os.RemoveAll(c.root)
 			}
 			return fmt.Errorf("localredis: %w", err)
+		}
+	}
+	return nil
+}
+
+// Aged waits until every running node has been up for at least d, as the
+// node's own INFO uptime_in_seconds (whole seconds) tells, or ctx is done.
+// A lock with restart awareness does not let a node younger than its TTL
+// plus drift vote, since it cannot tell a first start from a restart that
+// lost its data. In-process nodes cannot restart apart from this process
+// and have no uptime to tell: they are not waited for.
+func (c *Cluster) Aged(ctx context.Context, d time.Duration) error {
+	if c.inProcess {
+		return nil
+	}
+	for _, n := range c.Nodes {
+		for {
+			if !n.Running() {
+				break
+			}
+			up, err := uptime(ctx, n.Addr(), c.opts.Password)
+			if err == nil && up >= d {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("node %d not up for %v yet (%v, %v): %w", n.index, d, up, err, ctx.Err())
+			case <-time.After(100 * time.Millisecond):
+			}
 		}
 	}
 	return nil

@@ -17,40 +17,11 @@ import (
 // must not be mistaken for whoever won it. It speaks just enough RESP for
 // AUTH, PING and INFO, so readiness checks need no client pool and log nothing.
 func probe(ctx context.Context, addr, password string, wantPID int) error {
-	d := net.Dialer{Timeout: 200 * time.Millisecond}
-	conn, err := d.DialContext(ctx, "tcp", addr)
+	call, done, err := session(ctx, addr, password)
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
-	deadline := time.Now().Add(time.Second)
-	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
-		deadline = dl
-	}
-	if err := conn.SetDeadline(deadline); err != nil {
-		return err
-	}
-	// Unblock a read at once when the caller gives up (e.g. our process died
-	// while something else holds the port and never answers).
-	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Now()) })
-	defer stop()
-	r := bufio.NewReader(conn)
-	call := func(args ...string) (string, error) {
-		var b strings.Builder
-		fmt.Fprintf(&b, "*%d\r\n", len(args))
-		for _, a := range args {
-			fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
-		}
-		if _, err := io.WriteString(conn, b.String()); err != nil {
-			return "", err
-		}
-		return readReply(r)
-	}
-	if password != "" {
-		if _, err := call("AUTH", password); err != nil {
-			return fmt.Errorf("AUTH: %w", err)
-		}
-	}
+	defer done()
 	if pong, err := call("PING"); err != nil {
 		return fmt.Errorf("PING: %w", err)
 	} else if pong != "PONG" {
@@ -63,15 +34,86 @@ func probe(ctx context.Context, addr, password string, wantPID int) error {
 	if err != nil {
 		return fmt.Errorf("INFO server: %w", err)
 	}
-	for line := range strings.SplitSeq(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "process_id:"); ok {
-			if v != strconv.Itoa(wantPID) {
-				return fmt.Errorf("%s is served by pid %s, not by our pid %d", addr, v, wantPID)
-			}
-			return nil
+	if v, ok := infoField(info, "process_id"); !ok {
+		return errors.New("INFO server: no process_id")
+	} else if v != strconv.Itoa(wantPID) {
+		return fmt.Errorf("%s is served by pid %s, not by our pid %d", addr, v, wantPID)
+	}
+	return nil
+}
+
+// uptime is how long the server on addr has been up, in whole seconds, as
+// its INFO server section says.
+func uptime(ctx context.Context, addr, password string) (time.Duration, error) {
+	call, done, err := session(ctx, addr, password)
+	if err != nil {
+		return 0, err
+	}
+	defer done()
+	info, err := call("INFO", "server")
+	if err != nil {
+		return 0, fmt.Errorf("INFO server: %w", err)
+	}
+	v, _ := infoField(info, "uptime_in_seconds")
+	secs, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("INFO server: no uptime_in_seconds: %w", err)
+	}
+	return time.Duration(secs) * time.Second, nil
+}
+
+// session opens a short connection to addr, authenticated if password is set,
+// and returns a call function for one command at a time on it.
+func session(ctx context.Context, addr, password string) (call func(args ...string) (string, error), done func(), err error) {
+	d := net.Dialer{Timeout: 200 * time.Millisecond}
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	deadline := time.Now().Add(time.Second)
+	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
+		deadline = dl
+	}
+	if err := conn.SetDeadline(deadline); err != nil {
+		conn.Close()
+		return nil, nil, err
+	}
+	// Unblock a read at once when the caller gives up (e.g. our process died
+	// while something else holds the port and never answers).
+	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Now()) })
+	done = func() {
+		stop()
+		conn.Close()
+	}
+	r := bufio.NewReader(conn)
+	call = func(args ...string) (string, error) {
+		var b strings.Builder
+		fmt.Fprintf(&b, "*%d\r\n", len(args))
+		for _, a := range args {
+			fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+		}
+		if _, err := io.WriteString(conn, b.String()); err != nil {
+			return "", err
+		}
+		return readReply(r)
+	}
+	if password != "" {
+		if _, err := call("AUTH", password); err != nil {
+			done()
+			return nil, nil, fmt.Errorf("AUTH: %w", err)
 		}
 	}
-	return errors.New("INFO server: no process_id")
+	return call, done, nil
+}
+
+// infoField finds one field of an INFO reply.
+func infoField(info, field string) (string, bool) {
+	for line := range strings.SplitSeq(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
+			return v, true
+		}
+	}
+	return "", false
 }
 
 // readReply reads one simple-string, error, integer or bulk reply.

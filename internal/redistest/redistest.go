@@ -14,6 +14,13 @@ import (
 	"flashsale/internal/localredis"
 )
 
+// Age is how long Start lets new nodes run before it returns: a Redlock with
+// restart awareness does not let a node vote before its uptime, which INFO
+// gives in whole seconds, reaches the lock TTL plus drift (for the default
+// 2 s TTL: 2.02 s, so 3 whole seconds). Tests with a longer TTL wait longer
+// themselves.
+const Age = 3 * time.Second
+
 // Start starts n independent redis-server processes for t and stops them in
 // t.Cleanup.
 func Start(t testing.TB, n int, opts localredis.Options) *localredis.Cluster {
@@ -24,6 +31,9 @@ func Start(t testing.TB, n int, opts localredis.Options) *localredis.Cluster {
 	c, err := localredis.Start(ctx, n, opts)
 	if err != nil {
 		t.Fatalf("start %d redis nodes: %v", n, err)
+	}
+	if err := c.Aged(ctx, Age); err != nil {
+		t.Fatalf("new redis nodes: %v", err)
 	}
 	t.Cleanup(func() {
 		if err := c.Stop(); err != nil {

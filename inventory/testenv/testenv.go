@@ -24,6 +24,7 @@ import (
 	"gorm.io/gorm/logger"
 
 	"flashsale/internal/localredis"
+	"flashsale/internal/redistest"
 )
 
 // CI reports whether the tests run in CI, where missing parts fail.
@@ -57,6 +58,9 @@ func Redis(tb testing.TB, n int) *localredis.Cluster {
 	c, err := localredis.Start(ctx, n, localredis.Options{Logger: Logger()})
 	if err != nil {
 		tb.Fatalf("start %d redis nodes: %v", n, err)
+	}
+	if err := c.Aged(ctx, redistest.Age); err != nil {
+		tb.Fatalf("new redis nodes: %v", err)
 	}
 	tb.Cleanup(func() {
 		if err := c.Stop(); err != nil {
