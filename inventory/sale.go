@@ -261,28 +261,10 @@ func (s *Service) acquireError(ctx context.Context, locker *lock.Locker, name st
 		return fmt.Errorf("%w: acquiring %s: %w", ErrHolderCrashed, name, err)
 	case ctx.Err() != nil:
 		return fmt.Errorf("waiting for lock %s: %w", name, context.Cause(ctx))
-	case errors.Is(err, lock.ErrUnavailable) && !(errors.Is(err, context.DeadlineExceeded) && s.reachable(ctx, locker)):
+	case errors.Is(err, lock.ErrUnavailable):
 		return fmt.Errorf("%w: %s: %w", ErrLockUnavailable, name, err)
 	default:
 		return fmt.Errorf("%w: %s not obtained within %v: %w", ErrLockBusy, name, s.lockWait, err)
-	}
-}
-
-// reachable checks whether the nodes a variant needs answer PING. The lock
-// package reports an attempt that the wait budget cut short as
-// ErrUnavailable (its Redis call ended with the deadline), so when the budget
-// ran out, a "down" verdict is only believed if the nodes really are down;
-// otherwise the lock was simply busy.
-func (s *Service) reachable(ctx context.Context, locker *lock.Locker) bool {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 250*time.Millisecond)
-	defer cancel()
-	switch locker.Name() {
-	case lock.Redlock, lock.RedlockFence:
-		return s.lockers.Ping(ctx) == nil
-	case lock.None:
-		return true
-	default: // single-node variants use the first node
-		return s.lockers.Clients()[0].Ping(ctx).Err() == nil
 	}
 }
 

@@ -5,13 +5,14 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"flashsale/lock"
 )
 
-// Lock variants, in the order of DESIGN.md's ladder. They are the values of
-// the X-Lock-Variant header; the runner knows them only as names.
-var Variants = []string{
-	"none", "setnx-expire", "get-del", "plain-del", "lua", "lua+fence", "redlock", "redlock+fence",
-}
+// Variants are the lock variants in ladder order, as the lock package
+// declares them. They are the values of the X-Lock-Variant header; the runner
+// knows them only as names.
+var Variants = lock.Names()
 
 // Outcome is what a cell of the matrix does: the sale holds, or it breaks.
 type Outcome string

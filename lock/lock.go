@@ -3,10 +3,13 @@
 // behind one Locker type so a caller can switch between them at run time.
 //
 // A variant is a small value that knows how to take, give back and extend one
-// lease on Redis (one file each: none.go, setnx_expire.go, get_del.go,
-// plain_del.go, lua.go, redlock.go). Everything they share — waiting for a busy
-// lock, the watchdog, fault points, fencing bookkeeping — lives here, so that
-// two variants differ only in the lines that make one of them wrong.
+// lease on Redis, one file each, listed once in ladder.go: none.go,
+// setnx_expire.go, get_del.go, plain_del.go, lua.go, redlock.go,
+// lua_fence.go, redlock_fence.go. Everything they share — waiting for a busy
+// lock (wait.go), the watchdog, fault points, restart awareness (restart.go),
+// errors (errors.go) — lives beside them, so that two variants differ only in
+// the lines that make one of them wrong. The wire protocol of the Redlock
+// votes is in internal/wire.
 package lock
 
 import (
@@ -18,41 +21,6 @@ import (
 	"sync"
 	"time"
 )
-
-// Errors a caller can branch on with errors.Is.
-var (
-	// ErrNotAcquired means the lock is held by someone else (busy).
-	ErrNotAcquired = errors.New("lock: not acquired, held by another client")
-	// ErrUnavailable means too few Redis nodes answered to decide (down, not busy).
-	ErrUnavailable = errors.New("lock: unavailable, too few Redis nodes reachable")
-	// ErrNotHeld means a release or extend found the lease no longer ours:
-	// it expired, or another client holds the key now.
-	ErrNotHeld = errors.New("lock: lease not held")
-	// ErrLockLost is reported by the watchdog when it could not keep a lease alive.
-	ErrLockLost = errors.New("lock: lease lost while held")
-	// ErrCrashed is returned when an injected crash fault abandoned the operation
-	// at a fault point, exactly as a process dying there would.
-	ErrCrashed = errors.New("lock: holder crashed at an injected fault point")
-	// ErrUnknownVariant is returned for a variant name that is not on the ladder.
-	ErrUnknownVariant = errors.New("lock: unknown variant")
-)
-
-// Variant names, in ladder order.
-const (
-	None         = "none"
-	SetNXExpire  = "setnx-expire"
-	GetDel       = "get-del"
-	PlainDel     = "plain-del"
-	Lua          = "lua"
-	Redlock      = "redlock"
-	LuaFence     = "lua+fence"
-	RedlockFence = "redlock+fence"
-)
-
-// Names lists every variant in ladder order.
-func Names() []string {
-	return []string{None, SetNXExpire, GetDel, PlainDel, Lua, Redlock, LuaFence, RedlockFence}
-}
 
 // keys are the Redis keys one lock name maps to.
 type keys struct {
@@ -87,8 +55,8 @@ type orderedRelease interface {
 }
 
 // ownerChecked is a variant whose release deletes the key only if it still
-// carries the holder's value, in one atomic step (lua, redlock): nobody can
-// delete a lease of it but its holder or its TTL.
+// carries the holder's value, in one atomic step (lua, redlock and their
+// fenced rungs): nobody can delete a lease of it but its holder or its TTL.
 type ownerChecked interface{ checksOwner() }
 
 // Locker hands out leases on named keys with one variant.
@@ -98,6 +66,9 @@ type Locker struct {
 	fenced bool
 	cfg    *config
 	wake   *waker
+	// reach checks that the nodes this variant needs answer now: none for
+	// none, the first node for the single-node variants, a quorum for Redlock.
+	reach func(ctx context.Context) error
 }
 
 // Name is the variant's name, as in Names.
@@ -152,8 +123,24 @@ func (l *Locker) try(ctx context.Context, name string) (*Lease, error) {
 func (l *Locker) Acquire(ctx context.Context, name string) (*Lease, error) {
 	start := time.Now()
 	lease, tries, err := l.acquire(ctx, name)
+	if errors.Is(err, ErrUnavailable) && ctx.Err() != nil && l.reachable(ctx) {
+		// A node failed during the wait, but the wait ran out and the nodes
+		// answer now: what kept this caller out was the lock being busy.
+		err = errors.Join(ErrNotAcquired, context.Cause(ctx))
+	}
 	l.observe(Event{Kind: outcome(err), Variant: l.name, Key: name, Tries: tries, Wait: time.Since(start), Lease: lease, Err: err})
 	return lease, err
+}
+
+// reachable reports whether the nodes this variant needs answer now, asked
+// under a short timeout of its own: the caller's context is already done.
+func (l *Locker) reachable(ctx context.Context) bool {
+	if l.reach == nil {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 250*time.Millisecond)
+	defer cancel()
+	return l.reach(ctx) == nil
 }
 
 // newValue is a 128-bit random owner value: unguessable, so no other client

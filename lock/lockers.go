@@ -59,30 +59,41 @@ func NewLockers(nodes []*redis.Options, opts ...Option) (*Lockers, error) {
 	// Open a connection to every node now, in the background: the first
 	// connection runs the restart check, and a vote should not pay for it.
 	for _, n := range s.nodes {
-		n.pipe.current()
+		n.pipe.Open()
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			defer cancel()
 			_ = n.rdb.Ping(ctx).Err()
 		}()
 	}
-	first := s.nodes[0].rdb
-	rl := &redlock{nodes: s.nodes, cfg: cfg}
-	variants := map[string]variant{
-		None:         noLock{},
-		SetNXExpire:  setnxExpire{first},
-		GetDel:       getDel{first},
-		PlainDel:     plainDel{first},
-		Lua:          luaLock{rdb: first},
-		LuaFence:     luaLock{rdb: first, fenced: true},
-		Redlock:      rl,
-		RedlockFence: &redlock{nodes: s.nodes, cfg: cfg, fenced: true},
-	}
-	s.byName = make(map[string]*Locker, len(variants))
-	for name, v := range variants {
-		s.byName[name] = &Locker{name: name, v: v, fenced: strings.HasSuffix(name, "+fence"), cfg: cfg, wake: s.wake}
+	s.byName = make(map[string]*Locker, len(ladder))
+	for _, r := range ladder {
+		v := r.build(s)
+		s.byName[r.Name] = &Locker{name: r.Name, v: v, fenced: r.Fenced, cfg: cfg, wake: s.wake, reach: s.reach(v)}
 	}
 	return s, nil
+}
+
+// first is the client of the node the single-node variants use.
+func (s *Lockers) first() *redis.Client { return s.nodes[0].rdb }
+
+// redlock is the Redlock core over every node.
+func (s *Lockers) redlock() *redlock { return &redlock{nodes: s.nodes, cfg: s.cfg} }
+
+// reach is how to check that the nodes a variant needs answer.
+func (s *Lockers) reach(v variant) func(context.Context) error {
+	switch v.(type) {
+	case noLock:
+		return nil
+	case *redlock, redlockFence:
+		return s.Ping
+	}
+	return func(ctx context.Context) error {
+		if err := s.first().Ping(ctx).Err(); err != nil {
+			return down(s.first(), err)
+		}
+		return nil
+	}
 }
 
 // Get returns the named variant, or ErrUnknownVariant.
@@ -190,7 +201,7 @@ func (s *Lockers) Close() error {
 	s.wake.close()
 	var errs []error
 	for _, n := range s.nodes {
-		n.pipe.close()
+		n.pipe.Close()
 		errs = append(errs, n.rdb.Close())
 	}
 	return errors.Join(errs...)

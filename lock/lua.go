@@ -14,28 +14,12 @@ import (
 //
 // Where it still breaks: a holder that pauses inside its critical section
 // past the TTL (GC, swap, SIGSTOP) wakes up believing it holds the lock while
-// a successor does too. Only fencing tokens checked by the store (fenced:
-// lua+fence) make that safe. And one node is one point of failure.
-type luaLock struct {
-	rdb    *redis.Client
-	fenced bool
-}
+// a successor does too. Only fencing tokens checked by the store make that
+// safe (lua_fence.go). And one node is one point of failure.
+type luaLock struct{ rdb *redis.Client }
 
 func (v luaLock) acquire(ctx context.Context, at gap, k keys, value string, ttl time.Duration) (grant, error) {
-	if !v.fenced {
-		return setNXPX(ctx, v.rdb, at, k, value, ttl)
-	}
-	token, err := acquireFenced.Run(ctx, v.rdb, []string{k.lock, k.fence}, value, ttl.Milliseconds()).Uint64()
-	if err != nil {
-		return grant{}, down(v.rdb, err)
-	}
-	if token == 0 {
-		return grant{}, ErrNotAcquired
-	}
-	if err := at(ctx, AfterAcquireStep1); err != nil {
-		return grant{}, err
-	}
-	return grant{validity: ttl, token: token}, nil
+	return setNXPX(ctx, v.rdb, at, k, value, ttl)
 }
 
 func (v luaLock) release(ctx context.Context, _ gap, k keys, value string) error {

@@ -1,10 +1,18 @@
 package lock
 
 import (
+	"bufio"
 	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"flashsale/lock/internal/wire"
 )
 
 // node is one independent Redis master and what this process knows about its
@@ -12,7 +20,7 @@ import (
 type node struct {
 	addr  string
 	rdb   *redis.Client // scans, pub/sub, re-seeding and the single-node variants
-	pipe  *pipe         // the Redlock votes
+	pipe  *wire.Pipe    // the Redlock votes
 	cfg   *config
 	ctx   context.Context // done when the lockers close
 	peers []*node         // every node of the set, this one included
@@ -54,7 +62,16 @@ func newNode(ctx context.Context, o *redis.Options, cfg *config) *node {
 		return nil
 	}
 	n.rdb = redis.NewClient(o)
-	n.pipe = newPipe(n, n.rdb.Options()) // with go-redis's defaults filled in
+	o = n.rdb.Options() // with go-redis's defaults filled in
+	n.pipe = wire.NewPipe(wire.Config{
+		Addr:         o.Addr,
+		Dial:         func(ctx context.Context) (net.Conn, error) { return dialNode(ctx, o) },
+		DialTimeout:  o.DialTimeout,
+		WriteTimeout: cfg.nodeTimeout + time.Second,
+		Handshake: func(ctx context.Context, nc net.Conn, r *bufio.Reader) error {
+			return n.handshake(ctx, nc, r, o)
+		},
+	})
 	return n
 }
 
@@ -99,4 +116,71 @@ func infoField(info, field string) string {
 		}
 	}
 	return ""
+}
+
+// dialNode opens a connection the way go-redis would for these options:
+// its dialer if set, else TCP, with TLS for rediss://.
+func dialNode(ctx context.Context, o *redis.Options) (net.Conn, error) {
+	if o.Dialer != nil {
+		return o.Dialer(ctx, o.Network, o.Addr)
+	}
+	d := &net.Dialer{Timeout: o.DialTimeout, KeepAlive: 15 * time.Second}
+	if o.TLSConfig != nil {
+		return (&tls.Dialer{NetDialer: d, Config: o.TLSConfig}).DialContext(ctx, o.Network, o.Addr)
+	}
+	return d.DialContext(ctx, o.Network, o.Addr)
+}
+
+// handshake authenticates, selects the database, and meets the node's
+// incarnation (restart.go) before any vote is sent. Every error fails the
+// connection: a handshake cut short by its deadline still owes replies, and
+// a reader started on it would hand each vote the answer to the command
+// before it. Only error replies to INFO and CONFIG are tolerated (an ACL
+// user may not be allowed them): the node then still takes votes, without
+// restart awareness or wake-ups.
+func (n *node) handshake(ctx context.Context, nc net.Conn, r *bufio.Reader, o *redis.Options) error {
+	var cmds []wire.Command
+	if o.Password != "" {
+		auth := []string{"AUTH", o.Password}
+		if o.Username != "" {
+			auth = []string{"AUTH", o.Username, o.Password}
+		}
+		cmds = append(cmds, wire.Command{Args: auth, Want: wire.Bulk})
+	}
+	if o.DB != 0 {
+		cmds = append(cmds, wire.Command{Args: []string{"SELECT", strconv.Itoa(o.DB)}, Want: wire.Bulk})
+	}
+	cmds = append(cmds, wire.Command{Args: []string{"INFO", "server"}, Want: wire.Bulk}, wire.Command{Args: []string{"GET", n.cfg.seededKey()}, Want: wire.BulkOrNil})
+	replies, err := wire.Exchange(ctx, nc, r, cmds...)
+	if err != nil {
+		return err
+	}
+	for _, v := range replies[:len(replies)-2] {
+		if se, ok := v.(wire.ServerError); ok {
+			return se
+		}
+	}
+	info, _ := replies[len(replies)-2].(string)
+	seeded, _ := replies[len(replies)-1].(string)
+	return n.meet(info, seeded, func() (string, error) {
+		replies, err := wire.Exchange(ctx, nc, r, wire.Command{Args: []string{"CONFIG", "GET", "notify-keyspace-events"}, Want: wire.Array})
+		if err != nil {
+			return "", err
+		}
+		kv, _ := replies[0].([]any)
+		if len(kv) != 2 {
+			return "", wire.ServerError(fmt.Sprintf("CONFIG GET notify-keyspace-events: %v", replies[0]))
+		}
+		cur, _ := kv[1].(string)
+		return cur, nil
+	}, func(want string) error {
+		replies, err := wire.Exchange(ctx, nc, r, wire.Command{Args: []string{"CONFIG", "SET", "notify-keyspace-events", want}, Want: wire.Bulk})
+		if err != nil {
+			return err
+		}
+		if se, ok := replies[0].(wire.ServerError); ok {
+			return se
+		}
+		return nil
+	})
 }

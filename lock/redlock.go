@@ -3,10 +3,10 @@ package lock
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strconv"
-	"strings"
 	"time"
+
+	"flashsale/lock/internal/wire"
 )
 
 // redlock is the Redlock algorithm of seed articles 002 and 004 over N
@@ -17,12 +17,7 @@ import (
 // node; extend needs a quorum too. Each call returns as soon as its outcome
 // is decided (a quorum said yes, or a quorum is out of reach; for a release,
 // one node deleted our value): the other nodes' commands are already on
-// their connections, in order (pipe.go). A fenced acquire waits for all.
-//
-// With fenced set (redlock+fence), every node draws a token from its own
-// counter atomically with its SET; the lease takes the largest token of its
-// quorum and writes it back as max(counter, token) to a majority of nodes
-// that still hold the lease, so any later quorum meets a counter past it.
+// their connections, in order (internal/wire).
 //
 // Where it breaks: a node that restarts without its data forgets the locks it
 // granted. If a lease held a bare quorum, the restarted node can vote for a
@@ -31,9 +26,8 @@ import (
 // re-seeded from the others first) closes that; a holder paused past its TTL
 // still needs fencing.
 type redlock struct {
-	nodes  []*node
-	cfg    *config
-	fenced bool
+	nodes []*node
+	cfg   *config
 }
 
 // drift allows for clock drift between the nodes: 1% of the TTL plus 2 ms.
@@ -57,7 +51,7 @@ type vote struct {
 // against everything else heard. A nil decided waits for every node.
 type ask struct {
 	cmd     []string
-	want    shape // the replies that fit cmd
+	want    wire.Shape // the replies that fit cmd
 	read    func(reply any) (ok bool, token uint64, err error)
 	decided func(granted, against int) bool
 	sent    func() // if set, called once the command is queued on every node
@@ -80,7 +74,7 @@ func (r *redlock) poll(ctx context.Context, a ask) []vote {
 	}
 	answers := make(chan answer, len(r.nodes)) // never blocks a node's reader
 	for i, n := range r.nodes {
-		n.pipe.send(a.cmd, a.want, func(v any, err error) { answers <- answer{i, v, err} })
+		n.pipe.Send(a.cmd, a.want, func(v any, err error) { answers <- answer{i, v, err} })
 	}
 	if a.sent != nil {
 		a.sent()
@@ -126,7 +120,7 @@ func (r *redlock) giveUp(votes []vote, err error) {
 	for i := range votes {
 		if v := &votes[i]; !v.heard {
 			v.heard, v.err = true, err
-			v.n.pipe.stale(r.cfg.ttl)
+			v.n.pipe.Stale(r.cfg.ttl)
 		}
 	}
 }
@@ -159,57 +153,48 @@ func (r *redlock) tally(op string, k keys, votes []vote) (counted []vote, qe *Qu
 func (r *redlock) acquire(ctx context.Context, at gap, k keys, value string, ttl time.Duration) (grant, error) {
 	start := time.Now()
 	ms := strconv.FormatInt(ttl.Milliseconds(), 10)
-	take := ask{cmd: []string{"SET", k.lock, value, "NX", "PX", ms}, want: okOrNil, read: readSet, decided: r.wins}
-	if r.fenced {
-		// Fenced draws wait for every node: lua+fence draws from the first
-		// node's counter alone, and only its answer makes the token pass it.
-		take = ask{cmd: acquireFenced.eval([]string{k.lock, k.fence}, value, ms), want: integer, read: readToken}
-	}
-	votes := r.poll(ctx, take)
-	if err := at(ctx, AfterAcquireStep1); err != nil {
+	_, validity, err := r.take(ctx, at, k, value, start, ttl,
+		ask{cmd: []string{"SET", k.lock, value, "NX", "PX", ms}, want: wire.OKOrNil, read: readSet, decided: r.wins})
+	if err != nil {
 		return grant{}, err
 	}
+	return grant{validity: validity}, nil
+}
+
+// take asks every node at once, then holds the gap after the first acquire
+// step, then counts: the lease is ours if a quorum of nodes that may vote
+// granted it and validity = ttl − elapsed − drift is left. A failed try
+// deletes our value everywhere.
+func (r *redlock) take(ctx context.Context, at gap, k keys, value string, start time.Time, ttl time.Duration, a ask) (granted []vote, validity time.Duration, err error) {
+	votes := r.poll(ctx, a)
+	if err := at(ctx, AfterAcquireStep1); err != nil {
+		return nil, 0, err
+	}
+	return r.hold(k, value, start, ttl, votes)
+}
+
+// hold counts the votes of a step of an acquire and the validity left; short
+// of a quorum, or of time, it gives the lock back on every node.
+func (r *redlock) hold(k keys, value string, start time.Time, ttl time.Duration, votes []vote) ([]vote, time.Duration, error) {
 	counted, qe := r.tally("acquire", k, votes)
 	validity := ttl - time.Since(start) - drift(ttl)
 	if len(counted) < r.quorum() || validity <= 0 {
 		qe.Late = len(counted) >= r.quorum()
 		r.unlock(k, value)
-		return grant{}, qe
+		return nil, 0, qe
 	}
-	if !r.fenced {
-		return grant{validity: validity}, nil
-	}
-	var token uint64
-	for _, v := range counted {
-		token = max(token, v.token)
-	}
-	written := r.poll(ctx, ask{cmd: raiseFence.eval([]string{k.lock, k.fence}, value, strconv.FormatUint(token, 10)),
-		want: integer, read: readFlag})
-	counted, qe = r.tally("acquire", k, written)
-	validity = ttl - time.Since(start) - drift(ttl)
-	if len(counted) < r.quorum() || validity <= 0 {
-		qe.Late = len(counted) >= r.quorum()
-		r.unlock(k, value)
-		return grant{}, qe
-	}
-	return grant{validity: validity, token: token}, nil
+	return counted, validity, nil
 }
 
 // readSet reads SET … NX: OK if granted, nil if the key is taken.
 func readSet(v any) (bool, uint64, error) {
-	ok, err := replyOK(v)
+	ok, err := wire.OK(v)
 	return ok, 0, err
-}
-
-// readToken reads acquireFenced: the token drawn, or 0 if the key is taken.
-func readToken(v any) (bool, uint64, error) {
-	token, err := replyInt(v)
-	return token > 0, uint64(token), err
 }
 
 // readFlag reads a script's 1 (done) or 0 (not ours).
 func readFlag(v any) (bool, uint64, error) {
-	n, err := replyInt(v)
+	n, err := wire.Int(v)
 	return n == 1, 0, err
 }
 
@@ -220,7 +205,7 @@ func readFlag(v any) (bool, uint64, error) {
 func (r *redlock) unlock(k keys, value string) {
 	cmd := compareAndDelete.eval([]string{k.lock}, value)
 	for _, n := range r.nodes {
-		n.pipe.send(cmd, integer, func(any, error) {})
+		n.pipe.Send(cmd, wire.Integer, func(any, error) {})
 	}
 }
 
@@ -241,7 +226,7 @@ func (r *redlock) releaseThen(ctx context.Context, k keys, value string, valid b
 	if valid {
 		decided, need = func(granted, against int) bool { return granted >= 1 || against == len(r.nodes) }, 1
 	}
-	votes := r.poll(ctx, ask{cmd: compareAndDelete.eval([]string{k.lock}, value), want: integer, read: readFlag, decided: decided, sent: queued})
+	votes := r.poll(ctx, ask{cmd: compareAndDelete.eval([]string{k.lock}, value), want: wire.Integer, read: readFlag, decided: decided, sent: queued})
 	if counted, qe := r.tally("release", k, votes); len(counted) < need {
 		return qe
 	}
@@ -251,7 +236,7 @@ func (r *redlock) releaseThen(ctx context.Context, k keys, value string, valid b
 func (r *redlock) extend(ctx context.Context, k keys, value string, ttl time.Duration) (time.Duration, error) {
 	start := time.Now()
 	votes := r.poll(ctx, ask{cmd: compareAndPexpire.eval([]string{k.lock}, value, strconv.FormatInt(ttl.Milliseconds(), 10)),
-		want: integer, read: readFlag, decided: r.wins})
+		want: wire.Integer, read: readFlag, decided: r.wins})
 	counted, qe := r.tally("extend", k, votes)
 	validity := ttl - time.Since(start) - drift(ttl)
 	if len(counted) < r.quorum() || validity <= 0 {
@@ -259,69 +244,6 @@ func (r *redlock) extend(ctx context.Context, k keys, value string, ttl time.Dur
 		return 0, qe
 	}
 	return validity, nil
-}
-
-// QuorumError says how every Redis node answered a Redlock operation that did
-// not reach a quorum. It matches ErrUnavailable when too many nodes failed
-// (or are still restarting) for any quorum to be possible, else
-// ErrNotAcquired for an acquire and ErrNotHeld for a release or extend.
-type QuorumError struct {
-	Op         string           // "acquire", "release" or "extend"
-	Key        string           // the lock key
-	Quorum     int              // votes needed
-	Nodes      int              // nodes in all
-	Granted    []string         // nodes that said yes
-	Refused    []string         // nodes that answered no (held by another)
-	Failed     map[string]error // nodes that did not answer in time, and why
-	Restarting []string         // nodes that restarted and do not count yet
-	Unheard    []string         // nodes whose answer was not needed to decide
-	Late       bool             // a quorum said yes, but the validity was used up
-}
-
-func (e *QuorumError) unavailable() bool {
-	return len(e.Failed)+len(e.Restarting) > e.Nodes-e.Quorum
-}
-
-// Error lists the nodes by answer.
-func (e *QuorumError) Error() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "redlock %s %s: %d of %d nodes granted, %d needed", e.Op, e.Key, len(e.Granted), e.Nodes, e.Quorum)
-	if e.Late {
-		b.WriteString(", but too late: validity used up")
-	}
-	if len(e.Refused) > 0 {
-		fmt.Fprintf(&b, "; refused by %s", strings.Join(e.Refused, ", "))
-	}
-	if len(e.Unheard) > 0 {
-		fmt.Fprintf(&b, "; not waited for: %s", strings.Join(e.Unheard, ", "))
-	}
-	if len(e.Restarting) > 0 {
-		fmt.Fprintf(&b, "; restarted, not counted yet: %s", strings.Join(e.Restarting, ", "))
-	}
-	if len(e.Failed) > 0 {
-		addrs := make([]string, 0, len(e.Failed))
-		for a := range e.Failed {
-			addrs = append(addrs, a)
-		}
-		sort.Strings(addrs)
-		for i, a := range addrs {
-			addrs[i] = fmt.Sprintf("%s (%v)", a, e.Failed[a])
-		}
-		fmt.Fprintf(&b, "; failed: %s", strings.Join(addrs, ", "))
-	}
-	return b.String()
-}
-
-// Unwrap makes errors.Is see ErrUnavailable, ErrNotAcquired or ErrNotHeld.
-func (e *QuorumError) Unwrap() error {
-	switch {
-	case e.unavailable():
-		return ErrUnavailable
-	case e.Op == "acquire":
-		return ErrNotAcquired
-	default:
-		return ErrNotHeld
-	}
 }
 
 // checksOwner: the release is a compare-and-delete script on every node.

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"flashsale/lock/internal/wire"
 )
 
 // Restart awareness: the delayed-restart rule of Redlock, for every client.
@@ -123,7 +125,7 @@ func (n *node) meet(info, seeded string, get func() (string, error), set func(fl
 // connectionError is err unless it is only the node's answer (an error
 // reply), which leaves the connection in step.
 func connectionError(err error) error {
-	if _, ok := errors.AsType[serverError](err); ok {
+	if _, ok := errors.AsType[wire.ServerError](err); ok {
 		return nil
 	}
 	if _, ok := errors.AsType[redis.Error](err); ok {

@@ -43,16 +43,3 @@ func (v setnxExpire) release(ctx context.Context, _ gap, k keys, _ string) error
 func (v setnxExpire) extend(ctx context.Context, k keys, _ string, ttl time.Duration) (time.Duration, error) {
 	return plainExtend(ctx, v.rdb, k, ttl)
 }
-
-// plainExtend is PEXPIRE k ttl with no owner check: the broken variants renew
-// whatever lock is there, possibly someone else's.
-func plainExtend(ctx context.Context, rdb *redis.Client, k keys, ttl time.Duration) (time.Duration, error) {
-	ok, err := rdb.PExpire(ctx, k.lock, ttl).Result()
-	if err != nil {
-		return 0, down(rdb, err)
-	}
-	if !ok {
-		return 0, ErrNotHeld
-	}
-	return ttl, nil
-}

@@ -4,6 +4,8 @@ import (
 	"io/fs"
 	"log/slog"
 	"strings"
+
+	"flashsale/lock"
 )
 
 // variantInfo is what the workshop shows beside a variant: its file in the
@@ -12,8 +14,6 @@ import (
 // it. The paragraphs follow DESIGN.md's ladder; keep them in step with it.
 type variantInfo struct {
 	name      string
-	file      string
-	reference string
 	showsWith string
 	why       string
 }
@@ -21,20 +21,20 @@ type variantInfo struct {
 // ladder lists the variants in DESIGN.md's order.
 var ladder = []variantInfo{
 	{
-		name: "none", file: "none.go", reference: "lua.go", showsWith: "clean",
+		name: "none", showsWith: "clean",
 		why: "No lock at all: every request reads the stock, does its work and writes stock minus quantity. " +
 			"Two requests that read the same stock both sell from it, and the later write overwrites the earlier one: " +
 			"lost updates and overselling from concurrency alone, with no fault needed, in every scenario.",
 	},
 	{
-		name: "setnx-expire", file: "setnx_expire.go", reference: "lua.go", showsWith: "crash-between-steps",
+		name: "setnx-expire", showsWith: "crash-between-steps",
 		why: "SETNX k v and EXPIRE k ttl are two commands. A client that dies between them leaves a lock key with no TTL: " +
 			"nobody ever acquires it again, and every later buyer of that SKU waits and gets 503 busy — a deadlock that " +
 			"outlives the crashed process (crash-between-steps). Its release is a bare DEL, so a holder paused past its TTL " +
 			"also deletes its successor's lock. lua.go creates the key and its TTL in one SET k v NX PX ttl.",
 	},
 	{
-		name: "get-del", file: "get_del.go", reference: "lua.go", showsWith: "pause-between-release-steps",
+		name: "get-del", showsWith: "pause-between-release-steps",
 		why: "The acquire is right (SET k v NX PX ttl), but the release checks and deletes in two commands: GET k, compare " +
 			"with our value, then DEL k. A holder that stalls between them for longer than the TTL finds its lock expired " +
 			"and taken by another client, and its DEL removes the new holder's lock; a third client walks in beside the " +
@@ -42,14 +42,14 @@ var ladder = []variantInfo{
 			"as one Lua script, which nothing can interrupt.",
 	},
 	{
-		name: "plain-del", file: "plain_del.go", reference: "lua.go", showsWith: "pause-in-critical-section",
+		name: "plain-del", showsWith: "pause-in-critical-section",
 		why: "Releases with a bare DEL k and never checks that the lock is still its own. A holder whose critical section " +
 			"outlives its TTL comes back and deletes the lock its successor now holds, letting a third client in beside the " +
 			"second: two holders at once, overselling (pause-in-critical-section). lua.go deletes the key only while it " +
 			"still carries the holder's own random value.",
 	},
 	{
-		name: "lua", file: "lua.go", reference: "lua.go", showsWith: "pause-in-critical-section",
+		name: "lua", showsWith: "pause-in-critical-section",
 		why: "The correct single-node lock: SET k <random> NX PX ttl, released and extended by Lua scripts that compare the " +
 			"owner value and act in one atomic step, so no other client's lock is ever deleted. It still breaks when a " +
 			"holder pauses inside its critical section past the TTL (a GC pause, swap, SIGSTOP): the lease expires, a " +
@@ -58,7 +58,7 @@ var ladder = []variantInfo{
 			"of failure: restarted without its data, it forgets the lock (node-restart).",
 	},
 	{
-		name: "redlock", file: "redlock.go", reference: "redlock.go", showsWith: "pause-in-critical-section",
+		name: "redlock", showsWith: "pause-in-critical-section",
 		why: "SET NX PX on N independent masters in parallel, each under a short timeout; the lock is held when a quorum " +
 			"(N/2+1) granted it and time is left (validity = ttl − elapsed − drift), so a minority of nodes can be down. " +
 			"A node restarted without its data inside a lease held by a bare quorum has forgotten the grant and can vote " +
@@ -66,7 +66,7 @@ var ladder = []variantInfo{
 			"TTL + drift does not vote, whichever client asks. Like lua, it cannot stop a holder paused past its TTL from writing stale stock: that needs fencing.",
 	},
 	{
-		name: "lua+fence", file: "lua.go", reference: "lua.go", showsWith: "pause-in-critical-section",
+		name: "lua+fence", showsWith: "pause-in-critical-section",
 		why: "lua with fencing tokens: the same Lua step that sets the lock draws a token from a counter on the node, and the " +
 			"store raises the row's fence to that token before reading and writes only while the row still carries it. A " +
 			"holder paused past its TTL can still overlap its successor on the timeline, but its write carries an older " +
@@ -74,7 +74,7 @@ var ladder = []variantInfo{
 			"counter, the new tokens are lower and the store refuses them too: sales stop (unavailable), never unsafe.",
 	},
 	{
-		name: "redlock+fence", file: "redlock.go", reference: "redlock.go", showsWith: "pause-in-critical-section",
+		name: "redlock+fence", showsWith: "pause-in-critical-section",
 		why: "Redlock with fencing tokens. Each node draws a token from its own counter with its SET; the lease takes the " +
 			"largest of its quorum and writes it back as max(counter, token) to a majority of the nodes that still hold the " +
 			"lease, so any later quorum meets a counter past it and tokens only grow from holder to holder. A restarted node " +
@@ -90,6 +90,16 @@ func variantNames() []string {
 		out[i] = v.name
 	}
 	return out
+}
+
+// prose is the workshop's paragraph and scenario for a rung.
+func prose(name string) (variantInfo, bool) {
+	for _, v := range ladder {
+		if v.name == name {
+			return v, true
+		}
+	}
+	return variantInfo{}, false
 }
 
 // sourceView is the answer of GET /workshop/source/{variant}. Line numbers
@@ -117,20 +127,25 @@ func loadSources(src fs.FS, log *slog.Logger) map[string]sourceView {
 		log.Warn("web: no lock variant sources given; the workshop will not show code")
 		return out
 	}
-	for _, v := range ladder {
-		text, err := fs.ReadFile(src, v.file)
-		if err != nil {
-			log.Warn("web: lock variant source missing", "variant", v.name, "file", v.file, "err", err)
+	for _, r := range lock.Ladder() {
+		v, ok := prose(r.Name)
+		if !ok {
+			log.Warn("web: no workshop paragraph for a lock variant", "variant", r.Name)
 			continue
 		}
-		ref, err := fs.ReadFile(src, v.reference)
+		text, err := fs.ReadFile(src, r.File)
 		if err != nil {
-			log.Warn("web: lock reference source missing", "variant", v.name, "file", v.reference, "err", err)
+			log.Warn("web: lock variant source missing", "variant", r.Name, "file", r.File, "err", err)
+			continue
+		}
+		ref, err := fs.ReadFile(src, r.Reference)
+		if err != nil {
+			log.Warn("web: lock reference source missing", "variant", r.Name, "file", r.Reference, "err", err)
 			continue
 		}
 		onlyA, onlyB := diffLines(splitLines(string(text)), splitLines(string(ref)))
-		out[v.name] = sourceView{
-			Variant: v.name, File: v.file, Reference: v.reference,
+		out[r.Name] = sourceView{
+			Variant: r.Name, File: r.File, Reference: r.Reference,
 			Source: string(text), Differs: onlyA,
 			ReferenceSource: string(ref), ReferenceDiffers: onlyB,
 			Why: v.why, ShowsWith: v.showsWith,

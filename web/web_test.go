@@ -102,15 +102,14 @@ func TestRoutesCoverHandler(t *testing.T) {
 	}
 }
 
-// The ladder here must list the lock package's variants, with the same files.
+// The workshop has a paragraph for every rung of the lock package's ladder, in its order.
 func TestLadderMatchesLock(t *testing.T) {
 	if got, want := variantNames(), lock.Names(); !slices.Equal(got, want) {
 		t.Fatalf("web's ladder %v, lock's %v", got, want)
 	}
 	for _, v := range ladder {
-		file, ok := lock.SourceFile(v.name)
-		if !ok || file != v.file {
-			t.Errorf("%s: web says %s, lock says %q (%v)", v.name, v.file, file, ok)
+		if _, ok := lock.SourceFile(v.name); !ok {
+			t.Errorf("%s: no file in lock", v.name)
 		}
 		if v.why == "" || v.showsWith == "" {
 			t.Errorf("%s: missing paragraph or scenario", v.name)

@@ -1,4 +1,4 @@
-package lock
+package wire
 
 import (
 	"bufio"
@@ -11,7 +11,7 @@ import (
 )
 
 func TestAppendCommand(t *testing.T) {
-	got := string(appendCommand(nil, "SET", "k", "", "PX", "2000"))
+	got := string(AppendCommand(nil, "SET", "k", "", "PX", "2000"))
 	want := "*5\r\n$3\r\nSET\r\n$1\r\nk\r\n$0\r\n\r\n$2\r\nPX\r\n$4\r\n2000\r\n"
 	if got != want {
 		t.Fatalf("got %q, want %q", got, want)
@@ -25,7 +25,7 @@ func TestReadReply(t *testing.T) {
 		broken     error // nil: the connection is still usable
 	}{
 		{"simple", "+OK\r\n", "OK", nil},
-		{"error reply", "-ERR wrong\r\n", serverError("ERR wrong"), nil},
+		{"error reply", "-ERR wrong\r\n", ServerError("ERR wrong"), nil},
 		{"integer", ":42\r\n", int64(42), nil},
 		{"negative", ":-2\r\n", int64(-2), nil},
 		{"bulk", "$5\r\nhe\r\no\r\n", "he\r\no", nil},
@@ -33,16 +33,16 @@ func TestReadReply(t *testing.T) {
 		{"nil bulk", "$-1\r\n", nil, nil},
 		{"array", "*2\r\n$3\r\nkey\r\n:1\r\n", []any{"key", int64(1)}, nil},
 		{"nil array", "*-1\r\n", nil, nil},
-		{"unknown type", "?x\r\n", nil, errProtocol},
-		{"bad integer", ":x\r\n", nil, errProtocol},
-		{"bad bulk length", "$-5\r\n", nil, errProtocol},
-		{"no CR", "+OK\n", nil, errProtocol},
-		{"bulk past the limit", "$1048577\r\n", nil, errProtocol},
-		{"array past the limit", "*1025\r\n", nil, errProtocol},
+		{"unknown type", "?x\r\n", nil, ErrProtocol},
+		{"bad integer", ":x\r\n", nil, ErrProtocol},
+		{"bad bulk length", "$-5\r\n", nil, ErrProtocol},
+		{"no CR", "+OK\n", nil, ErrProtocol},
+		{"bulk past the limit", "$1048577\r\n", nil, ErrProtocol},
+		{"array past the limit", "*1025\r\n", nil, ErrProtocol},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := readReply(bufio.NewReader(strings.NewReader(tc.wire)))
+			got, err := ReadReply(bufio.NewReader(strings.NewReader(tc.wire)))
 			if !errors.Is(err, tc.broken) {
 				t.Fatalf("err = %v, want %v", err, tc.broken)
 			}
@@ -54,20 +54,20 @@ func TestReadReply(t *testing.T) {
 }
 
 func TestReplyReaders(t *testing.T) {
-	if ok, err := replyOK("OK"); !ok || err != nil {
+	if ok, err := OK("OK"); !ok || err != nil {
 		t.Errorf("SET NX granted: got %v, %v", ok, err)
 	}
-	if ok, err := replyOK(nil); ok || err != nil {
+	if ok, err := OK(nil); ok || err != nil {
 		t.Errorf("SET NX refused: got %v, %v", ok, err)
 	}
-	if _, err := replyOK(serverError("NOPERM")); err == nil {
+	if _, err := OK(ServerError("NOPERM")); err == nil {
 		t.Error("an error reply must be an error")
 	}
-	if n, err := replyInt(int64(7)); n != 7 || err != nil {
+	if n, err := Int(int64(7)); n != 7 || err != nil {
 		t.Errorf("integer: got %v, %v", n, err)
 	}
-	if _, err := replyInt("7"); !errors.Is(err, errProtocol) {
-		t.Errorf("a string where an integer belongs: got %v, want errProtocol", err)
+	if _, err := Int("7"); !errors.Is(err, ErrProtocol) {
+		t.Errorf("a string where an integer belongs: got %v, want ErrProtocol", err)
 	}
 }
 
@@ -76,28 +76,28 @@ func TestReplyReaders(t *testing.T) {
 func TestReplyShapes(t *testing.T) {
 	cases := []struct {
 		name  string
-		want  shape
+		want  Shape
 		reply any
 		fits  bool
 	}{
-		{"SET NX granted", okOrNil, "OK", true},
-		{"SET NX refused", okOrNil, nil, true},
-		{"SET NX gets CONFIG GET's array", okOrNil, []any{"notify-keyspace-events", "Kgx"}, false},
-		{"SET NX gets a script's integer", okOrNil, int64(1), false},
-		{"SET NX gets INFO's text", okOrNil, "# Server\r\nrun_id:x", false},
-		{"SET NX gets an error reply", okOrNil, serverError("NOPERM"), true},
-		{"script gets an integer", integer, int64(0), true},
-		{"script gets SET's OK", integer, "OK", false},
-		{"script gets nil", integer, nil, false},
-		{"INFO gets text", bulk, "# Server", true},
-		{"INFO gets an integer", bulk, int64(3), false},
-		{"GET gets nil", bulkOrNil, nil, true},
-		{"CONFIG GET gets an array", array, []any{"a", "b"}, true},
-		{"CONFIG GET gets OK", array, "OK", false},
+		{"SET NX granted", OKOrNil, "OK", true},
+		{"SET NX refused", OKOrNil, nil, true},
+		{"SET NX gets CONFIG GET's array", OKOrNil, []any{"notify-keyspace-events", "Kgx"}, false},
+		{"SET NX gets a script's integer", OKOrNil, int64(1), false},
+		{"SET NX gets INFO's text", OKOrNil, "# Server\r\nrun_id:x", false},
+		{"SET NX gets an error reply", OKOrNil, ServerError("NOPERM"), true},
+		{"script gets an integer", Integer, int64(0), true},
+		{"script gets SET's OK", Integer, "OK", false},
+		{"script gets nil", Integer, nil, false},
+		{"INFO gets text", Bulk, "# Server", true},
+		{"INFO gets an integer", Bulk, int64(3), false},
+		{"GET gets nil", BulkOrNil, nil, true},
+		{"CONFIG GET gets an array", Array, []any{"a", "b"}, true},
+		{"CONFIG GET gets OK", Array, "OK", false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := fits(tc.want, tc.reply); got != tc.fits {
+			if got := Fits(tc.want, tc.reply); got != tc.fits {
 				t.Fatalf("fits = %v, want %v", got, tc.fits)
 			}
 		})
@@ -110,13 +110,13 @@ func TestReplyShapes(t *testing.T) {
 func TestMisfitReplyBreaksTheConnection(t *testing.T) {
 	client, server := net.Pipe()
 	defer server.Close()
-	c := &pipeConn{p: &pipe{n: &node{addr: "test", cfg: defaultConfig()}}, nc: client, ready: true}
+	c := &pipeConn{p: &Pipe{cfg: Config{Addr: "test"}}, nc: client, ready: true}
 	type got struct {
 		v   any
 		err error
 	}
 	answers := make(chan got, 3)
-	for _, want := range []shape{okOrNil, okOrNil, integer} {
+	for _, want := range []Shape{OKOrNil, OKOrNil, Integer} {
 		c.queue = append(c.queue, waiting{want: want, done: func(v any, err error) { answers <- got{v, err} }})
 	}
 	go c.read(bufio.NewReader(client))
@@ -128,8 +128,8 @@ func TestMisfitReplyBreaksTheConnection(t *testing.T) {
 	}
 	for i := range 3 {
 		a := <-answers
-		if !errors.Is(a.err, errProtocol) {
-			t.Fatalf("command %d: got reply %#v, err %v; want errProtocol", i, a.v, a.err)
+		if !errors.Is(a.err, ErrProtocol) {
+			t.Fatalf("command %d: got reply %#v, err %v; want ErrProtocol", i, a.v, a.err)
 		}
 	}
 	if !c.broken() {
@@ -145,14 +145,14 @@ func FuzzReadReply(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, wire []byte) {
-		v, err := readReply(bufio.NewReader(bytes.NewReader(wire)))
+		v, err := ReadReply(bufio.NewReader(bytes.NewReader(wire)))
 		if err != nil {
 			return
 		}
 		var check func(v any)
 		check = func(v any) {
 			switch v := v.(type) {
-			case nil, string, int64, serverError:
+			case nil, string, int64, ServerError:
 			case []any:
 				for _, e := range v {
 					check(e)

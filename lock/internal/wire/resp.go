@@ -1,4 +1,4 @@
-package lock
+package wire
 
 import (
 	"bufio"
@@ -12,8 +12,8 @@ import (
 // are arrays of bulk strings; replies are simple strings, errors, integers,
 // bulk strings (nil included) and arrays of those.
 
-// appendCommand appends args as one RESP command to b.
-func appendCommand(b []byte, args ...string) []byte {
+// AppendCommand appends args as one RESP command to b.
+func AppendCommand(b []byte, args ...string) []byte {
 	b = append(b, '*')
 	b = strconv.AppendInt(b, int64(len(args)), 10)
 	b = append(b, '\r', '\n')
@@ -27,36 +27,36 @@ func appendCommand(b []byte, args ...string) []byte {
 	return b
 }
 
-// serverError is an error reply (-ERR …): the node answered, and said no
+// ServerError is an error reply (-ERR …): the node answered, and said no
 // to the command itself. The connection stays usable.
-type serverError string
+type ServerError string
 
-func (e serverError) Error() string { return "redis: " + string(e) }
+func (e ServerError) Error() string { return "redis: " + string(e) }
 
-// errProtocol means the node sent something that is not RESP2; the
+// ErrProtocol means the node sent something that is not RESP2; the
 // connection cannot be trusted after it.
-var errProtocol = errors.New("redis protocol error")
+var ErrProtocol = errors.New("redis protocol error")
 
-// readReply reads one reply: int64, string, nil, []any or serverError. An
+// ReadReply reads one reply: int64, string, nil, []any or ServerError. An
 // error return means the connection is broken, not that the command failed.
-func readReply(r *bufio.Reader) (any, error) {
+func ReadReply(r *bufio.Reader) (any, error) {
 	line, err := r.ReadSlice('\n')
 	if err != nil {
 		return nil, err
 	}
 	if len(line) < 3 || line[len(line)-2] != '\r' {
-		return nil, fmt.Errorf("%w: bad line %q", errProtocol, line)
+		return nil, fmt.Errorf("%w: bad line %q", ErrProtocol, line)
 	}
 	kind, body := line[0], line[1:len(line)-2]
 	switch kind {
 	case '+':
 		return string(body), nil
 	case '-':
-		return serverError(body), nil
+		return ServerError(body), nil
 	case ':':
 		n, err := strconv.ParseInt(string(body), 10, 64)
 		if err != nil {
-			return nil, fmt.Errorf("%w: bad integer %q", errProtocol, body)
+			return nil, fmt.Errorf("%w: bad integer %q", ErrProtocol, body)
 		}
 		return n, nil
 	case '$':
@@ -76,13 +76,13 @@ func readReply(r *bufio.Reader) (any, error) {
 		}
 		out := make([]any, n)
 		for i := range out {
-			if out[i], err = readReply(r); err != nil {
+			if out[i], err = ReadReply(r); err != nil {
 				return nil, err
 			}
 		}
 		return out, nil
 	}
-	return nil, fmt.Errorf("%w: unknown reply type %q", errProtocol, kind)
+	return nil, fmt.Errorf("%w: unknown reply type %q", ErrProtocol, kind)
 }
 
 // Limits on what a node may send: far above any reply a vote or a handshake
@@ -102,65 +102,65 @@ func length(body []byte, what string) (int, error) {
 	}
 	n, err := strconv.Atoi(string(body))
 	if err != nil || n < -1 || n > limit {
-		return 0, fmt.Errorf("%w: bad %s length %q", errProtocol, what, body)
+		return 0, fmt.Errorf("%w: bad %s length %q", ErrProtocol, what, body)
 	}
 	return n, nil
 }
 
-// shape says which replies fit a command. A reply that does not fit is not
+// Shape says which replies fit a command. A reply that does not fit is not
 // a "no" from the node: it means replies and commands no longer line up on
 // that connection (a reply owed to an earlier command, say), and nothing read
 // there can be trusted any more. An error reply fits every command.
-type shape func(v any) bool
+type Shape func(v any) bool
 
-// okOrNil fits SET … NX: +OK if set, a nil bulk string if the key exists.
-func okOrNil(v any) bool {
+// OKOrNil fits SET … NX: +OK if set, a nil bulk string if the key exists.
+func OKOrNil(v any) bool {
 	s, ok := v.(string)
 	return v == nil || ok && s == "OK"
 }
 
-// integer fits the scripts, which all return an integer.
-func integer(v any) bool {
+// Integer fits the scripts, which all return an integer.
+func Integer(v any) bool {
 	_, ok := v.(int64)
 	return ok
 }
 
-// bulk fits INFO: a bulk string.
-func bulk(v any) bool {
+// Bulk fits INFO: a bulk string.
+func Bulk(v any) bool {
 	_, ok := v.(string)
 	return ok
 }
 
-// bulkOrNil fits GET.
-func bulkOrNil(v any) bool { return v == nil || bulk(v) }
+// BulkOrNil fits GET.
+func BulkOrNil(v any) bool { return v == nil || Bulk(v) }
 
-// array fits CONFIG GET.
-func array(v any) bool {
+// Array fits CONFIG GET.
+func Array(v any) bool {
 	_, ok := v.([]any)
 	return ok
 }
 
-// fits reports whether v is an acceptable reply for a command of shape s.
-func fits(s shape, v any) bool {
-	if _, ok := v.(serverError); ok {
+// Fits reports whether v is an acceptable reply for a command of Shape s.
+func Fits(s Shape, v any) bool {
+	if _, ok := v.(ServerError); ok {
 		return true
 	}
 	return s(v)
 }
 
-// replyInt reads an integer reply.
-func replyInt(v any) (int64, error) {
+// Int reads an integer reply.
+func Int(v any) (int64, error) {
 	switch v := v.(type) {
 	case int64:
 		return v, nil
-	case serverError:
+	case ServerError:
 		return 0, v
 	}
-	return 0, fmt.Errorf("%w: want an integer, got %T", errProtocol, v)
+	return 0, fmt.Errorf("%w: want an integer, got %T", ErrProtocol, v)
 }
 
-// replyOK reads the answer to SET … NX: "OK" if set, nil if the key exists.
-func replyOK(v any) (bool, error) {
+// OK reads the answer to SET … NX: "OK" if set, nil if the key exists.
+func OK(v any) (bool, error) {
 	switch v := v.(type) {
 	case string:
 		if v == "OK" {
@@ -168,8 +168,8 @@ func replyOK(v any) (bool, error) {
 		}
 	case nil:
 		return false, nil
-	case serverError:
+	case ServerError:
 		return false, v
 	}
-	return false, fmt.Errorf("%w: want OK or nil, got %#v", errProtocol, v)
+	return false, fmt.Errorf("%w: want OK or nil, got %#v", ErrProtocol, v)
 }

@@ -1,20 +1,21 @@
-package lock
+// Package wire is the Redis connection the Redlock votes travel on: just
+// enough of the RESP2 protocol for SET, EVAL, INFO, GET and CONFIG, and a
+// pipelined connection per node that hands every reply to the command it
+// belongs to — or breaks, failing every waiting command, when a reply does
+// not fit.
+package wire
 
 import (
 	"bufio"
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
-	"strconv"
 	"sync"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
-// pipe is the one connection a node's Redlock votes travel on. A caller
+// Pipe is the one connection a node's Redlock votes travel on. A caller
 // appends its command to the connection's write buffer and goes on to the
 // next node; whoever finds no write in progress writes the buffer, carrying
 // the commands that other callers appended meanwhile with its own, and a
@@ -29,43 +30,58 @@ import (
 //     that was paused with both in its socket buffer.
 //
 // A connection is opened on first use and again after it broke; opening it
-// meets the node's incarnation (its uptime, restart.go) before any command
-// reaches it.
-type pipe struct {
-	n    *node
-	opts *redis.Options
+// runs the handshake (for Redlock: meeting the node's incarnation) before any
+// command reaches it.
+type Pipe struct {
+	cfg Config
 
 	mu     sync.Mutex
 	conn   *pipeConn
 	closed bool
 }
 
-// errPipeClosed answers the commands still queued when the lockers close.
-var errPipeClosed = errors.New("lock: node connection closed")
+// Config is how a Pipe reaches its node.
+type Config struct {
+	Addr         string                                      // for error messages
+	Dial         func(ctx context.Context) (net.Conn, error) // opens a connection
+	DialTimeout  time.Duration                               // bounds Dial and Handshake together
+	WriteTimeout time.Duration                               // bounds each write
+	// Handshake runs on every new connection before any command is sent;
+	// an error fails the connection. It must read every reply it asked for.
+	Handshake func(ctx context.Context, nc net.Conn, r *bufio.Reader) error
+}
 
-func newPipe(n *node, opts *redis.Options) *pipe { return &pipe{n: n, opts: opts} }
+// ErrClosed answers the commands still queued when the pipe is closed.
+var ErrClosed = errors.New("redis node connection closed")
 
-// replyFunc receives what a node answered to one command: v is int64,
+// NewPipe returns a pipe that opens its first connection when first used.
+func NewPipe(cfg Config) *Pipe { return &Pipe{cfg: cfg} }
+
+// ReplyFunc receives what a node answered to one command: v is int64,
 // string, nil, []any or serverError; err is set when no answer came (the
 // connection broke or could not be opened).
-type replyFunc func(v any, err error)
+type ReplyFunc func(v any, err error)
 
-// send queues one command whose replies have the shape want; done is called
+// Send queues one command whose replies have the Shape want; done is called
 // exactly once with its reply, from the reader goroutine (it must not block)
 // or, if the node cannot be reached, from the goroutine that finds out. A
 // reply that does not fit want breaks the connection: every command waiting
 // on it gets an error, none gets a reply that was meant for another.
-func (p *pipe) send(args []string, want shape, done replyFunc) {
+func (p *Pipe) Send(args []string, want Shape, done ReplyFunc) {
 	p.current().send(args, want, done)
 }
 
-func (p *pipe) current() *pipeConn {
+// Open starts opening a connection now, if none is open, so that the first
+// command does not wait for the dial and the handshake.
+func (p *Pipe) Open() { p.current() }
+
+func (p *Pipe) current() *pipeConn {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.conn == nil || p.conn.broken() {
 		p.conn = &pipeConn{p: p}
 		if p.closed {
-			p.conn.err = errPipeClosed
+			p.conn.err = ErrClosed
 		} else {
 			go p.conn.open()
 		}
@@ -73,11 +89,11 @@ func (p *pipe) current() *pipeConn {
 	return p.conn
 }
 
-// stale drops the connection if its oldest unanswered command has waited
+// Stale drops the connection if its oldest unanswered command has waited
 // longer than limit: a node that stopped answering without closing the
 // connection (paused, or cut off without a reset) would otherwise collect
 // commands forever.
-func (p *pipe) stale(limit time.Duration) {
+func (p *Pipe) Stale(limit time.Duration) {
 	p.mu.Lock()
 	c := p.conn
 	p.mu.Unlock()
@@ -86,19 +102,20 @@ func (p *pipe) stale(limit time.Duration) {
 	}
 }
 
-func (p *pipe) close() {
+// Close fails every queued command with ErrClosed; later ones fail at once.
+func (p *Pipe) Close() {
 	p.mu.Lock()
 	p.closed = true
 	c := p.conn
 	p.mu.Unlock()
 	if c != nil {
-		c.fail(errPipeClosed)
+		c.fail(ErrClosed)
 	}
 }
 
 // pipeConn is one connection of a pipe, from dialling to broken.
 type pipeConn struct {
-	p *pipe
+	p *Pipe
 
 	mu      sync.Mutex
 	nc      net.Conn
@@ -112,8 +129,8 @@ type pipeConn struct {
 }
 
 type waiting struct {
-	done replyFunc
-	want shape
+	done ReplyFunc
+	want Shape
 	sent time.Time
 }
 
@@ -123,7 +140,7 @@ func (c *pipeConn) broken() bool {
 	return c.err != nil
 }
 
-func (c *pipeConn) send(args []string, want shape, done replyFunc) {
+func (c *pipeConn) send(args []string, want Shape, done ReplyFunc) {
 	c.mu.Lock()
 	if c.err != nil {
 		err := c.err
@@ -131,7 +148,7 @@ func (c *pipeConn) send(args []string, want shape, done replyFunc) {
 		done(nil, err)
 		return
 	}
-	c.out = appendCommand(c.out, args...)
+	c.out = AppendCommand(c.out, args...)
 	c.queue = append(c.queue, waiting{done: done, want: want, sent: time.Now()})
 	c.flush()
 }
@@ -149,13 +166,13 @@ func (c *pipeConn) flush() {
 		batch := c.out
 		c.out = c.spare[:0]
 		c.mu.Unlock()
-		_ = c.nc.SetWriteDeadline(time.Now().Add(c.p.n.cfg.nodeTimeout + time.Second))
+		_ = c.nc.SetWriteDeadline(time.Now().Add(c.p.cfg.WriteTimeout))
 		_, err := c.nc.Write(batch)
 		c.mu.Lock()
 		c.spare = batch[:0]
 		if err != nil {
 			c.mu.Unlock()
-			c.fail(fmt.Errorf("node %s: write: %w", c.p.n.addr, err))
+			c.fail(fmt.Errorf("node %s: write: %w", c.p.cfg.Addr, err))
 			c.mu.Lock()
 		}
 	}
@@ -188,19 +205,19 @@ func (c *pipeConn) dropIfStale(limit time.Duration) {
 	stale := c.head < len(c.queue) && time.Since(c.queue[c.head].sent) > limit
 	c.mu.Unlock()
 	if stale {
-		c.fail(fmt.Errorf("node %s: no answer for %v: %w", c.p.n.addr, limit, context.DeadlineExceeded))
+		c.fail(fmt.Errorf("node %s: no answer for %v: %w", c.p.cfg.Addr, limit, context.DeadlineExceeded))
 	}
 }
 
-// open dials, checks the node's incarnation, and then writes whatever was
-// queued meanwhile.
+// open dials, runs the handshake, and then writes whatever was queued
+// meanwhile.
 func (c *pipeConn) open() {
-	o := c.p.opts
-	ctx, cancel := context.WithTimeout(context.Background(), o.DialTimeout)
+	cfg := c.p.cfg
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.DialTimeout)
 	defer cancel()
-	nc, err := dialNode(ctx, o)
+	nc, err := cfg.Dial(ctx)
 	if err != nil {
-		c.fail(fmt.Errorf("node %s: %w", c.p.n.addr, err))
+		c.fail(fmt.Errorf("node %s: %w", cfg.Addr, err))
 		return
 	}
 	c.mu.Lock()
@@ -212,8 +229,8 @@ func (c *pipeConn) open() {
 	c.nc = nc
 	c.mu.Unlock()
 	r := bufio.NewReaderSize(nc, 16<<10)
-	if err := c.p.n.handshake(ctx, nc, r, o); err != nil {
-		c.fail(fmt.Errorf("node %s: %w", c.p.n.addr, err))
+	if err := cfg.Handshake(ctx, nc, r); err != nil {
+		c.fail(fmt.Errorf("node %s: %w", cfg.Addr, err))
 		return
 	}
 	_ = nc.SetDeadline(time.Time{})
@@ -227,9 +244,9 @@ func (c *pipeConn) open() {
 // connection breaks.
 func (c *pipeConn) read(r *bufio.Reader) {
 	for {
-		v, err := readReply(r)
+		v, err := ReadReply(r)
 		if err != nil {
-			c.fail(fmt.Errorf("node %s: %w", c.p.n.addr, err))
+			c.fail(fmt.Errorf("node %s: %w", c.p.cfg.Addr, err))
 			return
 		}
 		c.mu.Lock()
@@ -239,13 +256,13 @@ func (c *pipeConn) read(r *bufio.Reader) {
 		}
 		if c.head == len(c.queue) {
 			c.mu.Unlock()
-			c.fail(fmt.Errorf("node %s: %w: reply to no command", c.p.n.addr, errProtocol))
+			c.fail(fmt.Errorf("node %s: %w: reply to no command", c.p.cfg.Addr, ErrProtocol))
 			return
 		}
 		w := c.queue[c.head]
-		if !fits(w.want, v) {
+		if !Fits(w.want, v) {
 			c.mu.Unlock()
-			c.fail(fmt.Errorf("node %s: %w: a reply %#v that does not fit its command", c.p.n.addr, errProtocol, v))
+			c.fail(fmt.Errorf("node %s: %w: a reply %#v that does not fit its command", c.p.cfg.Addr, ErrProtocol, v))
 			return
 		}
 		c.queue[c.head] = waiting{}
@@ -262,104 +279,37 @@ func (c *pipeConn) read(r *bufio.Reader) {
 	}
 }
 
-// dialNode opens a connection the way go-redis would for these options:
-// its dialer if set, else TCP, with TLS for rediss://.
-func dialNode(ctx context.Context, o *redis.Options) (net.Conn, error) {
-	if o.Dialer != nil {
-		return o.Dialer(ctx, o.Network, o.Addr)
-	}
-	d := &net.Dialer{Timeout: o.DialTimeout, KeepAlive: 15 * time.Second}
-	if o.TLSConfig != nil {
-		return (&tls.Dialer{NetDialer: d, Config: o.TLSConfig}).DialContext(ctx, o.Network, o.Addr)
-	}
-	return d.DialContext(ctx, o.Network, o.Addr)
-}
-
-// exchange writes cmds at once and reads one reply per command, for the
+// Exchange writes cmds at once and reads one reply per command, for the
 // handshake, before the reader goroutine owns the connection. Any error —
 // the deadline included — leaves replies owed on the connection, so the
 // caller must close it; a reply that does not fit its command is an error.
-func exchange(ctx context.Context, nc net.Conn, r *bufio.Reader, cmds ...command) ([]any, error) {
+func Exchange(ctx context.Context, nc net.Conn, r *bufio.Reader, cmds ...Command) ([]any, error) {
 	if dl, ok := ctx.Deadline(); ok {
 		_ = nc.SetDeadline(dl)
 	}
 	var b []byte
 	for _, cmd := range cmds {
-		b = appendCommand(b, cmd.args...)
+		b = AppendCommand(b, cmd.Args...)
 	}
 	if _, err := nc.Write(b); err != nil {
 		return nil, err
 	}
 	out := make([]any, len(cmds))
 	for i, cmd := range cmds {
-		v, err := readReply(r)
+		v, err := ReadReply(r)
 		if err != nil {
 			return nil, err
 		}
-		if !fits(cmd.want, v) {
-			return nil, fmt.Errorf("%w: %s answered %#v", errProtocol, cmd.args[0], v)
+		if !Fits(cmd.Want, v) {
+			return nil, fmt.Errorf("%w: %s answered %#v", ErrProtocol, cmd.Args[0], v)
 		}
 		out[i] = v
 	}
 	return out, nil
 }
 
-// command is one handshake command and the shape of its reply.
-type command struct {
-	args []string
-	want shape
-}
-
-// handshake authenticates, selects the database, and meets the node's
-// incarnation (restart.go) before any vote is sent. Every error fails the
-// connection: a handshake cut short by its deadline still owes replies, and
-// a reader started on it would hand each vote the answer to the command
-// before it. Only error replies to INFO and CONFIG are tolerated (an ACL
-// user may not be allowed them): the node then still takes votes, without
-// restart awareness or wake-ups.
-func (n *node) handshake(ctx context.Context, nc net.Conn, r *bufio.Reader, o *redis.Options) error {
-	var cmds []command
-	if o.Password != "" {
-		auth := []string{"AUTH", o.Password}
-		if o.Username != "" {
-			auth = []string{"AUTH", o.Username, o.Password}
-		}
-		cmds = append(cmds, command{auth, bulk})
-	}
-	if o.DB != 0 {
-		cmds = append(cmds, command{[]string{"SELECT", strconv.Itoa(o.DB)}, bulk})
-	}
-	cmds = append(cmds, command{[]string{"INFO", "server"}, bulk}, command{[]string{"GET", n.cfg.seededKey()}, bulkOrNil})
-	replies, err := exchange(ctx, nc, r, cmds...)
-	if err != nil {
-		return err
-	}
-	for _, v := range replies[:len(replies)-2] {
-		if se, ok := v.(serverError); ok {
-			return se
-		}
-	}
-	info, _ := replies[len(replies)-2].(string)
-	seeded, _ := replies[len(replies)-1].(string)
-	return n.meet(info, seeded, func() (string, error) {
-		replies, err := exchange(ctx, nc, r, command{[]string{"CONFIG", "GET", "notify-keyspace-events"}, array})
-		if err != nil {
-			return "", err
-		}
-		kv, _ := replies[0].([]any)
-		if len(kv) != 2 {
-			return "", serverError(fmt.Sprintf("CONFIG GET notify-keyspace-events: %v", replies[0]))
-		}
-		cur, _ := kv[1].(string)
-		return cur, nil
-	}, func(want string) error {
-		replies, err := exchange(ctx, nc, r, command{[]string{"CONFIG", "SET", "notify-keyspace-events", want}, bulk})
-		if err != nil {
-			return err
-		}
-		if se, ok := replies[0].(serverError); ok {
-			return se
-		}
-		return nil
-	})
+// Command is one command for Exchange and the shape of its reply.
+type Command struct {
+	Args []string
+	Want Shape
 }

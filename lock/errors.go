@@ -1,0 +1,89 @@
+package lock
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Errors a caller can branch on with errors.Is.
+var (
+	// ErrNotAcquired means the lock is held by someone else (busy).
+	ErrNotAcquired = errors.New("lock: not acquired, held by another client")
+	// ErrUnavailable means too few Redis nodes answered to decide (down, not busy).
+	ErrUnavailable = errors.New("lock: unavailable, too few Redis nodes reachable")
+	// ErrNotHeld means a release or extend found the lease no longer ours:
+	// it expired, or another client holds the key now.
+	ErrNotHeld = errors.New("lock: lease not held")
+	// ErrLockLost is reported by the watchdog when it could not keep a lease alive.
+	ErrLockLost = errors.New("lock: lease lost while held")
+	// ErrCrashed is returned when an injected crash fault abandoned the operation
+	// at a fault point, exactly as a process dying there would.
+	ErrCrashed = errors.New("lock: holder crashed at an injected fault point")
+	// ErrUnknownVariant is returned for a variant name that is not on the ladder.
+	ErrUnknownVariant = errors.New("lock: unknown variant")
+)
+
+// QuorumError says how every Redis node answered a Redlock operation that did
+// not reach a quorum. It matches ErrUnavailable when too many nodes failed
+// (or are still restarting) for any quorum to be possible, else
+// ErrNotAcquired for an acquire and ErrNotHeld for a release or extend.
+type QuorumError struct {
+	Op         string           // "acquire", "release" or "extend"
+	Key        string           // the lock key
+	Quorum     int              // votes needed
+	Nodes      int              // nodes in all
+	Granted    []string         // nodes that said yes
+	Refused    []string         // nodes that answered no (held by another)
+	Failed     map[string]error // nodes that did not answer in time, and why
+	Restarting []string         // nodes that restarted and do not count yet
+	Unheard    []string         // nodes whose answer was not needed to decide
+	Late       bool             // a quorum said yes, but the validity was used up
+}
+
+func (e *QuorumError) unavailable() bool {
+	return len(e.Failed)+len(e.Restarting) > e.Nodes-e.Quorum
+}
+
+// Error lists the nodes by answer.
+func (e *QuorumError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "redlock %s %s: %d of %d nodes granted, %d needed", e.Op, e.Key, len(e.Granted), e.Nodes, e.Quorum)
+	if e.Late {
+		b.WriteString(", but too late: validity used up")
+	}
+	if len(e.Refused) > 0 {
+		fmt.Fprintf(&b, "; refused by %s", strings.Join(e.Refused, ", "))
+	}
+	if len(e.Unheard) > 0 {
+		fmt.Fprintf(&b, "; not waited for: %s", strings.Join(e.Unheard, ", "))
+	}
+	if len(e.Restarting) > 0 {
+		fmt.Fprintf(&b, "; restarted, not counted yet: %s", strings.Join(e.Restarting, ", "))
+	}
+	if len(e.Failed) > 0 {
+		addrs := make([]string, 0, len(e.Failed))
+		for a := range e.Failed {
+			addrs = append(addrs, a)
+		}
+		sort.Strings(addrs)
+		for i, a := range addrs {
+			addrs[i] = fmt.Sprintf("%s (%v)", a, e.Failed[a])
+		}
+		fmt.Fprintf(&b, "; failed: %s", strings.Join(addrs, ", "))
+	}
+	return b.String()
+}
+
+// Unwrap makes errors.Is see ErrUnavailable, ErrNotAcquired or ErrNotHeld.
+func (e *QuorumError) Unwrap() error {
+	switch {
+	case e.unavailable():
+		return ErrUnavailable
+	case e.Op == "acquire":
+		return ErrNotAcquired
+	default:
+		return ErrNotHeld
+	}
+}

@@ -1,0 +1,33 @@
+package lock
+
+import (
+	"context"
+	"time"
+)
+
+// luaFence is lua (lua.go) with fencing tokens, the answer of seed article
+// 004 to a holder paused past its TTL: the Lua step that sets the lock also
+// draws the next token from a counter on the node, in one atomic step, so
+// every grant carries a token larger than any before it. The store registers
+// the token on the row before it reads and writes only while the row still
+// carries it; a paused holder's stale write meets a newer token and is
+// refused. Release and extend are lua's.
+//
+// Where it still depends on the node: a node restarted without its data
+// starts the counter again. The store then refuses the lower tokens — sales
+// stop (unavailable) until the counter passes the old value, never unsafe.
+type luaFence struct{ luaLock }
+
+func (v luaFence) acquire(ctx context.Context, at gap, k keys, value string, ttl time.Duration) (grant, error) {
+	token, err := acquireFenced.Run(ctx, v.rdb, []string{k.lock, k.fence}, value, ttl.Milliseconds()).Uint64()
+	if err != nil {
+		return grant{}, down(v.rdb, err)
+	}
+	if token == 0 {
+		return grant{}, ErrNotAcquired
+	}
+	if err := at(ctx, AfterAcquireStep1); err != nil {
+		return grant{}, err
+	}
+	return grant{validity: ttl, token: token}, nil
+}

@@ -1,0 +1,49 @@
+package lock
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"flashsale/lock/internal/wire"
+)
+
+// redlockFence is redlock (redlock.go) with fencing tokens across its nodes.
+// Each node draws a token from its own counter atomically with its SET, so
+// the largest token of a quorum is not enough by itself: the next quorum may
+// be other nodes whose counters are behind. The lease therefore writes its
+// token back as max(counter, token) to a majority of nodes that still hold
+// the lease before it is used; any later quorum meets at least one of them,
+// so tokens keep growing across holders. A node restarted without its data
+// is re-seeded from the others before it votes (restart.go). Release and
+// extend are redlock's.
+type redlockFence struct{ *redlock }
+
+func (r redlockFence) acquire(ctx context.Context, at gap, k keys, value string, ttl time.Duration) (grant, error) {
+	start := time.Now()
+	ms := strconv.FormatInt(ttl.Milliseconds(), 10)
+	// No early decision: lua+fence draws from the first node's counter alone,
+	// and only that node's answer makes this token pass it.
+	drawn, _, err := r.take(ctx, at, k, value, start, ttl,
+		ask{cmd: acquireFenced.eval([]string{k.lock, k.fence}, value, ms), want: wire.Integer, read: readToken})
+	if err != nil {
+		return grant{}, err
+	}
+	var token uint64
+	for _, v := range drawn {
+		token = max(token, v.token)
+	}
+	written := r.poll(ctx, ask{cmd: raiseFence.eval([]string{k.lock, k.fence}, value, strconv.FormatUint(token, 10)),
+		want: wire.Integer, read: readFlag})
+	_, validity, err := r.hold(k, value, start, ttl, written)
+	if err != nil {
+		return grant{}, err
+	}
+	return grant{validity: validity, token: token}, nil
+}
+
+// readToken reads acquireFenced: the token drawn, or 0 if the key is taken.
+func readToken(v any) (bool, uint64, error) {
+	token, err := wire.Int(v)
+	return token > 0, uint64(token), err
+}
