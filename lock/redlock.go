@@ -131,8 +131,6 @@ func (r *redlock) tally(op string, k keys, votes []vote) (counted []vote, qe *Qu
 	qe = &QuorumError{Op: op, Key: k.lock, Quorum: r.quorum(), Nodes: len(r.nodes)}
 	for _, v := range votes {
 		switch {
-		case !v.n.counts(now):
-			qe.Restarting = append(qe.Restarting, v.n.addr)
 		case !v.heard:
 			qe.Unheard = append(qe.Unheard, v.n.addr)
 		case v.err != nil:
@@ -140,6 +138,8 @@ func (r *redlock) tally(op string, k keys, votes []vote) (counted []vote, qe *Qu
 				qe.Failed = map[string]error{}
 			}
 			qe.Failed[v.n.addr] = v.err
+		case !v.n.counts(now):
+			qe.Restarting = append(qe.Restarting, v.n.addr)
 		case v.ok:
 			qe.Granted = append(qe.Granted, v.n.addr)
 			counted = append(counted, v)

@@ -49,7 +49,7 @@ func TestPages(t *testing.T) {
 		{"POST", "/", 405, "application/json", `"error":"method_not_allowed"`},
 		{"GET", "/workshop/source/get-del", 200, "application/json", `"file":"get_del.go"`},
 		{"GET", "/workshop/source/lua%2Bfence", 200, "application/json", `"variant":"lua+fence"`},
-		{"GET", "/workshop/source/redlock+fence", 200, "application/json", `"file":"redlock.go"`},
+		{"GET", "/workshop/source/redlock+fence", 200, "application/json", `"file":"redlock_fence.go"`},
 		{"GET", "/workshop/source/nope", 404, "application/json", `"error":"unknown_variant"`},
 	} {
 		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
