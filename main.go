@@ -30,6 +30,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"flashsale/handlers"
+	"flashsale/internal/broker"
 	"flashsale/internal/localredis"
 	"flashsale/inventory"
 	"flashsale/lock"
@@ -218,9 +219,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		log.Info("database: SQLite", "file", cfg.db)
 	}
 
-	broker := handlers.NewBroker(lockers.Clients(), cfg.namespace, log, metrics.StreamDropped)
+	live := broker.New(lockers.Clients(), cfg.namespace, log, metrics.StreamDropped)
 	svc, err := inventory.New(ctx, db, lockers, inventory.Config{
-		Production: cfg.production, LockWait: cfg.lockWait, Logger: log, Notify: broker.Publish,
+		Production: cfg.production, LockWait: cfg.lockWait, Logger: log, Notify: live.Publish,
 	})
 	if err != nil {
 		return err
@@ -228,7 +229,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	metrics.WatchInventory(svc)
 
 	srv, err := handlers.NewServer(handlers.Config{
-		Inventory: svc, Lockers: lockers, Metrics: metrics, Broker: broker,
+		Inventory: svc, Lockers: lockers, Metrics: metrics, Broker: live,
 		AdminToken: token, DefaultLock: cfg.lock, Logger: log, Workshop: workshop,
 	})
 	if err != nil {
@@ -251,11 +252,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		BaseContext:       func(net.Listener) context.Context { return baseCtx },
 	}
-	hs.RegisterOnShutdown(broker.CloseStreams)
+	hs.RegisterOnShutdown(live.CloseStreams)
 
 	brokerCtx, stopBroker := context.WithCancel(context.WithoutCancel(ctx))
 	var bg sync.WaitGroup
-	bg.Go(func() { broker.Run(brokerCtx) })
+	bg.Go(func() { live.Run(brokerCtx) })
 	defer func() { stopBroker(); bg.Wait() }()
 
 	served := make(chan error, 1)

@@ -828,7 +828,7 @@ func TestOperationsDoc(t *testing.T) {
 		{"extends itself every TTL/3", "lock/watchdog.go", "every := l.locker.cfg.ttl / 3"},
 		{"at most 12 connections", "inventory/db.go", "SetMaxOpenConns(12)"},
 		{"answer (within 2 s)", "handlers/ops.go", "context.WithTimeout(c.Request.Context(), 2*time.Second)"},
-		{"`flashsale:events`", "handlers/stream.go", `namespace + "events"`},
+		{"`flashsale:events`", "internal/broker/broker.go", `namespace + "events"`},
 		{"`flashsale:lock:sku:<SKU>`", "inventory/sale.go", `"sku:"+p.SKU`},
 		{"`flashsale:lock:seat:<event>:<seat>`", "inventory/seats.go", `"seat:" + r.Event + ":" + r.Seat`},
 		{"`flashsale:fence:sku:<SKU>`", "lock/lock.go", `fence: l.cfg.namespace + "fence:" + name`},

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"flashsale/handlers"
+	"flashsale/internal/broker"
 	"flashsale/internal/localredis"
 	"flashsale/inventory"
 	"flashsale/inventory/testenv"
@@ -65,14 +66,14 @@ func newApp(t *testing.T, o appOpts) *app {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { inventory.Close(db) })
-	broker := handlers.NewBroker(lockers.Clients(), ns, log, metrics.StreamDropped)
-	svc, err := inventory.New(ctx, db, lockers, inventory.Config{LockWait: o.wait, Logger: log, Notify: broker.Publish})
+	live := broker.New(lockers.Clients(), ns, log, metrics.StreamDropped)
+	svc, err := inventory.New(ctx, db, lockers, inventory.Config{LockWait: o.wait, Logger: log, Notify: live.Publish})
 	if err != nil {
 		t.Fatal(err)
 	}
 	metrics.WatchInventory(svc)
 	srv, err := handlers.NewServer(handlers.Config{
-		Inventory: svc, Lockers: lockers, Metrics: metrics, Broker: broker,
+		Inventory: svc, Lockers: lockers, Metrics: metrics, Broker: live,
 		AdminToken: token, DefaultLock: lock.Redlock, Logger: log, Heartbeat: 100 * time.Millisecond,
 	})
 	if err != nil {
@@ -80,7 +81,7 @@ func newApp(t *testing.T, o appOpts) *app {
 	}
 	bctx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
-	go func() { broker.Run(bctx); close(done) }()
+	go func() { live.Run(bctx); close(done) }()
 	hs := httptest.NewServer(srv)
 	t.Cleanup(func() { hs.Close(); stop(); <-done })
 	return &app{t: t, url: hs.URL, svc: svc, lockers: lockers, nodes: nodes}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"flashsale/internal/broker"
 	"flashsale/inventory"
 	"flashsale/lock"
 )
@@ -23,7 +24,7 @@ type Config struct {
 	Inventory *inventory.Service
 	Lockers   *lock.Lockers
 	Metrics   *Metrics
-	Broker    *Broker
+	Broker    *broker.Broker
 	// AdminToken guards /api/admin/*. It must not be empty.
 	AdminToken string
 	// DefaultLock is the variant used when a request names none.
@@ -42,7 +43,7 @@ type Server struct {
 	inv         *inventory.Service
 	lockers     *lock.Lockers
 	metrics     *Metrics
-	broker      *Broker
+	broker      *broker.Broker
 	adminHash   [sha256.Size]byte
 	defaultLock string
 	log         *slog.Logger
