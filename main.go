@@ -33,6 +33,7 @@ import (
 	"flashsale/internal/broker"
 	"flashsale/internal/localredis"
 	"flashsale/inventory"
+	"flashsale/loadtest/workshop"
 	"flashsale/lock"
 )
 
@@ -194,11 +195,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fmt.Fprintf(stdout, "admin token (generated; set -admin-token or FLASHSALE_ADMIN_TOKEN to choose one): %s\n", token)
 	}
 	metrics := handlers.NewMetrics()
-	workshop := handlers.NewWorkshop(token, nodeURLs, cfg.lockTTL, log)
+	runs := workshop.NewRunner(token, nodeURLs, cfg.lockTTL, log)
 	lockers, err := lock.NewLockers(nodes,
 		lock.WithTTL(cfg.lockTTL), lock.WithNamespace(cfg.namespace), lock.WithLogger(log),
 		lock.WithRestartAwareness(cfg.restartAware), lock.WithWatchdog(cfg.watchdog),
-		lock.WithObserver(func(e lock.Event) { metrics.ObserveLock(e); workshop.Observe(e) }))
+		lock.WithObserver(func(e lock.Event) { metrics.ObserveLock(e); runs.Observe(e) }))
 	if err != nil {
 		return err
 	}
@@ -230,7 +231,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 	srv, err := handlers.NewServer(handlers.Config{
 		Inventory: svc, Lockers: lockers, Metrics: metrics, Broker: live,
-		AdminToken: token, DefaultLock: cfg.lock, Logger: log, Workshop: workshop,
+		AdminToken: token, DefaultLock: cfg.lock, Logger: log, Workshop: runs,
 	})
 	if err != nil {
 		return err
@@ -262,7 +263,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	url := "http://" + ln.Addr().String()
-	workshop.SetBase(url)
+	runs.SetBase(url)
 	log.Info("listening", "addr", ln.Addr().String(), "lock", cfg.lock, "lock_ttl", cfg.lockTTL, "lock_wait", cfg.lockWait,
 		"production", cfg.production, "redis_nodes", len(nodes))
 	fmt.Fprintf(stdout, "listening on %s\n", url)

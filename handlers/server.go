@@ -32,10 +32,9 @@ type Config struct {
 	Logger      *slog.Logger
 	// Heartbeat is how often an idle stream gets a comment. Default 15s.
 	Heartbeat time.Duration
-	// Workshop runs load-runner cells for the workshop page. Default: one
-	// that knows neither this instance's address nor its nodes, so runs
-	// fail with a clear error until SetBase is called.
-	Workshop *Workshop
+	// Workshop runs load-runner cells for the workshop page. Default: none,
+	// so the run list is empty and a run fails with a logged 500.
+	Workshop WorkshopRunner
 }
 
 // Server is the storefront's http.Handler.
@@ -49,7 +48,7 @@ type Server struct {
 	log         *slog.Logger
 	heartbeat   time.Duration
 	engine      *gin.Engine
-	workshop    *Workshop
+	workshop    WorkshopRunner
 }
 
 // NewServer checks the configuration and builds the routes.
@@ -76,9 +75,6 @@ func NewServer(cfg Config) (*Server, error) {
 		inv: cfg.Inventory, lockers: cfg.Lockers, metrics: cfg.Metrics, broker: cfg.Broker,
 		adminHash: sha256.Sum256([]byte(cfg.AdminToken)), defaultLock: cfg.DefaultLock,
 		log: cfg.Logger, heartbeat: cfg.Heartbeat, workshop: cfg.Workshop,
-	}
-	if s.workshop == nil {
-		s.workshop = NewWorkshop(cfg.AdminToken, nil, cfg.Lockers.TTL(), cfg.Logger)
 	}
 	e := gin.New()
 	e.HandleMethodNotAllowed = true
