@@ -51,7 +51,7 @@ var knownBugs = map[string]string{
 
 // The short matrix end to end: real redis-server nodes, three real app
 // instances on one SQLite file, vegeta traffic, and every cell judged by
-// the audit and the cross-check as DESIGN.md expects.
+// the audit and the cross-check as docs/design.md expects.
 func TestMatrix(t *testing.T) {
 	redistest.Require(t)
 	if testing.Short() {

@@ -11,7 +11,7 @@ import (
 )
 
 // fakeAPI is a small in-memory stand-in for the storefront's JSON API of
-// DESIGN.md, used by the browser tests only while the real binary cannot be
+// docs/design.md, used by the browser tests only while the real binary cannot be
 // built (see startApp). It follows the contract's shapes and status codes;
 // it has no locks and no load runner: a workshop run here produces a made-up
 // cell, enough to exercise the page.
