@@ -16,8 +16,8 @@ import (
 	"flashsale/handlers"
 	"flashsale/internal/broker"
 	"flashsale/internal/localredis"
+	"flashsale/internal/testsupport"
 	"flashsale/inventory"
-	"flashsale/inventory/testenv"
 	"flashsale/lock"
 )
 
@@ -50,18 +50,18 @@ func newApp(t *testing.T, o appOpts) *app {
 	if o.wait == 0 {
 		o.wait = 2 * time.Second
 	}
-	nodes := testenv.Redis(t, o.nodes)
-	ns := testenv.Namespace()
-	log := testenv.Logger()
+	nodes := testsupport.Redis(t, o.nodes)
+	ns := testsupport.Namespace()
+	log := testsupport.Logger()
 	metrics := handlers.NewMetrics()
-	lockers, err := lock.NewLockers(testenv.Options(t, nodes), lock.WithTTL(o.ttl), lock.WithNamespace(ns),
+	lockers, err := lock.NewLockers(testsupport.Options(t, nodes), lock.WithTTL(o.ttl), lock.WithNamespace(ns),
 		lock.WithLogger(log), lock.WithObserver(metrics.ObserveLock), lock.WithNodeTimeout(50*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { lockers.Close() })
 	ctx := context.Background()
-	db, err := inventory.Open(ctx, testenv.SQLite(t), log)
+	db, err := inventory.Open(ctx, testsupport.SQLite(t), log)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ import (
 
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 
-	"flashsale/internal/redistest"
+	"flashsale/internal/testsupport"
 	"flashsale/loadtest"
 )
 
@@ -53,7 +53,7 @@ var knownBugs = map[string]string{
 // instances on one SQLite file, vegeta traffic, and every cell judged by
 // the audit and the cross-check as docs/design.md expects.
 func TestMatrix(t *testing.T) {
-	redistest.Require(t)
+	testsupport.RequireRedis(t)
 	if testing.Short() {
 		t.Skip("the matrix runs real app instances for about a minute")
 	}
