@@ -30,8 +30,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"flashsale/handlers"
+	"flashsale/internal/broker"
 	"flashsale/internal/localredis"
 	"flashsale/inventory"
+	"flashsale/loadtest/workshop"
 	"flashsale/lock"
 )
 
@@ -193,11 +195,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fmt.Fprintf(stdout, "admin token (generated; set -admin-token or FLASHSALE_ADMIN_TOKEN to choose one): %s\n", token)
 	}
 	metrics := handlers.NewMetrics()
-	workshop := handlers.NewWorkshop(token, nodeURLs, cfg.lockTTL, log)
+	runs := workshop.NewRunner(token, nodeURLs, cfg.lockTTL, log)
 	lockers, err := lock.NewLockers(nodes,
 		lock.WithTTL(cfg.lockTTL), lock.WithNamespace(cfg.namespace), lock.WithLogger(log),
 		lock.WithRestartAwareness(cfg.restartAware), lock.WithWatchdog(cfg.watchdog),
-		lock.WithObserver(func(e lock.Event) { metrics.ObserveLock(e); workshop.Observe(e) }))
+		lock.WithObserver(func(e lock.Event) { metrics.ObserveLock(e); runs.Observe(e) }))
 	if err != nil {
 		return err
 	}
@@ -218,9 +220,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		log.Info("database: SQLite", "file", cfg.db)
 	}
 
-	broker := handlers.NewBroker(lockers.Clients(), cfg.namespace, log, metrics.StreamDropped)
+	live := broker.New(lockers.Clients(), cfg.namespace, log, metrics.StreamDropped)
 	svc, err := inventory.New(ctx, db, lockers, inventory.Config{
-		Production: cfg.production, LockWait: cfg.lockWait, Logger: log, Notify: broker.Publish,
+		Production: cfg.production, LockWait: cfg.lockWait, Logger: log, Notify: live.Publish,
 	})
 	if err != nil {
 		return err
@@ -228,8 +230,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	metrics.WatchInventory(svc)
 
 	srv, err := handlers.NewServer(handlers.Config{
-		Inventory: svc, Lockers: lockers, Metrics: metrics, Broker: broker,
-		AdminToken: token, DefaultLock: cfg.lock, Logger: log, Workshop: workshop,
+		Inventory: svc, Lockers: lockers, Metrics: metrics, Broker: live,
+		AdminToken: token, DefaultLock: cfg.lock, Logger: log, Workshop: runs,
 	})
 	if err != nil {
 		return err
@@ -251,17 +253,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		BaseContext:       func(net.Listener) context.Context { return baseCtx },
 	}
-	hs.RegisterOnShutdown(broker.CloseStreams)
+	hs.RegisterOnShutdown(live.CloseStreams)
 
 	brokerCtx, stopBroker := context.WithCancel(context.WithoutCancel(ctx))
 	var bg sync.WaitGroup
-	bg.Go(func() { broker.Run(brokerCtx) })
+	bg.Go(func() { live.Run(brokerCtx) })
 	defer func() { stopBroker(); bg.Wait() }()
 
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	url := "http://" + ln.Addr().String()
-	workshop.SetBase(url)
+	runs.SetBase(url)
 	log.Info("listening", "addr", ln.Addr().String(), "lock", cfg.lock, "lock_ttl", cfg.lockTTL, "lock_wait", cfg.lockWait,
 		"production", cfg.production, "redis_nodes", len(nodes))
 	fmt.Fprintf(stdout, "listening on %s\n", url)

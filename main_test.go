@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -22,12 +21,12 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"flashsale/internal/localredis"
+	"flashsale/internal/testsupport"
 	"flashsale/inventory"
-	"flashsale/inventory/testenv"
 	"flashsale/lock"
 )
 
-func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
+func TestMain(m *testing.M) { os.Exit(testsupport.Main(m)) }
 
 const adminToken = "main-test-token"
 
@@ -37,25 +36,7 @@ type instance struct {
 	url    string
 	stop   context.CancelFunc
 	done   chan error
-	stderr *syncBuffer
-}
-
-// syncBuffer is a bytes.Buffer safe for run's logger and the test at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	stderr *testsupport.SyncBuffer
 }
 
 // start runs the storefront with args (after -addr 127.0.0.1:0 and the admin
@@ -65,7 +46,7 @@ func start(t *testing.T, env map[string]string, args ...string) *instance {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
-	in := &instance{t: t, stop: cancel, done: make(chan error, 1), stderr: &syncBuffer{}}
+	in := &instance{t: t, stop: cancel, done: make(chan error, 1), stderr: &testsupport.SyncBuffer{}}
 	var stderr io.Writer = in.stderr
 	if os.Getenv("FLASHSALE_TEST_LOG") != "" {
 		stderr = io.MultiWriter(in.stderr, os.Stderr)
@@ -231,8 +212,8 @@ func cluster3(t *testing.T, dsn string, nodes *localredis.Cluster, extra ...stri
 }
 
 func TestThreeInstancesOneSale(t *testing.T) {
-	nodes := testenv.Redis(t, 5)
-	for _, d := range testenv.Databases() {
+	nodes := testsupport.Redis(t, 5)
+	for _, d := range testsupport.Databases() {
 		t.Run(d.Name, func(t *testing.T) {
 			apps := cluster3(t, d.DSN(t), nodes, "-lock-wait", "10s", "-lock-ttl", "2s")
 			for _, c := range []struct {
@@ -274,8 +255,8 @@ func TestThreeInstancesOneSale(t *testing.T) {
 }
 
 func TestSeatRaceAcrossInstances(t *testing.T) {
-	nodes := testenv.Redis(t, 5)
-	apps := cluster3(t, testenv.SQLite(t), nodes, "-lock-wait", "10s")
+	nodes := testsupport.Redis(t, 5)
+	apps := cluster3(t, testsupport.SQLite(t), nodes, "-lock-wait", "10s")
 	for _, v := range []string{lock.Redlock, lock.LuaFence} {
 		t.Run(v, func(t *testing.T) {
 			apps[0].reset(`{"products":[],"seats":10}`)
@@ -300,8 +281,8 @@ func TestSeatRaceAcrossInstances(t *testing.T) {
 }
 
 func TestQuorumLostMidSale(t *testing.T) {
-	nodes := testenv.Redis(t, 5)
-	apps := cluster3(t, testenv.SQLite(t), nodes, "-lock-wait", "400ms", "-lock-ttl", "1s")
+	nodes := testsupport.Redis(t, 5)
+	apps := cluster3(t, testsupport.SQLite(t), nodes, "-lock-wait", "400ms", "-lock-ttl", "1s")
 	apps[0].reset(`{"products":[{"sku":"hot","name":"Hot","price_cents":100,"stock":100000}],"seats":0}`)
 	for _, a := range apps {
 		a.setWork(2)
@@ -368,8 +349,8 @@ func TestQuorumLostMidSale(t *testing.T) {
 }
 
 func TestGracefulShutdownKeepsEvery201(t *testing.T) {
-	nodes := testenv.Redis(t, 3)
-	dsn := testenv.SQLite(t)
+	nodes := testsupport.Redis(t, 3)
+	dsn := testsupport.SQLite(t)
 	app := start(t, nil, "-redis", strings.Join(nodes.URLs(), ","), "-db", dsn, "-lock-wait", "5s")
 	var products []string
 	for i := range 20 {
@@ -410,7 +391,7 @@ func TestGracefulShutdownKeepsEvery201(t *testing.T) {
 	if answers.failures() > answers.get("-1 transport") {
 		t.Errorf("server errors: %v", &answers)
 	}
-	db, err := inventory.Open(context.Background(), dsn, testenv.Logger())
+	db, err := inventory.Open(context.Background(), dsn, testsupport.Logger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -437,8 +418,8 @@ func TestGracefulShutdownKeepsEvery201(t *testing.T) {
 }
 
 func TestStreamAcrossInstances(t *testing.T) {
-	nodes := testenv.Redis(t, 3)
-	args := []string{"-redis", strings.Join(nodes.URLs(), ","), "-db", testenv.SQLite(t)}
+	nodes := testsupport.Redis(t, 3)
+	args := []string{"-redis", strings.Join(nodes.URLs(), ","), "-db", testsupport.SQLite(t)}
 	a, b := start(t, nil, args...), start(t, nil, args...)
 	a.reset(`{"products":[{"sku":"hot","name":"Hot","price_cents":1,"stock":100}],"seats":5}`)
 
@@ -498,13 +479,13 @@ seats:
 }
 
 func TestEmbeddedDefault(t *testing.T) {
-	if !localredis.Available() && testenv.CI() {
+	if !localredis.Available() && testsupport.CI() {
 		t.Fatal("CI=true: redis-server is not on PATH")
 	}
 	dir := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	out, stderr := &syncBuffer{}, &syncBuffer{}
+	out, stderr := &testsupport.SyncBuffer{}, &testsupport.SyncBuffer{}
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, []string{"flashsale", "-addr", "127.0.0.1:0", "-local-nodes", "3"},

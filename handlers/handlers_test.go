@@ -14,9 +14,10 @@ import (
 	"time"
 
 	"flashsale/handlers"
+	"flashsale/internal/broker"
 	"flashsale/internal/localredis"
+	"flashsale/internal/testsupport"
 	"flashsale/inventory"
-	"flashsale/inventory/testenv"
 	"flashsale/lock"
 )
 
@@ -49,30 +50,30 @@ func newApp(t *testing.T, o appOpts) *app {
 	if o.wait == 0 {
 		o.wait = 2 * time.Second
 	}
-	nodes := testenv.Redis(t, o.nodes)
-	ns := testenv.Namespace()
-	log := testenv.Logger()
+	nodes := testsupport.Redis(t, o.nodes)
+	ns := testsupport.Namespace()
+	log := testsupport.Logger()
 	metrics := handlers.NewMetrics()
-	lockers, err := lock.NewLockers(testenv.Options(t, nodes), lock.WithTTL(o.ttl), lock.WithNamespace(ns),
+	lockers, err := lock.NewLockers(testsupport.Options(t, nodes), lock.WithTTL(o.ttl), lock.WithNamespace(ns),
 		lock.WithLogger(log), lock.WithObserver(metrics.ObserveLock), lock.WithNodeTimeout(50*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { lockers.Close() })
 	ctx := context.Background()
-	db, err := inventory.Open(ctx, testenv.SQLite(t), log)
+	db, err := inventory.Open(ctx, testsupport.SQLite(t), log)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { inventory.Close(db) })
-	broker := handlers.NewBroker(lockers.Clients(), ns, log, metrics.StreamDropped)
-	svc, err := inventory.New(ctx, db, lockers, inventory.Config{LockWait: o.wait, Logger: log, Notify: broker.Publish})
+	live := broker.New(lockers.Clients(), ns, log, metrics.StreamDropped)
+	svc, err := inventory.New(ctx, db, lockers, inventory.Config{LockWait: o.wait, Logger: log, Notify: live.Publish})
 	if err != nil {
 		t.Fatal(err)
 	}
 	metrics.WatchInventory(svc)
 	srv, err := handlers.NewServer(handlers.Config{
-		Inventory: svc, Lockers: lockers, Metrics: metrics, Broker: broker,
+		Inventory: svc, Lockers: lockers, Metrics: metrics, Broker: live,
 		AdminToken: token, DefaultLock: lock.Redlock, Logger: log, Heartbeat: 100 * time.Millisecond,
 	})
 	if err != nil {
@@ -80,7 +81,7 @@ func newApp(t *testing.T, o appOpts) *app {
 	}
 	bctx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
-	go func() { broker.Run(bctx); close(done) }()
+	go func() { live.Run(bctx); close(done) }()
 	hs := httptest.NewServer(srv)
 	t.Cleanup(func() { hs.Close(); stop(); <-done })
 	return &app{t: t, url: hs.URL, svc: svc, lockers: lockers, nodes: nodes}

@@ -138,7 +138,7 @@ func (m *Metrics) WatchInventory(s *inventory.Service) {
 	}
 }
 
-// StreamDropped counts a change a stream missed; it is the Broker's onDrop.
+// StreamDropped counts a change a stream missed; it is the broker's onDrop.
 func (m *Metrics) StreamDropped() { m.streamDrops.Inc() }
 
 // SetAudit publishes the figures of an audit.

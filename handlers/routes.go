@@ -7,8 +7,8 @@ import (
 	"flashsale/web"
 )
 
-// routes lists every route of the public contract (DESIGN.md, "The public
-// contract"), plus the browser pages (web: / and /workshop), GET /api (an
+// routes lists every route of the public contract (docs/design.md, "The
+// public contract"), plus the browser pages (web: / and /workshop), GET /api (an
 // index of the API), GET /api/orders?user= (a shopper's orders) and
 // GET /api/admin/faults (the plan in force).
 func (s *Server) routes() {

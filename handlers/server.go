@@ -14,6 +14,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"flashsale/internal/broker"
 	"flashsale/inventory"
 	"flashsale/lock"
 )
@@ -23,7 +24,7 @@ type Config struct {
 	Inventory *inventory.Service
 	Lockers   *lock.Lockers
 	Metrics   *Metrics
-	Broker    *Broker
+	Broker    *broker.Broker
 	// AdminToken guards /api/admin/*. It must not be empty.
 	AdminToken string
 	// DefaultLock is the variant used when a request names none.
@@ -31,10 +32,9 @@ type Config struct {
 	Logger      *slog.Logger
 	// Heartbeat is how often an idle stream gets a comment. Default 15s.
 	Heartbeat time.Duration
-	// Workshop runs load-runner cells for the workshop page. Default: one
-	// that knows neither this instance's address nor its nodes, so runs
-	// fail with a clear error until SetBase is called.
-	Workshop *Workshop
+	// Workshop runs load-runner cells for the workshop page. Default: none,
+	// so the run list is empty and a run fails with a logged 500.
+	Workshop WorkshopRunner
 }
 
 // Server is the storefront's http.Handler.
@@ -42,13 +42,13 @@ type Server struct {
 	inv         *inventory.Service
 	lockers     *lock.Lockers
 	metrics     *Metrics
-	broker      *Broker
+	broker      *broker.Broker
 	adminHash   [sha256.Size]byte
 	defaultLock string
 	log         *slog.Logger
 	heartbeat   time.Duration
 	engine      *gin.Engine
-	workshop    *Workshop
+	workshop    WorkshopRunner
 }
 
 // NewServer checks the configuration and builds the routes.
@@ -75,9 +75,6 @@ func NewServer(cfg Config) (*Server, error) {
 		inv: cfg.Inventory, lockers: cfg.Lockers, metrics: cfg.Metrics, broker: cfg.Broker,
 		adminHash: sha256.Sum256([]byte(cfg.AdminToken)), defaultLock: cfg.DefaultLock,
 		log: cfg.Logger, heartbeat: cfg.Heartbeat, workshop: cfg.Workshop,
-	}
-	if s.workshop == nil {
-		s.workshop = NewWorkshop(cfg.AdminToken, nil, cfg.Lockers.TTL(), cfg.Logger)
 	}
 	e := gin.New()
 	e.HandleMethodNotAllowed = true

@@ -1,159 +1,37 @@
 package handlers
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"slices"
-	"strconv"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
-
-	"flashsale/loadtest"
-	"flashsale/lock"
 )
 
-// Workshop runs one load-runner cell at a time against this very instance
-// (its own database and Redis nodes), for the workshop page: progress and
-// notes stream while it runs, and the result keeps a timeline of who held
-// the hot SKU's lock when, recorded from the lock package's own events.
-type Workshop struct {
-	log       *slog.Logger
-	token     string
-	redisURLs []string
-	ttl       time.Duration
-
-	mu      sync.Mutex
-	base    string // this instance's URL, known once it listens
-	runs    []*workshopRun
-	current *workshopRun // the run recording lock events, if any
+// WorkshopRunner runs load-runner cells for the workshop page, one at a time,
+// against this instance. The server only checks requests, starts runs and
+// relays what they report; the runner (loadtest/workshop, wired in by main)
+// does the work, so this package links neither the load runner nor vegeta.
+// Records and events are encoded as JSON as they are.
+type WorkshopRunner interface {
+	// Scenarios are the fault scenarios a run may name.
+	Scenarios() []string
+	// Start begins a run and returns its id; started is false, and nothing
+	// runs, while another run is in progress.
+	Start(variant, scenario string, rate, durationS int) (id string, started bool, err error)
+	// Runs are the records of every run, oldest first.
+	Runs() []any
+	// Run is the record of one run; ok is false when no run has this id.
+	Run(id string) (record any, ok bool)
+	// Events are a run's events from the from-th on, a channel closed when
+	// the next one comes, and whether the run is over (nothing follows).
+	Events(id string, from int) (events []any, next <-chan struct{}, over bool)
 }
 
-// NewWorkshop prepares the workshop runner. redisURLs are this instance's
-// nodes, for the runner's own scan for stuck locks.
-func NewWorkshop(adminToken string, redisURLs []string, ttl time.Duration, log *slog.Logger) *Workshop {
-	if log == nil {
-		log = slog.Default()
-	}
-	return &Workshop{log: log, token: adminToken, redisURLs: redisURLs, ttl: ttl}
-}
-
-// SetBase tells the workshop where this instance listens.
-func (w *Workshop) SetBase(url string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.base = url
-}
-
-// Observe records lock events for the running cell's timeline. It is chained
-// into lock.WithObserver and never blocks for long.
-func (w *Workshop) Observe(e lock.Event) {
-	w.mu.Lock()
-	r := w.current
-	w.mu.Unlock()
-	if r != nil {
-		r.observe(e)
-	}
-}
-
-// workshopRun is one cell run from the page. Its events are kept so a late
-// subscriber gets the whole story.
-type workshopRun struct {
-	ID        string    `json:"id"`
-	Variant   string    `json:"variant"`
-	Scenario  string    `json:"scenario"`
-	Rate      int       `json:"rate"`
-	Duration  int       `json:"duration_s"`
-	State     string    `json:"state"` // running, done, failed
-	StartedAt time.Time `json:"started_at"`
-	Cell      *runCell  `json:"cell,omitempty"`
-	Error     string    `json:"error,omitempty"`
-
-	mu      sync.Mutex
-	events  []gin.H
-	changed chan struct{} // closed and replaced on every new event
-	holds   map[string]*hold
-	spans   []*hold
-	hotKey  string
-}
-
-// hold is one lease of the hot SKU's lock, from grant to release.
-type hold struct {
-	Owner string   `json:"owner"`
-	Token uint64   `json:"token"`
-	From  float64  `json:"from_ms"`
-	To    *float64 `json:"to_ms"` // nil: never released (crashed or stuck)
-}
-
-// maxHolds bounds a timeline; a workshop run is seconds long.
-const maxHolds = 5000
-
-func (r *workshopRun) observe(e lock.Event) {
-	if e.Key != r.hotKey || e.Lease == nil {
-		return
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	at := float64(e.Time.Sub(r.StartedAt).Microseconds()) / 1000
-	switch e.Kind {
-	case lock.Acquired:
-		if len(r.spans) >= maxHolds {
-			return
-		}
-		token, _ := e.Lease.Token()
-		h := &hold{Owner: e.Lease.Owner()[:8], Token: token, From: at}
-		r.holds[e.Lease.Owner()] = h
-		r.spans = append(r.spans, h)
-	case lock.Released, lock.Lost:
-		if h := r.holds[e.Lease.Owner()]; h != nil && h.To == nil {
-			h.To = &at
-		}
-	}
-}
-
-func (r *workshopRun) emit(ev gin.H) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.events = append(r.events, ev)
-	close(r.changed)
-	r.changed = make(chan struct{})
-}
-
-// since returns the events from i on, the channel the next one closes, and
-// whether the run is over.
-func (r *workshopRun) since(i int) ([]gin.H, <-chan struct{}, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Clone(r.events[min(i, len(r.events)):]), r.changed, r.State != "running"
-}
-
-// runCell is the load runner's cell in the shape the workshop page draws.
-type runCell struct {
-	Variant           string         `json:"variant"`
-	Scenario          string         `json:"scenario"`
-	Expected          string         `json:"expected"`
-	Seen              string         `json:"seen"`
-	OK                bool           `json:"ok"`
-	Sold              int64          `json:"sold"`
-	Initial           int64          `json:"initial"`
-	OversoldUnits     int64          `json:"oversold_units"`
-	LostUpdates       int64          `json:"lost_updates"`
-	DoubleBookedSeats int64          `json:"double_booked_seats"`
-	StuckLocks        int            `json:"stuck_locks"`
-	Codes             map[string]int `json:"codes"`
-	Throughput        float64        `json:"throughput"`
-	P50               float64        `json:"p50_ms"`
-	P99               float64        `json:"p99_ms"`
-	Reasons           []string       `json:"reasons,omitempty"`
-	Notes             []string       `json:"notes,omitempty"`
-	Timeline          []*hold        `json:"timeline"`
-	TimelineKey       string         `json:"timeline_key"`
-}
+// errNoWorkshop answers a run on a server built without a runner.
+var errNoWorkshop = errors.New("handlers: this server has no workshop runner")
 
 type runRequest struct {
 	Variant  string `json:"variant"`
@@ -170,8 +48,11 @@ func (s *Server) startWorkshopRun(c *gin.Context) error {
 	if _, err := s.lockers.Get(req.Variant); err != nil {
 		return &Error{Code: "unknown_lock", Detail: err.Error()}
 	}
-	if !slices.Contains(loadtest.ScenarioNames(), req.Scenario) {
-		return &Error{Code: "invalid_run", Detail: fmt.Sprintf("unknown scenario %q (known: %v)", req.Scenario, loadtest.ScenarioNames())}
+	if s.workshop == nil {
+		return errNoWorkshop
+	}
+	if scenarios := s.workshop.Scenarios(); !slices.Contains(scenarios, req.Scenario) {
+		return &Error{Code: "invalid_run", Detail: fmt.Sprintf("unknown scenario %q (known: %v)", req.Scenario, scenarios)}
 	}
 	if req.Rate < 1 || req.Rate > 2000 {
 		return &Error{Code: "invalid_run", Detail: fmt.Sprintf("rate must be 1 to 2000 requests per second, got %d", req.Rate)}
@@ -179,212 +60,65 @@ func (s *Server) startWorkshopRun(c *gin.Context) error {
 	if req.Duration < 1 || req.Duration > 60 {
 		return &Error{Code: "invalid_run", Detail: fmt.Sprintf("duration_s must be 1 to 60, got %d", req.Duration)}
 	}
-	run, err := s.workshop.start(req)
+	id, started, err := s.workshop.Start(req.Variant, req.Scenario, req.Rate, req.Duration)
 	if err != nil {
 		return err
 	}
-	c.JSON(http.StatusAccepted, gin.H{"id": run.ID})
+	if !started {
+		// A run resets the sale, so two at once would spoil both.
+		return &Error{Code: "run_in_progress"}
+	}
+	c.JSON(http.StatusAccepted, gin.H{"id": id})
 	return nil
 }
-
-// errRunInProgress: a run resets the sale, so two at once would spoil both.
-var errRunInProgress = &Error{Code: "run_in_progress"}
-
-func (w *Workshop) start(req runRequest) (*workshopRun, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.current != nil {
-		return nil, errRunInProgress
-	}
-	if w.base == "" {
-		return nil, errors.New("workshop: the instance's address is not known yet")
-	}
-	hot := loadtest.DefaultCatalogue().Products[0].SKU
-	r := &workshopRun{
-		ID: strconv.Itoa(len(w.runs) + 1), Variant: req.Variant, Scenario: req.Scenario,
-		Rate: req.Rate, Duration: req.Duration, State: "running", StartedAt: time.Now(),
-		changed: make(chan struct{}), holds: map[string]*hold{}, hotKey: "sku:" + hot,
-	}
-	w.runs = append(w.runs, r)
-	w.current = r
-	go w.run(r, w.base, hot)
-	return r, nil
-}
-
-func (w *Workshop) run(r *workshopRun, base, hot string) {
-	defer func() {
-		w.mu.Lock()
-		w.current = nil
-		w.mu.Unlock()
-	}()
-	total := r.Rate * r.Duration
-	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(r.Duration)*time.Second+2*time.Minute)
-	defer cancel()
-	done := make(chan struct{})
-	go func() { // progress by the clock: the attack paces itself at Rate
-		t := time.NewTicker(250 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				sent := min(total, int(time.Since(r.StartedAt).Seconds()*float64(r.Rate)))
-				r.emit(gin.H{"type": "progress", "done": sent, "total": total})
-			}
-		}
-	}()
-	report, err := loadtest.Run(ctx, loadtest.Config{
-		Variants: []string{r.Variant}, Scenarios: []string{r.Scenario},
-		Rate: r.Rate, Duration: time.Duration(r.Duration) * time.Second,
-		Seed: 1, LockTTL: w.ttl, WarmUp: -1,
-		Targets: []string{base}, AdminToken: w.token, RedisURLs: w.redisURLs,
-		Logger: slog.New(&noteHandler{run: r}),
-	})
-	close(done)
-	var cell *loadtest.Cell
-	if err == nil {
-		cell = report.Cell(r.Variant, r.Scenario)
-		switch {
-		case cell == nil:
-			err = errors.New("the load runner did not run this cell (see the notes)")
-		case cell.Verdict == loadtest.VerdictSkipped:
-			err = fmt.Errorf("the load runner skipped this cell: %s", strings.Join(cell.Notes, "; "))
-		}
-	}
-	r.mu.Lock()
-	if err != nil {
-		r.State, r.Error = "failed", err.Error()
-	} else {
-		r.State = "done"
-		r.Cell = toRunCell(cell, r.spans, r.hotKey)
-	}
-	result := gin.H{"type": "result", "cell": r.Cell}
-	if err != nil {
-		result = gin.H{"type": "error", "message": r.Error}
-	}
-	r.mu.Unlock()
-	if err != nil {
-		w.log.Warn("workshop run failed", "id", r.ID, "variant", r.Variant, "scenario", r.Scenario, "err", err)
-	}
-	r.emit(gin.H{"type": "progress", "done": total, "total": total})
-	r.emit(result)
-}
-
-func toRunCell(c *loadtest.Cell, spans []*hold, key string) *runCell {
-	// Sold / initial of the hot SKU, where overselling shows; the bulk
-	// products' large stock would hide it in a sum.
-	sold, initial := c.Audit.SoldUnits, c.Initial
-	for _, p := range c.Audit.Products {
-		if p.SKU == c.HotSKU {
-			sold, initial = p.SoldUnits, p.InitialStock
-		}
-	}
-	return &runCell{
-		Variant: c.Variant, Scenario: c.Scenario, Expected: string(c.Expected), Seen: string(c.Seen),
-		OK: c.Verdict == loadtest.VerdictOK, Sold: sold, Initial: initial,
-		OversoldUnits: c.Audit.OversoldUnits, LostUpdates: c.Audit.LostUpdates,
-		DoubleBookedSeats: c.Audit.DoubleBookedSeats, StuckLocks: c.StuckLocks,
-		Codes: map[string]int{
-			"201": c.Summary.Counts.Created, "409": c.Summary.Counts.Conflict,
-			"503": c.Summary.Counts.Unavailable, "other": c.Summary.Counts.Other,
-		},
-		Throughput: c.Summary.SalesPerSecond,
-		P50:        float64(c.Summary.P50.Microseconds()) / 1000, P99: float64(c.Summary.P99.Microseconds()) / 1000,
-		Reasons: c.Reasons, Notes: c.Notes,
-		Timeline: slices.Clone(spans), TimelineKey: key,
-	}
-}
-
-// noteHandler turns the load runner's log lines into notes on the run's stream.
-type noteHandler struct {
-	run   *workshopRun
-	attrs []slog.Attr
-}
-
-func (h *noteHandler) Enabled(context.Context, slog.Level) bool { return true }
-
-func (h *noteHandler) Handle(_ context.Context, rec slog.Record) error {
-	msg := rec.Message
-	rec.Attrs(func(a slog.Attr) bool {
-		msg += " " + a.String()
-		return true
-	})
-	h.run.emit(gin.H{"type": "note", "message": msg})
-	return nil
-}
-
-func (h *noteHandler) WithAttrs(as []slog.Attr) slog.Handler {
-	return &noteHandler{run: h.run, attrs: append(slices.Clone(h.attrs), as...)}
-}
-
-func (h *noteHandler) WithGroup(string) slog.Handler { return h }
 
 func (s *Server) listWorkshopRuns(c *gin.Context) error {
-	s.workshop.mu.Lock()
-	runs := slices.Clone(s.workshop.runs)
-	s.workshop.mu.Unlock()
-	out := make([]gin.H, 0, len(runs))
-	for _, r := range runs {
-		out = append(out, r.record())
+	runs := []any{}
+	if s.workshop != nil {
+		runs = s.workshop.Runs()
 	}
-	c.JSON(http.StatusOK, out)
+	c.JSON(http.StatusOK, runs)
 	return nil
 }
 
-func (r *workshopRun) record() gin.H {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	rec := gin.H{"id": r.ID, "variant": r.Variant, "scenario": r.Scenario, "rate": r.Rate,
-		"duration_s": r.Duration, "state": r.State, "started_at": r.StartedAt}
-	if r.Cell != nil {
-		rec["cell"] = r.Cell
-	}
-	if r.Error != "" {
-		rec["error"] = r.Error
-	}
-	return rec
-}
-
-func (s *Server) workshopRun(c *gin.Context) (*workshopRun, error) {
-	s.workshop.mu.Lock()
-	defer s.workshop.mu.Unlock()
-	for _, r := range s.workshop.runs {
-		if r.ID == c.Param("id") {
-			return r, nil
+// workshopRun is the record of the run the route names.
+func (s *Server) workshopRun(c *gin.Context) (any, error) {
+	if s.workshop != nil {
+		if rec, ok := s.workshop.Run(c.Param("id")); ok {
+			return rec, nil
 		}
 	}
 	return nil, &Error{Code: "unknown_run", Detail: fmt.Sprintf("no workshop run %q", c.Param("id"))}
 }
 
 func (s *Server) getWorkshopRun(c *gin.Context) error {
-	r, err := s.workshopRun(c)
+	rec, err := s.workshopRun(c)
 	if err != nil {
 		return err
 	}
-	c.JSON(http.StatusOK, r.record())
+	c.JSON(http.StatusOK, rec)
 	return nil
 }
 
 // streamWorkshopRun replays the run's events so far, then follows it live
 // until the result (or the client leaves).
 func (s *Server) streamWorkshopRun(c *gin.Context) error {
-	r, err := s.workshopRun(c)
-	if err != nil {
+	if _, err := s.workshopRun(c); err != nil {
 		return err
 	}
+	id := c.Param("id")
 	c.Header("Content-Type", "text/event-stream")
 	c.Header("Cache-Control", "no-cache")
 	c.Status(http.StatusOK)
 	next := 0
 	for {
-		evs, changed, over := r.since(next)
+		evs, changed, over := s.workshop.Events(id, next)
 		for _, ev := range evs {
 			c.SSEvent("", ev)
 		}
 		next += len(evs)
 		c.Writer.Flush()
-		if over { // since read the events and the state together: nothing follows
+		if over { // Events read the events and the state together: nothing follows
 			return nil
 		}
 		select {

@@ -11,8 +11,8 @@ import (
 	"gorm.io/gorm"
 
 	"flashsale/internal/localredis"
+	"flashsale/internal/testsupport"
 	"flashsale/inventory"
-	"flashsale/inventory/testenv"
 	"flashsale/lock"
 )
 
@@ -26,19 +26,19 @@ type sale struct {
 func newSale(t *testing.T, dsn string, nodes *localredis.Cluster, cfg inventory.Config, opts ...lock.Option) sale {
 	t.Helper()
 	ctx := context.Background()
-	opts = append([]lock.Option{lock.WithNamespace(testenv.Namespace()), lock.WithLogger(testenv.Logger())}, opts...)
-	lockers, err := lock.NewLockers(testenv.Options(t, nodes), opts...)
+	opts = append([]lock.Option{lock.WithNamespace(testsupport.Namespace()), lock.WithLogger(testsupport.Logger())}, opts...)
+	lockers, err := lock.NewLockers(testsupport.Options(t, nodes), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { lockers.Close() })
-	db, err := inventory.Open(ctx, dsn, testenv.Logger())
+	db, err := inventory.Open(ctx, dsn, testsupport.Logger())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { inventory.Close(db) })
 	if cfg.Logger == nil {
-		cfg.Logger = testenv.Logger()
+		cfg.Logger = testsupport.Logger()
 	}
 	svc, err := inventory.New(ctx, db, lockers, cfg)
 	if err != nil {
@@ -119,8 +119,8 @@ func (s sale) buyers(t *testing.T, n int, variant string) (sold int, errs map[st
 }
 
 func TestCorrectLocksSellExactlyTheStock(t *testing.T) {
-	nodes := testenv.Redis(t, 3)
-	for _, d := range testenv.Databases() {
+	nodes := testsupport.Redis(t, 3)
+	for _, d := range testsupport.Databases() {
 		t.Run(d.Name, func(t *testing.T) {
 			s := newSale(t, d.DSN(t), nodes, inventory.Config{LockWait: 10 * time.Second})
 			s.svc.SetWork(time.Millisecond)
@@ -141,8 +141,8 @@ func TestCorrectLocksSellExactlyTheStock(t *testing.T) {
 }
 
 func TestNoLockOversells(t *testing.T) {
-	nodes := testenv.Redis(t, 1)
-	for _, d := range testenv.Databases() {
+	nodes := testsupport.Redis(t, 1)
+	for _, d := range testsupport.Databases() {
 		t.Run(d.Name, func(t *testing.T) {
 			s := newSale(t, d.DSN(t), nodes, inventory.Config{})
 			s.svc.SetWork(20 * time.Millisecond)
@@ -158,8 +158,8 @@ func TestNoLockOversells(t *testing.T) {
 }
 
 func TestProductionGuardsCatchWhatNoLockLetsThrough(t *testing.T) {
-	nodes := testenv.Redis(t, 1)
-	for _, d := range testenv.Databases() {
+	nodes := testsupport.Redis(t, 1)
+	for _, d := range testsupport.Databases() {
 		t.Run(d.Name, func(t *testing.T) {
 			s := newSale(t, d.DSN(t), nodes, inventory.Config{Production: true})
 			s.svc.SetWork(20 * time.Millisecond)
@@ -190,7 +190,7 @@ func TestProductionGuardsCatchWhatNoLockLetsThrough(t *testing.T) {
 // next holder has read: plain lua loses that update, the fenced variants
 // refuse the stale write.
 func TestPauseInCriticalSection(t *testing.T) {
-	nodes := testenv.Redis(t, 3)
+	nodes := testsupport.Redis(t, 3)
 	cases := []struct {
 		variant   string
 		wantStale bool
@@ -200,7 +200,7 @@ func TestPauseInCriticalSection(t *testing.T) {
 		{lock.LuaFence, true},
 		{lock.RedlockFence, true},
 	}
-	s := newSale(t, testenv.SQLite(t), nodes, inventory.Config{LockWait: 3 * time.Second},
+	s := newSale(t, testsupport.SQLite(t), nodes, inventory.Config{LockWait: 3 * time.Second},
 		lock.WithTTL(150*time.Millisecond), lock.WithNodeTimeout(50*time.Millisecond))
 	for _, c := range cases {
 		t.Run(c.variant, func(t *testing.T) {
@@ -239,8 +239,8 @@ func TestPauseInCriticalSection(t *testing.T) {
 }
 
 func TestCrashAfterSetNXLeavesAStuckLock(t *testing.T) {
-	nodes := testenv.Redis(t, 1)
-	s := newSale(t, testenv.SQLite(t), nodes, inventory.Config{LockWait: 300 * time.Millisecond},
+	nodes := testsupport.Redis(t, 1)
+	s := newSale(t, testsupport.SQLite(t), nodes, inventory.Config{LockWait: 300 * time.Millisecond},
 		lock.WithTTL(200*time.Millisecond))
 	for _, c := range []struct {
 		variant string
@@ -276,8 +276,8 @@ func TestCrashAfterSetNXLeavesAStuckLock(t *testing.T) {
 }
 
 func TestIdempotencyKey(t *testing.T) {
-	nodes := testenv.Redis(t, 3)
-	for _, d := range testenv.Databases() {
+	nodes := testsupport.Redis(t, 3)
+	for _, d := range testsupport.Databases() {
 		t.Run(d.Name, func(t *testing.T) {
 			s := newSale(t, d.DSN(t), nodes, inventory.Config{LockWait: 5 * time.Second})
 			s.reset(t, 100, 10)
@@ -333,8 +333,8 @@ func TestIdempotencyKey(t *testing.T) {
 }
 
 func TestSeatGrab(t *testing.T) {
-	nodes := testenv.Redis(t, 3)
-	for _, d := range testenv.Databases() {
+	nodes := testsupport.Redis(t, 3)
+	for _, d := range testsupport.Databases() {
 		t.Run(d.Name, func(t *testing.T) {
 			s := newSale(t, d.DSN(t), nodes, inventory.Config{LockWait: 5 * time.Second})
 			s.svc.SetWork(10 * time.Millisecond)
@@ -381,8 +381,8 @@ func TestSeatGrab(t *testing.T) {
 }
 
 func TestBadRequests(t *testing.T) {
-	nodes := testenv.Redis(t, 1)
-	s := newSale(t, testenv.SQLite(t), nodes, inventory.Config{})
+	nodes := testsupport.Redis(t, 1)
+	s := newSale(t, testsupport.SQLite(t), nodes, inventory.Config{})
 	s.reset(t, 5, 3)
 	ctx := context.Background()
 	buys := []struct {
@@ -435,8 +435,8 @@ func TestBadRequests(t *testing.T) {
 }
 
 func TestAuditReportsAnUnreachableNode(t *testing.T) {
-	nodes := testenv.Redis(t, 3)
-	s := newSale(t, testenv.SQLite(t), nodes, inventory.Config{})
+	nodes := testsupport.Redis(t, 3)
+	s := newSale(t, testsupport.SQLite(t), nodes, inventory.Config{})
 	s.reset(t, 5, 0)
 	if err := nodes.Nodes[1].Stop(context.Background()); err != nil {
 		t.Fatal(err)
@@ -459,8 +459,8 @@ func TestAuditReportsAnUnreachableNode(t *testing.T) {
 }
 
 func TestDefaultCatalogueSeededOnce(t *testing.T) {
-	nodes := testenv.Redis(t, 1)
-	dsn := testenv.SQLite(t)
+	nodes := testsupport.Redis(t, 1)
+	dsn := testsupport.SQLite(t)
 	s := newSale(t, dsn, nodes, inventory.Config{})
 	newSale(t, dsn, nodes, inventory.Config{}) // a second instance on the same file
 	ps, err := s.svc.Products(context.Background())
@@ -481,11 +481,11 @@ func TestDefaultCatalogueSeededOnce(t *testing.T) {
 // reset also restarted the fencing counters, so the new sale's first holder
 // drew the very token the paused one carried, and the stale write passed.)
 func TestResetFencesOffRequestsInFlight(t *testing.T) {
-	nodes := testenv.Redis(t, 1)
+	nodes := testsupport.Redis(t, 1)
 	for _, variant := range []string{lock.Lua, lock.LuaFence} {
 		t.Run(variant, func(t *testing.T) {
 			paused := make(chan struct{}, 1)
-			s := newSale(t, testenv.SQLite(t), nodes, inventory.Config{LockWait: 3 * time.Second},
+			s := newSale(t, testsupport.SQLite(t), nodes, inventory.Config{LockWait: 3 * time.Second},
 				lock.WithTTL(200*time.Millisecond), lock.WithObserver(func(e lock.Event) {
 					if e.Kind == lock.FaultFired {
 						select {

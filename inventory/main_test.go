@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"flashsale/inventory/testenv"
+	"flashsale/internal/testsupport"
 )
 
-func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
+func TestMain(m *testing.M) { os.Exit(testsupport.Main(m)) }

@@ -16,7 +16,7 @@ import (
 
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 
-	"flashsale/internal/redistest"
+	"flashsale/internal/testsupport"
 	"flashsale/loadtest"
 )
 
@@ -51,9 +51,9 @@ var knownBugs = map[string]string{
 
 // The short matrix end to end: real redis-server nodes, three real app
 // instances on one SQLite file, vegeta traffic, and every cell judged by
-// the audit and the cross-check as DESIGN.md expects.
+// the audit and the cross-check as docs/design.md expects.
 func TestMatrix(t *testing.T) {
-	redistest.Require(t)
+	testsupport.RequireRedis(t)
 	if testing.Short() {
 		t.Skip("the matrix runs real app instances for about a minute")
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"flashsale/internal/localredis"
-	"flashsale/internal/redistest"
+	"flashsale/internal/testsupport"
 )
 
 func TestMinority(t *testing.T) {
@@ -25,7 +25,7 @@ func TestMinority(t *testing.T) {
 // The node recipes against real redis-server processes: what they leave
 // down, what they restart and when, and that Heal brings every node back.
 func TestNodeRecipes(t *testing.T) {
-	c := redistest.Start(t, 5, localredis.Options{})
+	c := testsupport.Redis(t, 5, localredis.Options{})
 	nodes := clusterNodes{c}
 	ctx := context.Background()
 	var notes []string

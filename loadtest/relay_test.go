@@ -8,14 +8,14 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"flashsale/internal/localredis"
-	"flashsale/internal/redistest"
+	"flashsale/internal/testsupport"
 )
 
 // Through the relay a client reaches a node while it runs, loses it (a
 // dead connection, never a refused dial) while it is down, and reaches it
 // again the moment it is back — without the client's dial back-off.
 func TestRelayFollowsTheNode(t *testing.T) {
-	c := redistest.Start(t, 1, localredis.Options{})
+	c := testsupport.Redis(t, 1, localredis.Options{})
 	r, err := startRelay(c.Nodes[0].Addr())
 	if err != nil {
 		t.Fatal(err)

@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// The matrix as DESIGN.md writes it, row by row, so a change to either one
+// The matrix as docs/design.md writes it, row by row, so a change to either one
 // shows up here.
 func TestExpectedIsDesignMatrix(t *testing.T) {
 	h, b := Holds, Breaks
@@ -30,14 +30,14 @@ func TestExpectedIsDesignMatrix(t *testing.T) {
 	for v, row := range design {
 		for i, want := range row {
 			if got, ok := Expected(v, cols[i]); !ok || got != want {
-				t.Errorf("%s × %s: %q (in matrix: %v), DESIGN.md says %q", v, cols[i], got, ok, want)
+				t.Errorf("%s × %s: %q (in matrix: %v), docs/design.md says %q", v, cols[i], got, ok, want)
 			}
 		}
 		got, ok := Expected(v, NodeRestartUnaware)
 		switch v {
 		case "redlock":
 			if got != Breaks {
-				t.Errorf("redlock without restart awareness: %q, DESIGN.md says breaks", got)
+				t.Errorf("redlock without restart awareness: %q, docs/design.md says breaks", got)
 			}
 		case "redlock+fence":
 			if got != NoClaim {

@@ -46,7 +46,7 @@ type Config struct {
 	Seed uint64
 
 	// Catalogue is what every cell's sale starts with. Default
-	// DefaultCatalogue().
+	// CellCatalogue().
 	Catalogue *Catalogue
 	// Mix is the shape of the traffic; its SKUs default to the catalogue's
 	// (the first product hot, the others bulk). Default DefaultMix().
@@ -83,11 +83,12 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// DefaultCatalogue is the sale every cell starts with: one scarce hot SKU
-// (it sells out, so overselling shows), four bulk SKUs that never sell out in
-// a run (they carry the throughput) and a small seat map that seat grabs
-// fight over.
-func DefaultCatalogue() Catalogue {
+// CellCatalogue is the sale every cell starts with, made for measuring
+// rather than for shoppers (the storefront's own default sale is
+// inventory.DefaultCatalogue): one scarce hot SKU (it sells out, so
+// overselling shows), four bulk SKUs that never sell out in a run (they
+// carry the throughput) and a small seat map that seat grabs fight over.
+func CellCatalogue() Catalogue {
 	c := Catalogue{Seats: 20, Products: []Product{{SKU: "hot", Name: "Hot drop", PriceCents: 4999, Stock: 40}}}
 	for i := 1; i <= 4; i++ {
 		c.Products = append(c.Products, Product{SKU: fmt.Sprintf("bulk-%d", i), Name: fmt.Sprintf("Bulk item %d", i), PriceCents: 999, Stock: 100_000})
@@ -140,7 +141,7 @@ func (c *Config) defaults() error {
 		c.WarmUp = time.Second
 	}
 	if c.Catalogue == nil {
-		cat := DefaultCatalogue()
+		cat := CellCatalogue()
 		c.Catalogue = &cat
 	}
 	if c.Mix == nil {

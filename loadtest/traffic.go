@@ -80,7 +80,7 @@ func NewTraffic(bases []string, variants []string, mix Mix, seed uint64, tag str
 	}, nil
 }
 
-// orderBody and seatBody are the request bodies of DESIGN.md's contract.
+// orderBody and seatBody are the request bodies of docs/design.md's contract.
 type orderBody struct {
 	SKU  string `json:"sku"`
 	Qty  int    `json:"qty"`

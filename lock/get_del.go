@@ -9,7 +9,7 @@ import (
 )
 
 // getDel acquires correctly (SET k v NX PX ttl) but releases in two commands,
-// as the third pattern in seed article 001 does: GET k, compare with our
+// as the commonest "check the owner first" answer does: GET k, compare with our
 // value, then DEL k.
 //
 // Where it breaks: between GET and DEL. If the holder stalls there past the

@@ -7,7 +7,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// luaLock is the correct single-node lock of seed articles 001 and 004:
+// luaLock is the correct single-node lock that the articles end with:
 // SET k <128-bit random> NX PX ttl to acquire, a Lua compare-and-delete to
 // release and a Lua compare-and-pexpire to extend, so no check can be
 // separated from its action.

@@ -10,7 +10,7 @@ import (
 	"flashsale/lock"
 )
 
-// The expected-outcomes matrix of DESIGN.md at the lock level, for the
+// The expected-outcomes matrix of docs/design.md at the lock level, for the
 // faults a single client process can inject. Every variant runs the same
 // scenario on the same key with the same seeded fault; none is told to fail.
 // A cell "breaks" only if the real race the fault opens shows up.

@@ -8,7 +8,7 @@ import (
 )
 
 // plainDel acquires correctly (SET k v NX PX ttl) and releases with a bare
-// DEL k, never checking that the lock is still ours (seed article 001's
+// DEL k, never checking that the lock is still ours (the articles'
 // "jedis.del(key)").
 //
 // Where it breaks: a holder whose critical section outlives the TTL comes

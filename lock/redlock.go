@@ -9,7 +9,7 @@ import (
 	"flashsale/lock/internal/wire"
 )
 
-// redlock is the Redlock algorithm of seed articles 002 and 004 over N
+// redlock is the Redlock algorithm of the Redis documentation over N
 // independent masters: SET k v NX PX ttl on all of them at once, with a
 // short per-node timeout; the lock is ours if a quorum (N/2+1) granted it and
 // time is left: validity = ttl − elapsed − drift. A failed try releases on

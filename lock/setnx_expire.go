@@ -7,7 +7,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// setnxExpire is the first pattern in seed article 001: SETNX k v, then
+// setnxExpire is the first pattern the articles warn about: SETNX k v, then
 // EXPIRE k ttl as a second command, and DEL k to release.
 //
 // Where it breaks: between SETNX and EXPIRE. A client that dies there (or

@@ -11,13 +11,15 @@ import (
 	"testing"
 	"time"
 
+	"flashsale/internal/testsupport"
+
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 )
 
 // The browser tests drive the real pages in Debian's Chromium, headless,
-// against the app that startApp gives. A missing browser fails the test in CI
-// (CI=true) and skips it elsewhere.
+// against the real app that startApp gives. A missing browser fails the test
+// in CI and skips it elsewhere (testsupport.Missing).
 
 const chromiumPath = "/usr/bin/chromium"
 
@@ -33,10 +35,7 @@ const (
 func startBrowser(t *testing.T) context.Context {
 	t.Helper()
 	if _, err := os.Stat(chromiumPath); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("Chromium is required in CI: %v (.ci/run installs the chromium package)", err)
-		}
-		t.Skipf("no Chromium at %s (apt-get install chromium): %v", chromiumPath, err)
+		testsupport.Missing(t, "no Chromium at %s (apt-get install chromium): %v", chromiumPath, err)
 	}
 	profile := t.TempDir() // removed after the browser has stopped (cleanups run last-in first-out)
 	out, err := os.Create(filepath.Join(artifacts(t), "chromium.log"))
@@ -306,10 +305,6 @@ func TestBrowserBuyUntilSoldOut(t *testing.T) {
 func TestBrowserBusyThenRetry(t *testing.T) {
 	app := startApp(t)
 	app.reset(t, smallSale)
-	if status, _ := app.admin(t, "GET", "/api/admin/faults", ""); status == 404 {
-		standIn(t, "the app has no fault API, so a busy lock cannot be made; skipping")
-		t.Skip("no fault API")
-	}
 	t.Cleanup(func() { app.admin(t, "PUT", "/api/admin/faults", `{"faults":[]}`) })
 	tab := newTab(t, startBrowser(t), false)
 	card := `document.querySelector('[data-sku="tee"]')`

@@ -11,14 +11,14 @@ import (
 // variantInfo is what the workshop shows beside a variant: its file in the
 // lock package, the correct variant's file it is compared with, one
 // paragraph on why it breaks (or why it holds), and the scenario that shows
-// it. The paragraphs follow DESIGN.md's ladder; keep them in step with it.
+// it. The paragraphs follow the ladder of docs/design.md; keep them in step with it.
 type variantInfo struct {
 	name      string
 	showsWith string
 	why       string
 }
 
-// ladder lists the variants in DESIGN.md's order.
+// ladder lists the variants in the order of docs/design.md.
 var ladder = []variantInfo{
 	{
 		name: "none", showsWith: "clean",

@@ -3,7 +3,7 @@
 // all embedded in the binary so the pages work offline (no CDN, no build
 // step: the scripts are plain JavaScript written for this page).
 //
-// The pages talk to the JSON API of DESIGN.md only; this package serves
+// The pages talk to the JSON API of docs/design.md only; this package serves
 // nothing but the pages and one read-only helper for the workshop, the source
 // of a lock variant with the lines that differ from the correct variant
 // (GET /workshop/source/{variant}). Mount the handler on every pattern that

@@ -1,6 +1,6 @@
 // The storefront: products with live stock, a buy form per product, the seat
 // map with click-to-grab, and the orders this browser made. Talks to the
-// JSON API of DESIGN.md only.
+// JSON API of docs/design.md only.
 "use strict";
 
 (function () {

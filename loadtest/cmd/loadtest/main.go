@@ -1,11 +1,11 @@
 // Command loadtest runs flashsale's lock variants × fault scenarios matrix
-// with vegeta and judges every cell against DESIGN.md's expected outcomes.
+// with vegeta and judges every cell against the expected outcomes of docs/design.md.
 //
 //	go run ./loadtest/cmd/loadtest                 # the full matrix, on its own Redis nodes and 3 app instances
 //	go run ./loadtest/cmd/loadtest -quick          # a few seconds a cell
 //	go run ./loadtest/cmd/loadtest -targets http://127.0.0.1:8080 -admin-token T -scenarios clean
 //
-// Exit status: 0 when every cell did what DESIGN.md expects; 1 when a cell
+// Exit status: 0 when every cell did what docs/design.md expects; 1 when a cell
 // that must hold broke, a cell could not be judged, or (with -strict) a cell
 // that must break held; 2 when the run could not start.
 package main
@@ -67,7 +67,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		lockPattern = fs.String("lock-pattern", loadtest.DefaultLockPattern, "Redis key pattern of lock keys")
 	)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: loadtest [flags]\n\nRuns every lock variant under every fault scenario with vegeta and judges each cell against DESIGN.md.\n\n")
+		fmt.Fprintf(stderr, "usage: loadtest [flags]\n\nRuns every lock variant under every fault scenario with vegeta and judges each cell against the expected outcomes of docs/design.md.\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
