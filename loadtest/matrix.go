@@ -17,14 +17,14 @@ var Variants = lock.Names()
 // Outcome is what a cell of the matrix does: the sale holds, or it breaks.
 type Outcome string
 
-// Outcomes, as DESIGN.md defines them.
+// Outcomes, as docs/design.md defines them.
 const (
 	// Holds: no overselling, no lost update, no double booking, no stuck
 	// lock, no order lost or invented (503s are allowed).
 	Holds Outcome = "holds"
 	// Breaks: at least one of those, coming out of the real race.
 	Breaks Outcome = "breaks"
-	// NoClaim: DESIGN.md promises nothing for the cell; it is run and shown,
+	// NoClaim: docs/design.md promises nothing for the cell; it is run and shown,
 	// not judged.
 	NoClaim Outcome = "no claim"
 )
@@ -38,7 +38,7 @@ const (
 	NodeDown                 = "node-down"
 	NodeRestart              = "node-restart"
 	// NodeRestartUnaware is node-restart with the app's Redlock restart
-	// awareness turned off. DESIGN.md gives it as the second half of the
+	// awareness turned off. docs/design.md gives it as the second half of the
 	// redlock cell ("breaks without restart awareness, holds with it"); here
 	// it is its own column so both halves are measured, on the Redlock
 	// variants only (no other variant has restart awareness to turn off).
@@ -182,7 +182,7 @@ func ScenarioNames() []string {
 	return out
 }
 
-// expected is DESIGN.md's matrix, column by column: the variants that break
+// expected is docs/design.md's matrix, column by column: the variants that break
 // in it; every other variant the scenario applies to holds.
 var expected = map[string][]string{
 	Clean:                    {"none"},
@@ -193,19 +193,19 @@ var expected = map[string][]string{
 	// ² lua+fence: the restarted node lost its fence counter, so the store
 	// refuses the lower tokens: unavailable, never unsafe.
 	NodeRestart: {"none", "setnx-expire", "get-del", "plain-del", "lua"},
-	// DESIGN.md: redlock "breaks without restart awareness".
+	// docs/design.md: redlock "breaks without restart awareness".
 	NodeRestartUnaware: {"redlock"},
 }
 
-// noClaim are the cells the runner shows but DESIGN.md makes no promise
+// noClaim are the cells the runner shows but docs/design.md makes no promise
 // about: redlock+fence is promised to hold under node-restart only "with
-// restart awareness", and DESIGN.md warns that without it tokens can go
+// restart awareness", and docs/design.md warns that without it tokens can go
 // backwards.
 var noClaim = map[string][]string{
 	NodeRestartUnaware: {"redlock+fence"},
 }
 
-// Expected is the outcome DESIGN.md expects of variant under scenario, and
+// Expected is the outcome docs/design.md expects of variant under scenario, and
 // false for a cell that is not in the matrix.
 func Expected(variant, scenario string) (Outcome, bool) {
 	breaks, ok := expected[scenario]
