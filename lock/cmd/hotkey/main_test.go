@@ -28,6 +28,9 @@ func TestMain(m *testing.M) {
 // is not blind — no lock at all overlaps at once.
 func TestSmoke(t *testing.T) {
 	redistest.Require(t)
+	if testing.Short() {
+		t.Skip("starts Redis nodes and contender processes for about ten seconds")
+	}
 	out := filepath.Join(t.TempDir(), "hotkey.json")
 	var stdout, stderr bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

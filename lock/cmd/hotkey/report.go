@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -151,7 +152,7 @@ func spread(done []int) Spread {
 // every process (monoNow), so the count is across processes too.
 func overlaps(all []section) (int, time.Duration) {
 	s := slices.Clone(all)
-	slices.SortFunc(s, func(a, b section) int { return int(a.Start - b.Start) })
+	slices.SortFunc(s, func(a, b section) int { return cmp.Compare(a.Start, b.Start) })
 	n, longest := 0, int64(0)
 	var maxEnd int64 = math.MinInt64
 	for _, x := range s {
