@@ -251,7 +251,8 @@ func (l *Lease) Release(ctx context.Context) error {
 	wake := func() { l.locker.wake.deleted(l.k.lock) }
 	var err error
 	if o, ok := l.locker.v.(orderedRelease); ok {
-		err = o.releaseThen(ctx, l.k, l.value, time.Now().Before(l.ValidUntil()), wake)
+		// Redlock: the next waiter here, or the head of the key's line.
+		err = o.releaseThen(ctx, l.k, l.value, time.Now().Before(l.ValidUntil()), func() { l.locker.wake.passOn(l.k.lock) })
 	} else if err = l.locker.v.release(ctx, l.locker.cfg.faults.gapFor(l.locker, l.name, l), l.k, l.value); err == nil {
 		wake()
 	}

@@ -55,7 +55,7 @@ func NewLockers(nodes []*redis.Options, opts ...Option) (*Lockers, error) {
 	for _, n := range s.nodes {
 		n.peers = s.nodes
 	}
-	s.wake = newWaker(cfg, s.Clients())
+	s.wake = newWaker(cfg, s.nodes)
 	// Open a connection to every node now, in the background: the first
 	// connection runs the restart check, and a vote should not pay for it.
 	for _, n := range s.nodes {

@@ -76,3 +76,36 @@ func (s script) eval(keys []string, args ...string) []string {
 	cmd = append(cmd, keys...)
 	return append(cmd, args...)
 }
+
+// The waiting line of a hot key across processes (queue.go). It lives on the
+// first node; it orders wake-ups, never grants: every grant is still the
+// variant's own acquire.
+var (
+	// joinLine puts a waiting process at the back of a key's line, but only
+	// while the lock key is there: a release that comes later then wakes the
+	// line's head. If the key is gone already the caller should try at once.
+	// KEYS[1] lock, KEYS[2] line; ARGV[1] process id, ARGV[2] line TTL ms.
+	// Returns 1 if queued, 0 if the lock key is gone.
+	joinLine = newScript(`
+if redis.call("exists", KEYS[1]) == 0 then
+	return 0
+end
+redis.call("rpush", KEYS[2], ARGV[1])
+redis.call("pexpire", KEYS[2], ARGV[2])
+return 1`)
+
+	// wakeHead takes the head of a key's line and tells it, by a message on
+	// its own channel, that the lock was released; the caller's own id is
+	// only returned, not published. KEYS[1] line; ARGV[1] channel prefix,
+	// ARGV[2] message (the lock key), ARGV[3] the caller's id. Returns the
+	// head's id, or "" for an empty line.
+	wakeHead = newScript(`
+local head = redis.call("lpop", KEYS[1])
+if not head then
+	return ""
+end
+if head ~= ARGV[3] then
+	redis.call("publish", ARGV[1] .. head, ARGV[2])
+end
+return head`)
+)

@@ -23,6 +23,7 @@ type waker struct {
 	ctx    context.Context
 	wg     sync.WaitGroup
 	subs   []subscription
+	line   *line // the Redlock key lines (queue.go); nil without notifications
 	// subMu is held while a key's subscription is brought in line with its
 	// waiting room (sync); subscribed is, under it, the keys subscribed now.
 	subMu      sync.Mutex
@@ -59,20 +60,38 @@ type keyWait struct {
 	turn chan struct{}
 	// freed is closed, and replaced, whenever the key is deleted or expires.
 	freed chan struct{}
+	// line: the waiters use Redlock and stand in the key's line across
+	// processes (queue.go); a delete event does not wake them, the line does.
+	line bool
+	// streak counts the grants passed from waiter to waiter here since the
+	// line last woke this process: after maxStreak the lock goes to the
+	// line's head, so other processes get their turn.
+	streak int
+	// queued: this process stands in the key's line; it joins once, and
+	// again only after the line woke it.
+	queued bool
 	// taken is freed as it was when a waiter of this process last acquired:
 	// the next waiter knows the lock is held and waits for it to be freed
 	// instead of trying straight away.
 	taken chan struct{}
 }
 
-func newWaker(cfg *config, clients []*redis.Client) *waker {
+func newWaker(cfg *config, nodes []*node) *waker {
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &waker{ctx: ctx, cancel: cancel, keys: map[string]*keyWait{}, held: map[string]*Lease{}, subscribed: map[string]bool{}}
 	if !cfg.notifications {
 		return w
 	}
-	for _, c := range clients {
+	w.line = newLine(cfg, nodes[0])
+	for i, n := range nodes {
+		c := n.rdb
 		sub := subscription{ps: c.Subscribe(ctx), prefix: fmt.Sprintf("__keyspace@%d__:", c.Options().DB)}
+		if i == 0 {
+			// This process's wake-ups from the Redlock key lines (queue.go).
+			sctx, scancel := context.WithTimeout(ctx, time.Second)
+			_ = sub.ps.Subscribe(sctx, w.line.channel)
+			scancel()
+		}
 		w.subs = append(w.subs, sub)
 		w.wg.Go(func() {
 			defer sub.ps.Close()
@@ -84,6 +103,10 @@ func newWaker(cfg *config, clients []*redis.Client) *waker {
 				case m, ok := <-ch:
 					if !ok {
 						return
+					}
+					if m.Channel == w.line.channel {
+						w.handoff(m.Payload, false)
+						continue
 					}
 					key := strings.TrimPrefix(m.Channel, sub.prefix)
 					switch m.Payload {
@@ -216,10 +239,102 @@ func (w *waker) heldUntil(key string) (time.Time, bool) {
 // deleted wakes this process's waiters for a key that was deleted — by a
 // release here, or as a keyspace event says — unless a lease here holds the
 // key now: then the delete is the late echo of the release that let it in.
+// Waiters in a key's line are woken by the line instead.
 func (w *waker) deleted(key string) {
-	if !w.echo(key) {
+	w.mu.Lock()
+	kw := w.keys[key]
+	inLine := kw != nil && kw.line
+	w.mu.Unlock()
+	if !inLine && !w.echo(key) {
 		w.freed(key)
 	}
+}
+
+// maxStreak bounds how many grants in a row one process passes among its own
+// waiters before the next process in the line gets the key.
+const maxStreak = 4
+
+// passOn hands a Redlock key this process just released to its next waiter:
+// one here, while the streak lasts, else the head of the key's line.
+func (w *waker) passOn(key string) {
+	if w.line == nil {
+		w.deleted(key)
+		return
+	}
+	w.mu.Lock()
+	kw := w.keys[key]
+	local := kw != nil && kw.streak < maxStreak
+	if local {
+		kw.streak++
+		close(kw.freed)
+		kw.freed = make(chan struct{})
+	} else if kw != nil {
+		kw.streak = 0
+	}
+	w.mu.Unlock()
+	if !local {
+		w.line.next(key, w.passed)
+	}
+}
+
+// passed is the answer to passOn's wake-up: an empty line leaves the key to
+// the waiters here, if any; a place of this process's own in the line is
+// skipped, since this process is passing the key on.
+func (w *waker) passed(key string, empty bool) {
+	if !empty {
+		w.line.next(key, w.passed)
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if kw := w.keys[key]; kw != nil {
+		close(kw.freed)
+		kw.freed = make(chan struct{})
+	}
+}
+
+// handoff is a wake-up from the key's line for this process: its next waiter
+// tries, or, if nobody here waits for the key any more, the line's next head
+// is woken instead, so a stale place in the line cannot strand the lock. An
+// empty line (empty) wakes a waiter here, if any, and nobody else.
+func (w *waker) handoff(key string, empty bool) {
+	w.mu.Lock()
+	kw := w.keys[key]
+	if kw != nil {
+		kw.streak, kw.queued = 0, false
+		close(kw.freed)
+		kw.freed = make(chan struct{})
+	}
+	w.mu.Unlock()
+	if kw == nil && !empty {
+		w.line.next(key, w.handoff)
+	}
+}
+
+// queue puts this process in the key's line, unless it stands there already,
+// and reports whether it does.
+func (w *waker) queue(ctx context.Context, key string, kw *keyWait) bool {
+	if w.line == nil {
+		return false
+	}
+	w.mu.Lock()
+	queued := kw.queued
+	w.mu.Unlock()
+	if queued {
+		return true
+	}
+	ok := w.line.join(ctx, key)
+	w.mu.Lock()
+	kw.queued = ok
+	w.mu.Unlock()
+	return ok
+}
+
+// inLine marks the waiters of a key as standing in its line.
+func (w *waker) inLine(kw *keyWait) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	kw.line = true
 }
 
 // echo reports whether a delete of key can only be the echo of an earlier
@@ -274,6 +389,12 @@ func (l *Locker) acquire(ctx context.Context, name string) (*Lease, int, error) 
 	}
 	kw := l.wake.join(key)
 	defer l.wake.leave(key, kw)
+	// Redlock's waiters in several processes must not all try at once: their
+	// votes would split. They stand in the key's line (queue.go).
+	_, inLine := l.v.(orderedRelease)
+	if inLine {
+		l.wake.inLine(kw)
+	}
 
 	select {
 	case kw.turn <- struct{}{}:
@@ -286,14 +407,18 @@ func (l *Locker) acquire(ctx context.Context, name string) (*Lease, int, error) 
 	backoff := l.cfg.backoffMin
 	var last error = ErrNotAcquired
 	for {
-		if wait != nil {
+		if wait != nil && !closed(wait) {
 			// A lease held here ends with a release that wakes us directly,
 			// or at its validity: no try before then can succeed. Anyone
-			// else's lease ends with a keyspace event; the backoff covers
-			// events that never come.
+			// else's lease ends with a keyspace event — or, for Redlock, a
+			// wake-up from the key's line, which this process joins now.
+			// The backoff covers wake-ups that never come.
 			d := backoff/2 + rand.N(backoff/2+1)
+			if inLine && l.wake.queue(ctx, key, kw) {
+				d = l.cfg.backoffMax/2 + rand.N(l.cfg.backoffMax/2+1)
+			}
 			if until, ok := l.wake.heldUntil(key); ok {
-				d = max(time.Until(until), backoff)
+				d = max(time.Until(until), d)
 			}
 			t := time.NewTimer(d)
 			select {
@@ -319,6 +444,16 @@ func (l *Locker) acquire(ctx context.Context, name string) (*Lease, int, error) 
 			return nil, tries, errors.Join(telling(err, last), context.Cause(ctx))
 		}
 		last, wait = err, freed
+	}
+}
+
+// closed reports whether ch is closed already.
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
 	}
 }
 

@@ -1,0 +1,93 @@
+package lock
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"strconv"
+	"time"
+
+	"flashsale/lock/internal/wire"
+)
+
+// line is the waiting line of a hot key across processes. Waking every
+// waiting process at each release makes them all try at once; under Redlock
+// their SETs then reach the nodes in different orders, the votes split, and
+// nobody reaches a quorum. So a process that has to wait for a key joins the
+// key's line, a list on the first node, and a release wakes only the line's
+// head, with a message on that process's own channel. Processes are served
+// in the order they joined; within a process, waiters take turns (wait.go).
+//
+// The line orders wake-ups; it never grants anything. Every waiter still
+// takes the lock with its variant's own acquire, so the safety argument is
+// the variant's alone: a lost or stale wake-up costs time, never a second
+// holder. What the line must not do is strand the lock:
+//   - a waiter joins only while the lock key is on the first node, in one
+//     step, and the release that follows wakes the head after deleting it;
+//   - a head that is not waiting any more (it gave up, or holds the lock by
+//     now) passes the wake-up on to the next in line;
+//   - a head that crashed or paused never tries: the others still wake at
+//     their backoff timers and by the key's expiry event, and the line
+//     itself expires a TTL after its last join;
+//   - when the first node is down, waiters fall back to the backoff.
+type line struct {
+	id      string // this set of lockers, as it stands in lines
+	channel string // where its wake-ups arrive
+	prefix  string // channel prefix: ns + "wake:"
+	ns      string
+	ttl     time.Duration
+	timeout time.Duration
+	first   *wire.Pipe
+}
+
+func newLine(cfg *config, first *node) *line {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	id := hex.EncodeToString(b[:])
+	prefix := cfg.namespace + "wake:"
+	return &line{id: id, channel: prefix + id, prefix: prefix, ns: cfg.namespace, ttl: cfg.ttl, timeout: cfg.nodeTimeout, first: first.pipe}
+}
+
+// of is the line of a lock key ("<ns>lock:<name>" → "<ns>line:<name>").
+func (q *line) of(lockKey string) string {
+	return q.ns + "line:" + lockKey[len(q.ns+"lock:"):]
+}
+
+// join puts this process at the back of the key's line and reports whether
+// it did: false means the lock key is gone from the first node (try again
+// now) or the node did not answer (fall back to the backoff).
+func (q *line) join(ctx context.Context, lockKey string) bool {
+	done := make(chan bool, 1)
+	cmd := joinLine.eval([]string{lockKey, q.of(lockKey)}, q.id, strconv.FormatInt(q.ttl.Milliseconds(), 10))
+	q.first.Send(cmd, wire.Integer, func(v any, err error) {
+		n, _ := wire.Int(v)
+		done <- err == nil && n == 1
+	})
+	t := time.NewTimer(q.timeout)
+	defer t.Stop()
+	select {
+	case ok := <-done:
+		return ok
+	case <-t.C:
+		return false
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// next wakes the head of the key's line after a release. A head that is
+// this process is woken through local, without a message; so is this
+// process when the line is empty (empty is true then), since nobody else
+// waits in it.
+func (q *line) next(lockKey string, local func(lockKey string, empty bool)) {
+	cmd := wakeHead.eval([]string{q.of(lockKey)}, q.prefix, lockKey, q.id)
+	q.first.Send(cmd, wire.Bulk, func(v any, err error) {
+		head, _ := v.(string)
+		switch {
+		case err != nil:
+			local(lockKey, true) // the first node is down: only this process can be told
+		case head == "" || head == q.id:
+			local(lockKey, head == "")
+		}
+	})
+}
