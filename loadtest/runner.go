@@ -415,16 +415,6 @@ func runCell(ctx context.Context, cfg Config, e *env, p cellPlan, pl *plot.Plot,
 	}
 	bar := newBar(cfg.Progress, maxRequests, fmt.Sprintf("[%2d/%d] %-13s × %-27s", n, total, variant, sc.Name))
 
-	// A new Attacker per cell: in v12.12.0 one whose attack has ended keeps
-	// its stop channel closed and never attacks again.
-	atk := vegeta.NewAttacker(
-		vegeta.Workers(min(16, cfg.MaxWorkers)),
-		vegeta.MaxWorkers(cfg.MaxWorkers),
-		vegeta.MaxBody(16<<10), // orders and errors are small; a runaway body must not be buffered whole
-		vegeta.Timeout(30*time.Second),
-		vegeta.KeepAlive(true),
-		vegeta.Connections(int(cfg.MaxWorkers)),
-	)
 	recipeCtx, stopRecipe := context.WithCancel(ctx)
 	var recipeErr error
 	var notesMu sync.Mutex
@@ -441,19 +431,7 @@ func runCell(ctx context.Context, cfg Config, e *env, p cellPlan, pl *plot.Plot,
 	}
 	tally := NewTally()
 	var encErr error
-	results := atk.Attack(tr.Targeter(), pacer, duration, variant)
-	for {
-		var r *vegeta.Result
-		var ok bool
-		select {
-		case r, ok = <-results:
-		case <-ctx.Done():
-			atk.Stop()
-			r, ok = <-results
-		}
-		if !ok {
-			break
-		}
+	attack(ctx, cfg.MaxWorkers, tr.Targeter(), pacer, duration, variant, func(r *vegeta.Result) {
 		tally.Add(r)
 		if enc != nil && encErr == nil {
 			encErr = enc.Encode(r)
@@ -464,7 +442,7 @@ func runCell(ctx context.Context, cfg Config, e *env, p cellPlan, pl *plot.Plot,
 		if bar != nil {
 			_ = bar.Add(1) // a progress bar that cannot draw is no reason to stop
 		}
-	}
+	})
 	stopRecipe()
 	wg.Wait()
 	if bar != nil {
@@ -539,6 +517,36 @@ func runCell(ctx context.Context, cfg Config, e *env, p cellPlan, pl *plot.Plot,
 	c.CrossCheck = CrossCheck(c.Summary, c.Audit)
 	c.judge()
 	return c
+}
+
+// attack runs one vegeta attack named name and hands each result to each,
+// in order, until the attack ends; it stops the attack when ctx ends.
+func attack(ctx context.Context, maxWorkers uint64, tr vegeta.Targeter, p vegeta.Pacer, d time.Duration, name string, each func(*vegeta.Result)) {
+	// A new Attacker per attack: in v12.12.0 one whose attack has ended
+	// keeps its stop channel closed and never attacks again.
+	atk := vegeta.NewAttacker(
+		vegeta.Workers(min(16, maxWorkers)),
+		vegeta.MaxWorkers(maxWorkers),
+		vegeta.MaxBody(16<<10), // orders and errors are small; a runaway body must not be buffered whole
+		vegeta.Timeout(30*time.Second),
+		vegeta.KeepAlive(true),
+		vegeta.Connections(int(maxWorkers)),
+	)
+	results := atk.Attack(tr, p, d, name)
+	for {
+		var r *vegeta.Result
+		var ok bool
+		select {
+		case r, ok = <-results:
+		case <-ctx.Done():
+			atk.Stop()
+			r, ok = <-results
+		}
+		if !ok {
+			return
+		}
+		each(r)
+	}
 }
 
 // firedOn sums the fault counters of every instance, by point.

@@ -4,6 +4,7 @@
 //	go run ./loadtest/cmd/loadtest                 # the full matrix, on its own Redis nodes and 3 app instances
 //	go run ./loadtest/cmd/loadtest -quick          # a few seconds a cell
 //	go run ./loadtest/cmd/loadtest -targets http://127.0.0.1:8080 -admin-token T -scenarios clean
+//	go run ./loadtest/cmd/loadtest -sweep          # one hot SKU at 200, 500, 1000 req/s for none, lua, redlock, redlock+fence
 //
 // Exit status: 0 when every cell did what docs/design.md expects; 1 when a cell
 // that must hold broke, a cell could not be judged, or (with -strict) a cell
@@ -65,6 +66,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		adminToken  = fs.String("admin-token", getenv("FLASHSALE_ADMIN_TOKEN"), "admin token of -targets (env FLASHSALE_ADMIN_TOKEN)")
 		redisURLs   = fs.String("redis", "", "Redis URLs of -targets, comma-separated, for the runner's own stuck-lock scan")
 		lockPattern = fs.String("lock-pattern", loadtest.DefaultLockPattern, "Redis key pattern of lock keys")
+
+		sweep      = fs.Bool("sweep", false, "instead of the matrix, offer rising rates of purchases of one hot SKU to every variant (default variants "+strings.Join(loadtest.SweepVariants, ",")+", 5s a rate)")
+		sweepRates = fs.String("sweep-rates", "200,500,1000", "offered rates of -sweep, requests per second, comma-separated")
+		sweepWork  = fs.Int("sweep-work-ms", 1, "business work inside every critical section of -sweep, ms")
 	)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: loadtest [flags]\n\nRuns every lock variant under every fault scenario with vegeta and judges each cell against the expected outcomes of docs/design.md.\n\n")
@@ -136,6 +141,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 	}
 
+	if *sweep {
+		return runSweep(ctx, cfg, set, *sweepRates, *sweepWork, args, stdout, stderr)
+	}
 	rep, err := loadtest.Run(ctx, cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "loadtest: %v\n", err)

@@ -1,0 +1,67 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"flashsale/loadtest"
+)
+
+// runSweep is the command's -sweep mode: the matrix's flags where they
+// apply (variants, duration, max-workers, seed, the local environment, out,
+// progress), the sweep's own defaults where they were not given.
+func runSweep(ctx context.Context, cfg loadtest.Config, set map[string]bool, rates string, workMS int, args []string, stdout, stderr io.Writer) int {
+	fail := func(code int, err error) int {
+		fmt.Fprintf(stderr, "loadtest: %v\n", err)
+		return code
+	}
+	if len(cfg.Targets) > 0 || len(cfg.Cells) > 0 || set["scenarios"] {
+		return fail(2, fmt.Errorf("-sweep starts its own instances and has no scenarios: -targets, -cells and -scenarios do not apply"))
+	}
+	sc := loadtest.SweepConfig{
+		Variants: loadtest.SweepVariants, WorkMS: workMS, Seed: cfg.Seed,
+		Local: cfg.Local, Progress: cfg.Progress, Logger: cfg.Logger,
+	}
+	if workMS == 0 {
+		sc.WorkMS = -1 // the sweep's "none"
+	}
+	if set["variants"] {
+		sc.Variants = cfg.Variants
+	}
+	if set["duration"] {
+		sc.Duration = cfg.Duration
+	}
+	if set["max-workers"] {
+		sc.MaxWorkers = cfg.MaxWorkers
+	}
+	for _, r := range split(rates) {
+		n, err := strconv.Atoi(r)
+		if err != nil {
+			return fail(2, fmt.Errorf("-sweep-rates: %q is not a rate", r))
+		}
+		sc.Rates = append(sc.Rates, n)
+	}
+	rep, err := loadtest.Sweep(ctx, sc)
+	if err != nil {
+		return fail(2, err)
+	}
+	rep.Command = "go run ./loadtest/cmd/loadtest " + strings.Join(args, " ")
+	if err := rep.WriteText(stdout); err != nil {
+		return fail(2, err)
+	}
+	if cfg.OutDir != "" {
+		if err := rep.WriteFiles(cfg.OutDir); err != nil {
+			return fail(2, err)
+		}
+		fmt.Fprintf(stdout, "\nwritten: %s (sweep.txt, sweep.json, sweep.html, sweep-sales.svg, sweep-p99.svg; app logs under env/logs)\n", cfg.OutDir)
+	}
+	for _, st := range rep.Steps {
+		if st.Err != "" {
+			return 1
+		}
+	}
+	return 0
+}

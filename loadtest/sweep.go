@@ -1,0 +1,361 @@
+package loadtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	vegeta "github.com/tsenart/vegeta/v12/lib"
+)
+
+// SweepVariants are the sweep's default rows: none is the ceiling of
+// everything but the lock (HTTP, the app, SQLite), the others what a
+// correct lock costs on one hot key.
+var SweepVariants = []string{"none", "lua", "redlock", "redlock+fence"}
+
+// SweepRates are the sweep's default offered rates, rising past the point
+// where one hot key saturates.
+var SweepRates = []int{200, 500, 1000}
+
+// SweepConfig configures Sweep. The zero value of every field means its
+// default.
+type SweepConfig struct {
+	// Variants are the lock variants swept, in order. Default SweepVariants.
+	Variants []string
+	// Rates are the offered rates, requests per second, in order. Default
+	// SweepRates.
+	Rates []int
+	// Duration is how long each rate is offered. Default 5s.
+	Duration time.Duration
+	// WorkMS is the business work inside every critical section. Default 1;
+	// negative for none.
+	WorkMS int
+	// MaxWorkers caps the requests in flight. Default: enough for the rate
+	// to be kept while every request waits its whole lock-wait budget, so
+	// the offered rate is the rate sent even past saturation.
+	MaxWorkers uint64
+	// Seed fixes the traffic. Default 1.
+	Seed uint64
+	// Stock is the hot SKU's stock: it must never run out, or sold_out
+	// answers would stand in for the lock's throughput. Default 10 million.
+	Stock int64
+	// Local is the environment started for the sweep: 3 instances and 5
+	// nodes by default, one SQLite file. LockWait defaults to 1s.
+	Local LocalConfig
+	// WarmUp is the unrecorded attack over every variant before the first
+	// step. Default 1s; negative for none.
+	WarmUp time.Duration
+	// Progress receives a progress bar per step; nil shows none.
+	Progress io.Writer
+	// Logger receives notes as the sweep goes. Default: discard.
+	Logger *slog.Logger
+}
+
+// sweepHotSKU is the one product of the sweep's sale.
+const sweepHotSKU = "hot"
+
+func (c *SweepConfig) defaults() error {
+	var err error
+	if c.Variants, err = pick(strings.Join(c.Variants, ","), Variants); err != nil {
+		return fmt.Errorf("variants: %w", err)
+	}
+	if len(c.Rates) == 0 {
+		c.Rates = slices.Clone(SweepRates)
+	}
+	for _, r := range c.Rates {
+		if r <= 0 {
+			return fmt.Errorf("rates must be positive, got %d", r)
+		}
+	}
+	if c.Duration == 0 {
+		c.Duration = 5 * time.Second
+	}
+	if c.Duration < 0 {
+		return errors.New("duration must be positive")
+	}
+	switch {
+	case c.WorkMS == 0:
+		c.WorkMS = 1
+	case c.WorkMS < 0:
+		c.WorkMS = 0
+	}
+	if c.Seed == 0 {
+		c.Seed = 1
+	}
+	if c.Stock == 0 {
+		c.Stock = 10_000_000
+	}
+	if c.Local.LockWait == 0 {
+		c.Local.LockWait = time.Second
+	}
+	if c.Local.LockTTL == 0 {
+		c.Local.LockTTL = 500 * time.Millisecond
+	}
+	if c.WarmUp == 0 {
+		c.WarmUp = time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Local.Logger == nil {
+		c.Local.Logger = c.Logger
+	}
+	return nil
+}
+
+// workers is the cap on requests in flight at rate: every request of the
+// last lock-wait budget and a half may still be waiting.
+func (c *SweepConfig) workers(rate int) uint64 {
+	if c.MaxWorkers > 0 {
+		return c.MaxWorkers
+	}
+	return uint64(float64(rate)*(c.Local.LockWait.Seconds()+0.5)) + 64
+}
+
+// catalogue is the sweep's sale: one hot SKU that never sells out, no seats.
+func (c *SweepConfig) catalogue() Catalogue {
+	return Catalogue{Products: []Product{{SKU: sweepHotSKU, Name: "Hot drop", PriceCents: 4999, Stock: c.Stock}}}
+}
+
+// SweepStep is one variant at one offered rate.
+type SweepStep struct {
+	Variant string `json:"variant"`
+	// Rate is the offered rate, requests per second.
+	Rate    int     `json:"rate"`
+	Summary Summary `json:"vegeta"`
+	// Sales is Summary.SalesPerSecond: distinct 201s per second of the send
+	// window.
+	Sales float64 `json:"sales_per_second"`
+	// Unavailable is the share of requests answered 503, in percent.
+	Unavailable float64 `json:"percent_503"`
+	// LostUpdates is the audit's count after the step: none loses updates,
+	// a correct lock must not.
+	LostUpdates int64 `json:"lost_updates"`
+	// CrossCheck lists every disagreement between the audit and vegeta.
+	CrossCheck []string `json:"cross_check,omitempty"`
+	// Err is why the step could not run or be read, if it could not.
+	Err string `json:"error,omitempty"`
+}
+
+// SweepTarget is the goal the sweep measures redlock against: at the top
+// rate, at least Want × lua's sales per second, with p99 under half the
+// lock-wait budget.
+type SweepTarget struct {
+	Rate         int           `json:"rate"`
+	Want         float64       `json:"want_ratio"`
+	RedlockSales float64       `json:"redlock_sales_per_second"`
+	LuaSales     float64       `json:"lua_sales_per_second"`
+	Ratio        float64       `json:"ratio"`
+	RedlockP99   time.Duration `json:"redlock_p99_ns"`
+	P99Limit     time.Duration `json:"p99_limit_ns"`
+	Met          bool          `json:"met"`
+}
+
+// SweepReport is a whole sweep.
+type SweepReport struct {
+	Started  time.Time     `json:"started"`
+	Finished time.Time     `json:"finished"`
+	Command  string        `json:"command,omitempty"`
+	Variants []string      `json:"variants"`
+	Rates    []int         `json:"rates"`
+	Duration time.Duration `json:"duration_ns"`
+	WorkMS   int           `json:"work_ms"`
+	LockTTL  time.Duration `json:"lock_ttl_ns"`
+	LockWait time.Duration `json:"lock_wait_ns"`
+	// Instances and Nodes are the app instances and Redis nodes attacked.
+	Instances int `json:"instances"`
+	Nodes     int `json:"redis_nodes"`
+	// LoadBefore and LoadAfter are the machine's load average: the figures
+	// are only as quiet as the machine was.
+	LoadBefore string       `json:"load_average_before"`
+	LoadAfter  string       `json:"load_average_after"`
+	Steps      []SweepStep  `json:"steps"`
+	Target     *SweepTarget `json:"target,omitempty"`
+}
+
+// Step returns the step of variant at rate, or nil.
+func (r *SweepReport) Step(variant string, rate int) *SweepStep {
+	for i := range r.Steps {
+		if r.Steps[i].Variant == variant && r.Steps[i].Rate == rate {
+			return &r.Steps[i]
+		}
+	}
+	return nil
+}
+
+// Sweep offers rising rates of purchases of one hot SKU to every variant in
+// turn, on a local environment it starts (3 app instances, 5 Redis nodes,
+// one SQLite file), and reports the sales per second, the 503s and the p99
+// latency of every step. A step that fails is in the report with its error.
+func Sweep(ctx context.Context, cfg SweepConfig) (*SweepReport, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	rep := &SweepReport{
+		Started: time.Now(), Variants: cfg.Variants, Rates: cfg.Rates, Duration: cfg.Duration, WorkMS: cfg.WorkMS,
+		LockTTL: cfg.Local.LockTTL, LockWait: cfg.Local.LockWait, LoadBefore: loadAverage(),
+	}
+	local, err := StartLocal(ctx, cfg.Local)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err := local.Close(); err != nil {
+			cfg.Logger.Warn("stopping the local environment", "err", err)
+		}
+	}()
+	e := &env{bases: local.Bases(), token: local.Token(), redis: local.RedisURLs(), nodes: local.Nodes(), local: local}
+	rep.Instances, rep.Nodes = len(e.bases), len(e.redis)
+	cat := cfg.catalogue()
+	mix := Mix{HotSKU: sweepHotSKU, HotShare: 1}
+
+	if cfg.WarmUp > 0 {
+		warm := Config{Variants: cfg.Variants, Rate: cfg.Rates[0], WarmUp: cfg.WarmUp, MaxWorkers: cfg.workers(cfg.Rates[0]),
+			Seed: cfg.Seed, Catalogue: &cat, Mix: &mix}
+		if err := warmUp(ctx, warm, e); err != nil {
+			return nil, err
+		}
+	}
+	total := len(cfg.Variants) * len(cfg.Rates)
+	for _, v := range cfg.Variants {
+		for _, rate := range cfg.Rates {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			st := sweepStep(ctx, cfg, e, cat, mix, v, rate, len(rep.Steps)+1, total)
+			cfg.Logger.Info("sweep step", "variant", v, "rate", rate, "sales_per_second", st.Sales, "percent_503", st.Unavailable, "p99", st.Summary.P99, "err", st.Err)
+			rep.Steps = append(rep.Steps, st)
+		}
+	}
+	rep.Finished, rep.LoadAfter = time.Now(), loadAverage()
+	rep.Target = rep.target()
+	return rep, nil
+}
+
+// sweepStep runs one variant at one rate on a fresh sale.
+func sweepStep(ctx context.Context, cfg SweepConfig, e *env, cat Catalogue, mix Mix, variant string, rate, n, total int) SweepStep {
+	st := SweepStep{Variant: variant, Rate: rate}
+	apis := e.apis()
+	setup, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	fail := func(err error) SweepStep {
+		st.Err = err.Error()
+		return st
+	}
+	for _, a := range apis {
+		if err := a.WaitReady(setup); err != nil {
+			return fail(err)
+		}
+	}
+	if _, err := resetSale(setup, apis[0], cat); err != nil {
+		return fail(err)
+	}
+	plan := FaultPlan{Seed: cfg.Seed, WorkMS: cfg.WorkMS}
+	if err := forAll(setup, apis, func(ctx context.Context, a API) error { return a.SetFaults(ctx, plan) }); err != nil {
+		return fail(err)
+	}
+	tr, err := NewTraffic(e.bases, []string{variant}, mix, cfg.Seed, randomTag())
+	if err != nil {
+		return fail(err)
+	}
+	requests := uint64(float64(rate) * cfg.Duration.Seconds())
+	pacer, err := CappedPacer(vegeta.Rate{Freq: rate, Per: time.Second}, requests)
+	if err != nil {
+		return fail(err)
+	}
+	bar := newBar(cfg.Progress, requests, fmt.Sprintf("[%2d/%d] %-13s × %5d/s", n, total, variant, rate))
+	tally := NewTally()
+	attack(ctx, cfg.workers(rate), tr.Targeter(), pacer, cfg.Duration, fmt.Sprintf("%s@%d", variant, rate), func(r *vegeta.Result) {
+		tally.Add(r)
+		if bar != nil {
+			_ = bar.Add(1) // a progress bar that cannot draw is no reason to stop
+		}
+	})
+	if bar != nil {
+		_ = bar.Finish()
+	}
+	if err := ctx.Err(); err != nil {
+		return fail(err)
+	}
+	st.Summary = tally.Summary()
+	st.Sales = st.Summary.SalesPerSecond
+	if c := st.Summary.Counts; c.Requests > 0 {
+		st.Unavailable = 100 * float64(c.Unavailable) / float64(c.Requests)
+	}
+	after, cancel2 := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel2()
+	audit, err := apis[0].Audit(after)
+	if err != nil {
+		return fail(fmt.Errorf("audit: %w", err))
+	}
+	st.LostUpdates = audit.LostUpdates
+	st.CrossCheck = CrossCheck(st.Summary, audit)
+	return st
+}
+
+// target is redlock against lua at the top rate, when both ran there.
+func (r *SweepReport) target() *SweepTarget {
+	top := slices.Max(r.Rates)
+	rl, lua := r.Step("redlock", top), r.Step("lua", top)
+	if rl == nil || lua == nil || rl.Err != "" || lua.Err != "" || lua.Sales == 0 {
+		return nil
+	}
+	t := &SweepTarget{Rate: top, Want: 0.8, RedlockSales: rl.Sales, LuaSales: lua.Sales, Ratio: rl.Sales / lua.Sales,
+		RedlockP99: rl.Summary.P99, P99Limit: r.LockWait / 2}
+	t.Met = t.Ratio >= t.Want && t.RedlockP99 < t.P99Limit
+	return t
+}
+
+// loadAverage is the 1, 5 and 15 minute load average where the system
+// tells it (/proc/loadavg), else "unknown".
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
+		return strings.Join(f[:3], ", ")
+	}
+	return "unknown"
+}
+
+// WriteFiles writes sweep.txt, sweep.json, sweep.html, sweep-sales.svg and
+// sweep-p99.svg into dir.
+func (r *SweepReport) WriteFiles(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	files := []struct {
+		name  string
+		write func(io.Writer) error
+	}{
+		{"sweep.txt", r.WriteText},
+		{"sweep.json", r.WriteJSON},
+		{"sweep.html", r.WriteHTML},
+		{"sweep-sales.svg", func(w io.Writer) error { _, err := io.WriteString(w, r.SalesChart()); return err }},
+		{"sweep-p99.svg", func(w io.Writer) error { _, err := io.WriteString(w, r.P99Chart()); return err }},
+	}
+	for _, f := range files {
+		if err := writeFile(filepath.Join(dir, f.name), f.write); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeFile creates path and writes it with fn.
+func writeFile(path string, fn func(io.Writer) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := fn(f); err != nil {
+		f.Close()
+		return fmt.Errorf("%s: %w", filepath.Base(path), err)
+	}
+	return f.Close()
+}
