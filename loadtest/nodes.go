@@ -114,7 +114,7 @@ func downRecipe() *NodeRecipe {
 // Killing (not pausing) the minority matters: a paused redis-server still
 // accepts connections and runs the SETs queued on them when resumed, which
 // would hand the minority's votes to the very lease being tested. And the
-// instances reach every node through a relay (see relay), or their Redis
+// instances reach every node through a proxy (see Network), or their Redis
 // client would stop dialling the killed nodes for a second after they are
 // back.
 func restartRecipe(ttl time.Duration) *NodeRecipe {
