@@ -265,19 +265,7 @@ func overlaps(ls []lease) []Violation {
 	var out []Violation
 	for _, key := range sortedKeys(byKey) {
 		group := byKey[key]
-		slices.SortFunc(group, func(a, b lease) int { return a.acquired.Compare(b.acquired) })
-		// A fenced lease ends where a later one with a higher token begins.
-		for i := range group {
-			if !group[i].fenced {
-				continue
-			}
-			for j := i + 1; j < len(group) && group[j].acquired.Before(group[i].end); j++ {
-				if group[j].token > group[i].token {
-					group[i].end = group[j].acquired
-					break
-				}
-			}
-		}
+		clip(group)
 		// A sweep in order of acquisition: active holds the leases still
 		// believed when the next one begins.
 		var active []lease
@@ -295,6 +283,43 @@ func overlaps(ls []lease) []Violation {
 				active = append(active, b)
 			}
 		}
+	}
+	return out
+}
+
+// clip sorts one key's leases by acquisition and ends each fenced lease
+// where a later one with a higher token begins.
+func clip(group []lease) {
+	slices.SortFunc(group, func(a, b lease) int { return a.acquired.Compare(b.acquired) })
+	for i := range group {
+		if !group[i].fenced {
+			continue
+		}
+		for j := i + 1; j < len(group) && group[j].acquired.Before(group[i].end); j++ {
+			if group[j].token > group[i].token {
+				group[i].end = group[j].acquired
+				break
+			}
+		}
+	}
+}
+
+// Span is one lease as the checker judges it: believed exclusive from
+// From until To.
+type Span struct {
+	Proc     string    `json:"proc"`
+	Token    uint64    `json:"token,omitempty"`
+	From, To time.Time `json:"-"`
+}
+
+// Holders are the leases of one variant on one lock name, in order of
+// acquisition, each ending where the checker ends it: for a timeline.
+func Holders(recs []Record, variant, key string) []Span {
+	group := index(recs).leasesFor(variant, map[string]bool{key: true})
+	clip(group)
+	out := make([]Span, len(group))
+	for i, l := range group {
+		out[i] = Span{Proc: l.proc, Token: l.token, From: l.acquired, To: l.end}
 	}
 	return out
 }
