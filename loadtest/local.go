@@ -217,7 +217,7 @@ func (l *Local) Token() string { return l.token }
 func (l *Local) RedisURLs() []string { return l.cluster.URLs() }
 
 // Nodes is control over the Redis nodes for node recipes.
-func (l *Local) Nodes() Nodes { return clusterNodes{l.cluster} }
+func (l *Local) Nodes() Nodes { return clusterNodes{l.cluster, l.net} }
 
 // Dir is where the environment keeps its binary, database and logs.
 func (l *Local) Dir() string { return l.dir }

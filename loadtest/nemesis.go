@@ -12,8 +12,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // Nemesis fault kinds: what the chaos runner does to the world while the
@@ -34,12 +32,6 @@ const (
 	AppPause = "app-pause"
 	// AppCrash kills an app process (SIGKILL) and starts it again.
 	AppCrash = "app-crash"
-	// ClockJump makes the clock of 3 of the 5 nodes (node 0, the
-	// single-node variants' node, among them) leap forward. libfaketime
-	// does not work with Debian's redis-server, so the effect is made on the
-	// node itself: every lock key's TTL is shortened by the jump, in one
-	// script, and keys whose TTL was shorter expire at once.
-	ClockJump = "clock-jump"
 	// NetLatency slows every reply from the nodes to one app instance by
 	// a few tens of milliseconds.
 	NetLatency = "net-latency"
@@ -47,12 +39,14 @@ const (
 	// longer than the lease TTL: a grant that arrives after the lease it
 	// grants has run out.
 	NetDelay = "net-delay"
-	// Partition cuts instance A off nodes 3 and 4 (it reaches 0–2) and
-	// instance B off nodes 0 and 1 (it reaches 2–4), both ways.
-	Partition = "partition"
 )
 
-// FaultKinds lists every nemesis fault kind.
+// FaultKinds lists every nemesis fault kind. Two share their names with
+// the matrix's scenarios: ClockJump makes the clocks of 3 of the 5 nodes
+// (node 0, the single-node variants' node, among them) leap forward once,
+// by shortening every lock key's TTL there (see jumpClocks); Partition
+// cuts instance A off nodes 3 and 4 (it reaches 0–2) and instance B off
+// nodes 0 and 1 (it reaches 2–4), both ways.
 var FaultKinds = []string{NodeCrash, NodeWipe, NodePause, ClockJump, AppPause, AppCrash, NetLatency, NetDelay, Partition}
 
 // nodeLane are the kinds that hit Redis nodes; the others hit app
@@ -295,46 +289,13 @@ func (n *nemesis) play(ctx context.Context, e NemesisEvent) {
 	n.log.write("end", e, "")
 }
 
-// shorten moves every lock key's expiry closer by ARGV[1] ms, as a clock
-// that leapt forward would; a key with less left expires at once. A key
-// without a TTL is left alone: the jump does not give it one.
-var shorten = redis.NewScript(`
-local n = 0
-for _, k in ipairs(KEYS) do
-  local t = redis.call('PTTL', k)
-  if t > 0 then
-    redis.call('PEXPIRE', k, math.max(1, t - tonumber(ARGV[1])))
-    n = n + 1
-  end
-end
-return n`)
-
-// jump makes the clock jump on the given nodes, each directly (not
-// through the instances' proxies), and reports how many keys it moved.
+// jump makes the clock jump on the given nodes.
 func (n *nemesis) jump(ctx context.Context, nodes []int, by time.Duration) (int, error) {
-	var mu sync.Mutex
-	total := 0
-	err := each(nodes, func(i int) error {
-		o, err := redis.ParseURL(n.local.cluster.Nodes[i].URL())
-		if err != nil {
-			return err
-		}
-		o.MaxRetries = -1
-		rdb := redis.NewClient(o)
-		defer rdb.Close()
-		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		defer cancel()
-		keys, err := rdb.Keys(ctx, n.pattern).Result()
-		if err != nil || len(keys) == 0 {
-			return err
-		}
-		moved, err := shorten.Run(ctx, rdb, keys, by.Milliseconds()).Int()
-		mu.Lock()
-		total += moved
-		mu.Unlock()
-		return err
-	})
-	return total, err
+	var urls []string
+	for _, i := range nodes {
+		urls = append(urls, n.local.cluster.Nodes[i].URL())
+	}
+	return jumpClocks(ctx, urls, n.pattern, by)
 }
 
 func all(n int) []int {

@@ -26,7 +26,7 @@ func TestMinority(t *testing.T) {
 // down, what they restart and when, and that Heal brings every node back.
 func TestNodeRecipes(t *testing.T) {
 	c := redistest.Start(t, 5, localredis.Options{})
-	nodes := clusterNodes{c}
+	nodes := clusterNodes{c: c}
 	ctx := context.Background()
 	var notes []string
 	note := func(s string) { notes = append(notes, s) }
