@@ -111,9 +111,10 @@ func (c *ChaosConfig) defaults() error {
 var chaosBreakers = map[string][]string{
 	// Concurrency alone breaks it.
 	"none": nil,
-	// setnx-expire also leaves a key with no TTL when a crash (or a wait
-	// deadline) lands between SETNX and EXPIRE.
-	"setnx-expire": {AppPause, ClockJump, NetDelay, AppCrash},
+	// setnx-expire also leaves a key with no TTL whenever anything lands
+	// between SETNX and EXPIRE: a crash, a wait deadline, a reply lost to a
+	// paused or cut-off node. Every fault can break it.
+	"setnx-expire": FaultKinds,
 	"get-del":      {AppPause, ClockJump, NetDelay},
 	"plain-del":    {AppPause, ClockJump, NetDelay},
 	"lua":          {AppPause, ClockJump, NetDelay},
@@ -285,7 +286,7 @@ func RunChaos(ctx context.Context, cfg ChaosConfig) (*ChaosReport, error) {
 	rep.RunStart = start
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		(&nemesis{local: local, pattern: DefaultLockPattern, log: nlog, logger: cfg.Logger}).run(runCtx, start, rep.Schedule)
+		(&nemesis{local: local, plan: plan, pattern: DefaultLockPattern, log: nlog, logger: cfg.Logger}).run(runCtx, start, rep.Schedule)
 	})
 	for _, v := range cfg.Variants {
 		cl.requests[v] = &atomic.Int64{}

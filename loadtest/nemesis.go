@@ -194,7 +194,8 @@ func (l *nemesisLog) close() error {
 // nemesis plays a schedule on a local environment.
 type nemesis struct {
 	local   *Local
-	pattern string // lock keys in Redis
+	plan    FaultPlan // given again to an instance restarted after a crash
+	pattern string    // lock keys in Redis
 	log     *nemesisLog
 	logger  interface{ Warn(string, ...any) }
 }
@@ -253,7 +254,7 @@ func (n *nemesis) play(ctx context.Context, e NemesisEvent) {
 	case AppCrash:
 		detail = fmt.Sprintf("SIGKILL pid %d, then a new process at the same address", l.PID(e.Apps[0]))
 		err = l.CrashApp(e.Apps[0])
-		undo = func() error { return l.RestartApp(undoCtx, e.Apps[0]) }
+		undo = func() error { return n.restartApp(undoCtx, e.Apps[0]) }
 	case NetLatency, NetDelay:
 		err = l.net.Delay(e.Apps[0], all(len(l.cluster.Nodes)), e.Size, e.Size/10)
 		detail = fmt.Sprintf("every reply from the nodes %v late", e.Size)
@@ -287,6 +288,16 @@ func (n *nemesis) play(ctx context.Context, e NemesisEvent) {
 		return
 	}
 	n.log.write("end", e, "")
+}
+
+// restartApp starts a crashed instance again and gives it the run's
+// business work: a new process starts with none, and a shorter critical
+// section would quietly make the rest of the run a different one.
+func (n *nemesis) restartApp(ctx context.Context, i int) error {
+	if err := n.local.RestartApp(ctx, i); err != nil {
+		return err
+	}
+	return API{Base: n.local.Bases()[i], Token: n.local.Token()}.SetFaults(ctx, n.plan)
 }
 
 // jump makes the clock jump on the given nodes.
