@@ -186,7 +186,7 @@ func Scenarios(ttl time.Duration) []Scenario {
 		},
 		{
 			Name: NetworkDelay,
-			Doc: fmt.Sprintf("from 10%% to 90%% of the run, every reply from the nodes to app instance 0 arrives %v late (longer than the %v TTL); "+
+			Doc: fmt.Sprintf("from the start to 90%% of the run, every reply from the nodes to app instance 0 arrives %v late (longer than the %v TTL); "+
 				"the other instances are not slowed", 6*ttl/5, ttl),
 			WorkMS: 20,
 			Nodes:  delayRecipe(6 * ttl / 5),

@@ -62,13 +62,15 @@ func clockJumpRecipe(ttl time.Duration) *NodeRecipe {
 }
 
 // delayRecipe delays every reply from the nodes to instance 0 by d, from
-// 10% to 90% of the run.
+// the start to 90% of the run: from the start, so that the scarce SKU's
+// queue of waiters is there when instance 0's late grants arrive (once it
+// is sold out, nobody queues for its lock).
 func delayRecipe(d time.Duration) *NodeRecipe {
 	return &NodeRecipe{
-		Steps:    fmt.Sprintf("from 10%% to 90%% of the run, every reply from the nodes to app instance 0 is %v late", d),
+		Steps:    fmt.Sprintf("from the start to 90%% of the run, every reply from the nodes to app instance 0 is %v late", d),
 		MinNodes: 1,
 		run: func(ctx context.Context, st stage) error {
-			return netFault(ctx, st, func(nw *Network) error { return nw.Delay(0, all(st.nodes.Len()), d, 0) },
+			return netFault(ctx, st, 0, func(nw *Network) error { return nw.Delay(0, all(st.nodes.Len()), d, 0) },
 				fmt.Sprintf("replies from every node to app instance 0 delayed %v", d))
 		},
 	}
@@ -82,21 +84,21 @@ func partitionRecipe() *NodeRecipe {
 		MinNodes: 5,
 		run: func(ctx context.Context, st stage) error {
 			n := st.nodes.Len()
-			return netFault(ctx, st, func(nw *Network) error {
+			return netFault(ctx, st, st.d/10, func(nw *Network) error {
 				return errors.Join(nw.Cut(0, []int{n - 2, n - 1}), nw.Cut(1, []int{0, 1}))
 			}, fmt.Sprintf("app instance 0 reaches nodes 0–%d, app instance 1 nodes 2–%d", n-3, n-1))
 		},
 	}
 }
 
-// netFault puts a network fault in place from 10% to 90% of the run and
-// heals it, whatever happens, before it returns.
-func netFault(ctx context.Context, st stage, apply func(*Network) error, what string) error {
+// netFault puts a network fault in place from `from` into the run until
+// 90% of it, and heals it, whatever happens, before it returns.
+func netFault(ctx context.Context, st stage, from time.Duration, apply func(*Network) error, what string) error {
 	nw, err := networkOf(st.nodes)
 	if err != nil {
 		return err
 	}
-	if !sleep(ctx, st.d/10) {
+	if !sleep(ctx, from) {
 		return nil
 	}
 	err = apply(nw)
@@ -106,7 +108,7 @@ func netFault(ctx context.Context, st stage, apply func(*Network) error, what st
 	if err != nil {
 		return err
 	}
-	sleep(ctx, st.d*8/10)
+	sleep(ctx, st.d*9/10-from)
 	return nil
 }
 
