@@ -164,11 +164,13 @@ type ChaosReport struct {
 	Command   string                   `json:"command,omitempty"`
 	Started   time.Time                `json:"started"`
 	// RunStart is when the clients and the nemesis began: the timeline's 0.
-	RunStart time.Time                 `json:"run_start"`
-	Finished time.Time                 `json:"finished"`
-	Notes    []string                  `json:"notes,omitempty"`
-	holders  map[string][]checker.Span // per variant, its hot key's leases
-	order    []string
+	RunStart time.Time `json:"run_start"`
+	Finished time.Time `json:"finished"`
+	Notes    []string  `json:"notes,omitempty"`
+	// StuckLockKeys are the lock keys the runner found without a TTL.
+	StuckLockKeys []string                  `json:"stuck_lock_keys,omitempty"`
+	holders       map[string][]checker.Span // per variant, its hot key's leases
+	order         []string
 }
 
 // ChaosVariant is one variant's verdict.
@@ -185,6 +187,9 @@ type ChaosVariant struct {
 	DoubleBookedSeats      int64    `json:"double_booked_seats"`
 	StuckLocks             int64    `json:"stuck_locks"`
 	LostAcknowledgedOrders int64    `json:"lost_acknowledged_orders"`
+	// TokenInversions are fenced leases back from their acquire with a
+	// lower token than one granted meanwhile (refused by the store).
+	TokenInversions int64 `json:"token_inversions"`
 	// NemesisEvents counts the faults of the run, by kind: every variant
 	// met all of them.
 	NemesisEvents map[string]int `json:"nemesis_events"`
@@ -322,50 +327,86 @@ func RunChaos(ctx context.Context, cfg ChaosConfig) (*ChaosReport, error) {
 	for _, s := range stuck {
 		stuckKeys = append(stuckKeys, s.Key)
 	}
-	histories := local.HistoryFiles()
-	dbPath := filepath.Join(local.Dir(), "sale.db")
 	closeErr := local.Close() // the instances stop: their histories are complete
 	local = nil
 	if err := errors.Join(closeErr, clientLog.Close(), nlog.close()); err != nil {
 		rep.Notes = append(rep.Notes, "closing: "+err.Error())
 	}
 
-	// The checker's verdict.
-	recs, err := checker.ReadFiles(append(histories, clientLog.Name(), filepath.Join(cfg.OutDir, "nemesis.jsonl"))...)
-	if err != nil {
-		return nil, err
-	}
-	db, err := checker.OpenSQLite(dbPath)
-	if err != nil {
-		return nil, err
-	}
-	defer db.Close()
-	var in []checker.Scope
+	rep.Nemesis, rep.StuckLockKeys = nlog.events, stuckKeys
 	for _, v := range cfg.Variants {
-		in = append(in, scopes[v])
-	}
-	results, err := checker.Check(ctx, checker.Input{Records: recs, DB: db, Scopes: in, StuckLockKeys: stuckKeys})
-	if err != nil {
-		return nil, err
-	}
-	rep.Nemesis = nlog.events
-	rep.holders = map[string][]checker.Span{}
-	for _, r := range results {
-		exp, by := ChaosExpected(r.Variant, cfg.Faults)
-		cv := &ChaosVariant{
-			Verdict: r.Verdict, Expected: exp, ExpectedBreakers: by,
-			LockOverlaps: r.LockOverlaps, StaleWrites: r.StaleWrites, OversoldUnits: r.OversoldUnits, LostUpdates: r.LostUpdates,
-			DoubleBookedSeats: r.DoubleBookedSeats, StuckLocks: r.StuckLocks, LostAcknowledgedOrders: r.LostAcknowledgedOrders,
-			NemesisEvents: nlog.counts, Requests: int(cl.requests[r.Variant].Load()), Answers: cl.counts[r.Variant],
-			Leases: r.Leases, Orders: r.Orders, Bookings: r.Bookings,
-			FirstViolation: r.FirstViolation, Violations: r.Violations, Scope: scopes[r.Variant],
+		exp, by := ChaosExpected(v, cfg.Faults)
+		rep.Variants[v] = &ChaosVariant{
+			Expected: exp, ExpectedBreakers: by, NemesisEvents: nlog.counts,
+			Requests: int(cl.requests[v].Load()), Answers: cl.counts[v], Scope: scopes[v],
 		}
-		cv.OK = exp == NoClaim || string(exp) == r.Verdict
-		rep.Variants[r.Variant] = cv
-		rep.holders[r.Variant] = checker.Holders(recs, r.Variant, "sku:"+scopes[r.Variant].SKUs[0])
+	}
+	if err := rep.judge(ctx, cfg.OutDir); err != nil {
+		return nil, err
 	}
 	rep.Finished = time.Now()
 	return rep, nil
+}
+
+// judge runs the checker on a run's directory — the instances' histories,
+// the client's and the nemesis's logs, the database — and fills in every
+// variant's verdict.
+func (r *ChaosReport) judge(ctx context.Context, dir string) error {
+	histories, err := filepath.Glob(filepath.Join(dir, "env", "history-app*.jsonl"))
+	if err != nil {
+		return err
+	}
+	recs, err := checker.ReadFiles(append(histories, filepath.Join(dir, "client.jsonl"), filepath.Join(dir, "nemesis.jsonl"))...)
+	if err != nil {
+		return err
+	}
+	db, err := checker.OpenSQLite(filepath.Join(dir, "env", "sale.db"))
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	var in []checker.Scope
+	for _, v := range r.order {
+		in = append(in, r.Variants[v].Scope)
+	}
+	results, err := checker.Check(ctx, checker.Input{Records: recs, DB: db, Scopes: in, StuckLockKeys: r.StuckLockKeys})
+	if err != nil {
+		return err
+	}
+	r.holders = map[string][]checker.Span{}
+	for _, res := range results {
+		cv := r.Variants[res.Variant]
+		cv.Verdict = res.Verdict
+		cv.LockOverlaps, cv.StaleWrites, cv.OversoldUnits, cv.LostUpdates = res.LockOverlaps, res.StaleWrites, res.OversoldUnits, res.LostUpdates
+		cv.DoubleBookedSeats, cv.StuckLocks, cv.LostAcknowledgedOrders = res.DoubleBookedSeats, res.StuckLocks, res.LostAcknowledgedOrders
+		cv.TokenInversions, cv.Leases, cv.Orders, cv.Bookings = res.TokenInversions, res.Leases, res.Orders, res.Bookings
+		cv.FirstViolation, cv.Violations = res.FirstViolation, res.Violations
+		cv.OK = cv.Expected == NoClaim || string(cv.Expected) == res.Verdict
+		r.holders[res.Variant] = checker.Holders(recs, res.Variant, "sku:"+cv.Scope.SKUs[0])
+	}
+	return nil
+}
+
+// RecheckChaos judges a kept chaos run again from its directory (its
+// chaos.json, histories and database), with the checker as it is now.
+func RecheckChaos(ctx context.Context, dir string) (*ChaosReport, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "chaos.json"))
+	if err != nil {
+		return nil, err
+	}
+	var r ChaosReport
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("%s: %w", dir, err)
+	}
+	for _, v := range Variants {
+		if r.Variants[v] != nil {
+			r.order = append(r.order, v)
+		}
+	}
+	if err := r.judge(ctx, dir); err != nil {
+		return nil, err
+	}
+	return &r, nil
 }
 
 // chaosClients are the shoppers of a chaos run. Every answer is recorded

@@ -37,8 +37,8 @@ func (r *ChaosReport) WriteText(w io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "chaos run: seed %d, %s, %d app instances, %d Redis nodes, lease TTL %s\n", r.Seed, r.Duration, r.Instances, r.Nodes, r.LockTTL)
 	fmt.Fprintf(&b, "nemesis: %s\n\n", r.nemesisSummary())
-	fmt.Fprintf(&b, "%-14s %-8s %-7s %-4s %8s %6s %8s %8s %7s %6s %9s %6s\n",
-		"variant", "expected", "seen", "", "overlaps", "stale", "oversold", "lost-upd", "dbl-bkd", "stuck", "lost-acks", "201s")
+	fmt.Fprintf(&b, "%-14s %-8s %-7s %-7s %8s %6s %8s %8s %7s %6s %9s %6s %10s\n",
+		"variant", "expected", "seen", "", "overlaps", "stale", "oversold", "lost-upd", "dbl-bkd", "stuck", "lost-acks", "201s", "inversions")
 	for _, name := range r.order {
 		v := r.Variants[name]
 		mark := "ok"
@@ -48,8 +48,8 @@ func (r *ChaosReport) WriteText(w io.Writer) error {
 				mark = "BUG"
 			}
 		}
-		fmt.Fprintf(&b, "%-14s %-8s %-7s %-4s %8d %6d %8d %8d %7d %6d %9d %6d\n", name, v.Expected, v.Verdict, mark,
-			v.LockOverlaps, v.StaleWrites, v.OversoldUnits, v.LostUpdates, v.DoubleBookedSeats, v.StuckLocks, v.LostAcknowledgedOrders, v.Answers["201"])
+		fmt.Fprintf(&b, "%-14s %-8s %-7s %-7s %8d %6d %8d %8d %7d %6d %9d %6d %10d\n", name, v.Expected, v.Verdict, mark,
+			v.LockOverlaps, v.StaleWrites, v.OversoldUnits, v.LostUpdates, v.DoubleBookedSeats, v.StuckLocks, v.LostAcknowledgedOrders, v.Answers["201"], v.TokenInversions)
 	}
 	for _, name := range r.order {
 		v := r.Variants[name]
@@ -108,7 +108,7 @@ td:first-child,th:first-child{text-align:left}.bug{background:#fdd}.ok{backgroun
 	if r.Command != "" {
 		fmt.Fprintf(&b, "<p><code>%s</code></p>", esc(r.Command))
 	}
-	b.WriteString("<table><tr><th>variant</th><th>expected</th><th>seen</th><th>lock overlaps</th><th>stale writes</th><th>oversold</th><th>lost updates</th><th>double-booked</th><th>stuck locks</th><th>lost acks</th><th>201s</th><th>first violation</th></tr>")
+	b.WriteString("<table><tr><th>variant</th><th>expected</th><th>seen</th><th>lock overlaps</th><th>stale writes</th><th>oversold</th><th>lost updates</th><th>double-booked</th><th>stuck locks</th><th>lost acks</th><th>201s</th><th>token inversions</th><th>first violation</th></tr>")
 	for _, name := range r.order {
 		v := r.Variants[name]
 		class := "ok"
@@ -125,8 +125,8 @@ td:first-child,th:first-child{text-align:left}.bug{background:#fdd}.ok{backgroun
 				first += " — nemesis: " + strings.Join(fv.Nemesis, "; ")
 			}
 		}
-		fmt.Fprintf(&b, `<tr class="%s"><td>%s</td><td>%s</td><td>%s</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td style="text-align:left">%s</td></tr>`,
-			class, esc(name), v.Expected, v.Verdict, v.LockOverlaps, v.StaleWrites, v.OversoldUnits, v.LostUpdates, v.DoubleBookedSeats, v.StuckLocks, v.LostAcknowledgedOrders, v.Answers["201"], esc(first))
+		fmt.Fprintf(&b, `<tr class="%s"><td>%s</td><td>%s</td><td>%s</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td style="text-align:left">%s</td></tr>`,
+			class, esc(name), v.Expected, v.Verdict, v.LockOverlaps, v.StaleWrites, v.OversoldUnits, v.LostUpdates, v.DoubleBookedSeats, v.StuckLocks, v.LostAcknowledgedOrders, v.Answers["201"], v.TokenInversions, esc(first))
 	}
 	b.WriteString("</table>")
 	r.timeline(&b)

@@ -122,10 +122,26 @@ func TestCheck(t *testing.T) {
 			sale: sale{initial: 10, stock: 10}, want: Result{Verdict: Holds},
 		},
 		{
-			name: "a fenced lease granted with a lower token is an overlap", variant: "lua+fence",
+			name: "a fenced lease granted with a lower token is superseded, not an overlap", variant: "lua+fence",
 			recs: []Record{
 				acquired("aaaa", "lua+fence", "sku:hot", 0, 500, 2, true),
 				acquired("bbbb", "lua+fence", "sku:hot", 200, 500, 1, true),
+			},
+			sale: sale{initial: 10, stock: 10}, want: Result{Verdict: Holds, TokenInversions: 1},
+		},
+		{
+			name: "a fenced lease back from its acquire after a higher token was granted is no holder", variant: "redlock+fence",
+			recs: []Record{
+				acquired("aaaa", "redlock+fence", "sku:hot", 0, 500, 1401, true),
+				acquired("bbbb", "redlock+fence", "sku:hot", 5, 300, 1378, true), released("bbbb", 6),
+			},
+			sale: sale{initial: 10, stock: 10}, want: Result{Verdict: Holds, TokenInversions: 1},
+		},
+		{
+			name: "two fenced leases with one token overlap", variant: "redlock+fence",
+			recs: []Record{
+				acquired("aaaa", "redlock+fence", "sku:hot", 0, 500, 7, true),
+				acquired("bbbb", "redlock+fence", "sku:hot", 200, 500, 7, true),
 			},
 			sale: sale{initial: 10, stock: 10}, want: Result{Verdict: Breaks, LockOverlaps: 1}, kind: LockOverlap,
 		},
@@ -184,7 +200,7 @@ func TestCheck(t *testing.T) {
 				t.Fatal(err)
 			}
 			r := res[0]
-			got := Result{Verdict: r.Verdict, LockOverlaps: r.LockOverlaps, StaleWrites: r.StaleWrites, OversoldUnits: r.OversoldUnits,
+			got := Result{Verdict: r.Verdict, LockOverlaps: r.LockOverlaps, TokenInversions: r.TokenInversions, StaleWrites: r.StaleWrites, OversoldUnits: r.OversoldUnits,
 				LostUpdates: r.LostUpdates, DoubleBookedSeats: r.DoubleBookedSeats, StuckLocks: r.StuckLocks, LostAcknowledgedOrders: r.LostAcknowledgedOrders}
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("got %+v\nwant %+v\nviolations: %+v", got, tc.want, r.Violations)

@@ -8,7 +8,7 @@
 //
 // It writes DIR/chaos.json and DIR/chaos.html (the timeline), and keeps the
 // histories (env/history-app*.jsonl, client.jsonl, nemesis.jsonl) beside
-// them. Exit status: 0 when every variant did what it must; 1 when a
+// them; -check DIR judges such a directory again. Exit status: 0 when every variant did what it must; 1 when a
 // variant that must hold broke (or, with -strict, one expected to break
 // held); 2 when the run could not start.
 package main
@@ -54,6 +54,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		strict    = fs.Bool("strict", false, "also fail when a variant expected to break held")
 		out       = fs.String("out", "out/chaos", "directory for chaos.json, chaos.html and the histories")
 		verbose   = fs.Bool("v", false, "log what the runner and the nemesis do on stderr")
+		check     = fs.String("check", "", "judge a kept run's directory again (its chaos.json, histories and database) instead of running")
 	)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -70,6 +71,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		level = slog.LevelInfo
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	if *check != "" {
+		rep, err := loadtest.RecheckChaos(ctx, *check)
+		if err != nil {
+			fmt.Fprintf(stderr, "chaos: %v\n", err)
+			return 2
+		}
+		if err := rep.WriteText(stdout); err != nil {
+			fmt.Fprintf(stderr, "chaos: %v\n", err)
+			return 2
+		}
+		if rep.Failed(*strict) {
+			return 1
+		}
+		return 0
+	}
 	rep, err := loadtest.RunChaos(ctx, loadtest.ChaosConfig{
 		Variants: split(*variants), Faults: split(*faults), Duration: *duration, Seed: *seed, Rate: *rate,
 		LockTTL: *lockTTL, LockWait: *lockWait, OutDir: *out, Logger: logger,
