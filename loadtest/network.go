@@ -28,10 +28,11 @@ import (
 // first connection after the node is back reaches it.
 type Network struct {
 	server  *toxiproxy.ApiServer
-	proxies [][]*toxiproxy.Proxy // [instance][node]
+	proxies [][]*toxiproxy.Proxy // [instance][node], replaced under mu
+	addrs   [][]string           // their listen addresses, which never change
 
 	mu     sync.Mutex
-	toxics map[*toxiproxy.Proxy][]string // toxics in place, by proxy
+	faulty map[[2]int]bool // [instance, node] links that carry toxics
 }
 
 // StartNetwork starts a proxy on a free loopback port for every instance
@@ -39,10 +40,11 @@ type Network struct {
 func StartNetwork(instances int, upstreams []string) (*Network, error) {
 	n := &Network{
 		server: toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop()),
-		toxics: map[*toxiproxy.Proxy][]string{},
+		faulty: map[[2]int]bool{},
 	}
 	for i := range instances {
 		var row []*toxiproxy.Proxy
+		var addrs []string
 		for j, up := range upstreams {
 			if err := loopbackURL("http://" + up); err != nil {
 				n.Close()
@@ -54,14 +56,16 @@ func StartNetwork(instances int, upstreams []string) (*Network, error) {
 				return nil, fmt.Errorf("proxy instance %d → node %d: %w", i, j, err)
 			}
 			row = append(row, p)
+			addrs = append(addrs, p.Listen)
 		}
 		n.proxies = append(n.proxies, row)
+		n.addrs = append(n.addrs, addrs)
 	}
 	return n, nil
 }
 
 // Addr is where instance i reaches node j ("127.0.0.1:port").
-func (n *Network) Addr(i, j int) string { return n.proxies[i][j].Listen }
+func (n *Network) Addr(i, j int) string { return n.addrs[i][j] }
 
 // URLs are the nodes as instance i sees them.
 func (n *Network) URLs(i int) []string {
@@ -76,52 +80,78 @@ func (n *Network) URLs(i int) []string {
 // Heal: a slow network, or with d past the lease TTL a reply that arrives
 // after the lease it grants has run out.
 func (n *Network) Delay(i int, nodes []int, d, jitter time.Duration) error {
-	return n.add(i, nodes, "delay", fmt.Sprintf(`{"name":"delay","type":"latency","stream":"downstream","attributes":{"latency":%d,"jitter":%d}}`,
+	return n.fault(i, nodes, fmt.Sprintf(`{"name":"delay","type":"latency","stream":"downstream","attributes":{"latency":%d,"jitter":%d}}`,
 		d.Milliseconds(), jitter.Milliseconds()))
 }
 
 // Cut drops everything between instance i and the nodes, both ways, until
-// Heal; connections stay open (a partition does not say it is one) and are
-// closed when it heals.
+// Heal: a connection opens, but nothing it carries arrives.
 func (n *Network) Cut(i int, nodes []int) error {
-	return errors.Join(
-		n.add(i, nodes, "cut-up", `{"name":"cut-up","type":"timeout","stream":"upstream","attributes":{"timeout":0}}`),
-		n.add(i, nodes, "cut-down", `{"name":"cut-down","type":"timeout","stream":"downstream","attributes":{"timeout":0}}`))
+	return n.fault(i, nodes,
+		`{"name":"cut-up","type":"timeout","stream":"upstream","attributes":{"timeout":0}}`,
+		`{"name":"cut-down","type":"timeout","stream":"downstream","attributes":{"timeout":0}}`)
 }
 
-func (n *Network) add(i int, nodes []int, name, spec string) error {
+// fault replaces the links from instance i to nodes with ones that carry
+// the given toxics.
+//
+// Toxics are never added to or removed from a proxy with live connections:
+// in toxiproxy v2.5.0 removing a latency toxic from a link whose reader has
+// stopped waits for that link for ever (seen in a chaos run: Heal never
+// returned). A new proxy on the same address, with its toxics in place
+// before it accepts anything, has no such wait. The old one's connections
+// are closed — a client reconnects at once, through the fault — as a
+// network that changes under a connection would also break it.
+func (n *Network) fault(i int, nodes []int, toxics ...string) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	var errs []error
 	for _, j := range nodes {
-		p := n.proxies[i][j]
-		if _, err := p.Toxics.AddToxicJson(strings.NewReader(spec)); err != nil {
-			errs = append(errs, fmt.Errorf("%s on instance %d → node %d: %w", name, i, j, err))
-			continue
+		if err := n.swap(i, j, toxics); err != nil {
+			errs = append(errs, err)
 		}
-		n.toxics[p] = append(n.toxics[p], name)
 	}
 	return errors.Join(errs...)
 }
 
-// Heal removes every toxic: the network is as it was.
-func (n *Network) Heal(ctx context.Context) error {
+// swap replaces proxy [i][j] by a new one on the same address with toxics.
+func (n *Network) swap(i, j int, toxics []string) error {
+	old := n.proxies[i][j]
+	if err := n.server.Collection.Remove(old.Name); err != nil {
+		return fmt.Errorf("instance %d → node %d: %w", i, j, err)
+	}
+	p := toxiproxy.NewProxy(n.server, old.Name, old.Listen, old.Upstream)
+	for _, spec := range toxics {
+		if _, err := p.Toxics.AddToxicJson(strings.NewReader(spec)); err != nil {
+			return fmt.Errorf("instance %d → node %d: %w", i, j, err)
+		}
+	}
+	if err := n.server.Collection.Add(p, true); err != nil {
+		return fmt.Errorf("instance %d → node %d: %w", i, j, err)
+	}
+	n.proxies[i][j] = p
+	if len(toxics) > 0 {
+		n.faulty[[2]int{i, j}] = true
+	} else {
+		delete(n.faulty, [2]int{i, j})
+	}
+	return nil
+}
+
+// Heal puts plain links back wherever a fault is: the network is as it was.
+func (n *Network) Heal(context.Context) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	var errs []error
-	for p, names := range n.toxics {
-		for _, name := range names {
-			if err := p.Toxics.RemoveToxic(ctx, name); err != nil {
-				errs = append(errs, fmt.Errorf("%s on %s: %w", name, p.Name, err))
-			}
+	for ij := range n.faulty { // swap deletes the current key: allowed while ranging
+		if err := n.swap(ij[0], ij[1], nil); err != nil {
+			errs = append(errs, err)
 		}
-		delete(n.toxics, p)
 	}
 	return errors.Join(errs...)
 }
 
 // Close stops every proxy and its connections.
 func (n *Network) Close() error {
-	_ = n.Heal(context.Background()) // the proxies are going anyway
 	return n.server.Collection.Clear()
 }
