@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"net"
 	"strings"
 	"sync"
 	"time"
@@ -50,7 +52,12 @@ func StartNetwork(instances int, upstreams []string) (*Network, error) {
 				n.Close()
 				return nil, err
 			}
-			p := toxiproxy.NewProxy(n.server, fmt.Sprintf("app%d-node%d", i, j), "127.0.0.1:0", up)
+			addr, err := quietPort()
+			if err != nil {
+				n.Close()
+				return nil, err
+			}
+			p := toxiproxy.NewProxy(n.server, fmt.Sprintf("app%d-node%d", i, j), addr, up)
 			if err := n.server.Collection.Add(p, true); err != nil {
 				n.Close()
 				return nil, fmt.Errorf("proxy instance %d → node %d: %w", i, j, err)
@@ -117,19 +124,29 @@ func (n *Network) fault(i int, nodes []int, toxics ...string) error {
 // swap replaces proxy [i][j] by a new one on the same address with toxics.
 func (n *Network) swap(i, j int, toxics []string) error {
 	old := n.proxies[i][j]
-	if err := n.server.Collection.Remove(old.Name); err != nil {
+	if err := n.server.Collection.Remove(old.Name); err != nil && !errors.Is(err, toxiproxy.ErrProxyNotFound) {
 		return fmt.Errorf("instance %d → node %d: %w", i, j, err)
 	}
-	p := toxiproxy.NewProxy(n.server, old.Name, old.Listen, old.Upstream)
+	p := toxiproxy.NewProxy(n.server, old.Name, n.addrs[i][j], old.Upstream)
+	n.proxies[i][j] = p // even if it fails to start: the next swap tries again
 	for _, spec := range toxics {
 		if _, err := p.Toxics.AddToxicJson(strings.NewReader(spec)); err != nil {
 			return fmt.Errorf("instance %d → node %d: %w", i, j, err)
 		}
 	}
-	if err := n.server.Collection.Add(p, true); err != nil {
+	// The address was ours a moment ago; only a process binding that very
+	// port could take it in between (quietPort keeps outgoing connections
+	// away from it), so a few tries are plenty.
+	var err error
+	for try := 0; try < 50; try++ {
+		if err = n.server.Collection.Add(p, true); err == nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err != nil {
 		return fmt.Errorf("instance %d → node %d: %w", i, j, err)
 	}
-	n.proxies[i][j] = p
 	if len(toxics) > 0 {
 		n.faulty[[2]int{i, j}] = true
 	} else {
@@ -149,6 +166,25 @@ func (n *Network) Heal(context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// quietPort finds a free loopback port below the kernel's ephemeral range
+// (32768 and up on Linux), where no outgoing connection is ever given a
+// source port: a proxy that closes its listener to be replaced gets the
+// port back, instead of finding it taken by some connection's local end.
+func quietPort() (string, error) {
+	for try := 0; try < 200; try++ {
+		addr := fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(12000))
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			continue
+		}
+		if err := ln.Close(); err != nil {
+			return "", err
+		}
+		return addr, nil
+	}
+	return "", errors.New("no free loopback port below the ephemeral range")
 }
 
 // Close stops every proxy and its connections.
