@@ -99,41 +99,40 @@ func (n *Network) Cut(i int, nodes []int) error {
 		`{"name":"cut-down","type":"timeout","stream":"downstream","attributes":{"timeout":0}}`)
 }
 
-// fault replaces the links from instance i to nodes with ones that carry
-// the given toxics.
+// fault adds the given toxics to the links from instance i to nodes, in
+// place: the connections through them stay open and are slowed or cut as
+// they are, as a network that changes under them would do.
 //
-// Toxics are never added to or removed from a proxy with live connections:
-// in toxiproxy v2.5.0 removing a latency toxic from a link whose reader has
+// Toxics are never removed from a proxy with live connections: in
+// toxiproxy v2.5.0 removing a latency toxic from a link whose reader has
 // stopped waits for that link for ever (seen in a chaos run: Heal never
-// returned). A new proxy on the same address, with its toxics in place
-// before it accepts anything, has no such wait. The old one's connections
-// are closed — a client reconnects at once, through the fault — as a
-// network that changes under a connection would also break it.
+// returned). Heal replaces the proxy instead (swap).
 func (n *Network) fault(i int, nodes []int, toxics ...string) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	var errs []error
 	for _, j := range nodes {
-		if err := n.swap(i, j, toxics); err != nil {
-			errs = append(errs, err)
+		p := n.proxies[i][j]
+		for _, spec := range toxics {
+			if _, err := p.Toxics.AddToxicJson(strings.NewReader(spec)); err != nil {
+				errs = append(errs, fmt.Errorf("instance %d → node %d: %w", i, j, err))
+			}
 		}
+		n.faulty[[2]int{i, j}] = true
 	}
 	return errors.Join(errs...)
 }
 
-// swap replaces proxy [i][j] by a new one on the same address with toxics.
-func (n *Network) swap(i, j int, toxics []string) error {
+// swap replaces proxy [i][j] by a plain new one on the same address. The
+// old one's connections are closed, as the end of a partition breaks
+// them; clients reconnect at once.
+func (n *Network) swap(i, j int) error {
 	old := n.proxies[i][j]
 	if err := n.server.Collection.Remove(old.Name); err != nil && !errors.Is(err, toxiproxy.ErrProxyNotFound) {
 		return fmt.Errorf("instance %d → node %d: %w", i, j, err)
 	}
 	p := toxiproxy.NewProxy(n.server, old.Name, n.addrs[i][j], old.Upstream)
 	n.proxies[i][j] = p // even if it fails to start: the next swap tries again
-	for _, spec := range toxics {
-		if _, err := p.Toxics.AddToxicJson(strings.NewReader(spec)); err != nil {
-			return fmt.Errorf("instance %d → node %d: %w", i, j, err)
-		}
-	}
 	// The address was ours a moment ago; only a process binding that very
 	// port could take it in between (quietPort keeps outgoing connections
 	// away from it), so a few tries are plenty.
@@ -147,11 +146,7 @@ func (n *Network) swap(i, j int, toxics []string) error {
 	if err != nil {
 		return fmt.Errorf("instance %d → node %d: %w", i, j, err)
 	}
-	if len(toxics) > 0 {
-		n.faulty[[2]int{i, j}] = true
-	} else {
-		delete(n.faulty, [2]int{i, j})
-	}
+	delete(n.faulty, [2]int{i, j})
 	return nil
 }
 
@@ -161,7 +156,7 @@ func (n *Network) Heal(context.Context) error {
 	defer n.mu.Unlock()
 	var errs []error
 	for ij := range n.faulty { // swap deletes the current key: allowed while ranging
-		if err := n.swap(ij[0], ij[1], nil); err != nil {
+		if err := n.swap(ij[0], ij[1]); err != nil {
 			errs = append(errs, err)
 		}
 	}
