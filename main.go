@@ -31,6 +31,7 @@ import (
 
 	"flashsale/handlers"
 	"flashsale/internal/broker"
+	"flashsale/internal/history"
 	"flashsale/internal/localredis"
 	"flashsale/inventory"
 	"flashsale/loadtest/workshop"
@@ -63,6 +64,7 @@ type config struct {
 	watchdog        bool
 	shutdownTimeout time.Duration
 	logLevel        string
+	history         string
 }
 
 // parseConfig reads flags, falling back to FLASHSALE_* variables, then to the
@@ -138,6 +140,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	boolean(&c.watchdog, "watchdog", "FLASHSALE_WATCHDOG", false, "leases extend themselves every TTL/3 until released")
 	dur(&c.shutdownTimeout, "shutdown-timeout", "FLASHSALE_SHUTDOWN_TIMEOUT", 20*time.Second, "how long in-flight requests may take to finish on shutdown")
 	str(&c.logLevel, "log-level", "FLASHSALE_LOG_LEVEL", "info", "debug, info, warn or error")
+	str(&c.history, "history", "FLASHSALE_HISTORY", "", "append every lease and store write to this JSON-lines file, for the chaos checker; empty records none")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -194,12 +197,23 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		token = randomToken()
 		fmt.Fprintf(stdout, "admin token (generated; set -admin-token or FLASHSALE_ADMIN_TOKEN to choose one): %s\n", token)
 	}
+	var hist *history.Recorder // nil records nothing
+	if cfg.history != "" {
+		if hist, err = history.Open(cfg.history); err != nil {
+			return err
+		}
+		defer func() {
+			if err := hist.Close(); err != nil {
+				log.Warn("history", "err", err)
+			}
+		}()
+	}
 	metrics := handlers.NewMetrics()
 	runs := workshop.NewRunner(token, nodeURLs, cfg.lockTTL, log)
 	lockers, err := lock.NewLockers(nodes,
 		lock.WithTTL(cfg.lockTTL), lock.WithNamespace(cfg.namespace), lock.WithLogger(log),
 		lock.WithRestartAwareness(cfg.restartAware), lock.WithWatchdog(cfg.watchdog),
-		lock.WithObserver(func(e lock.Event) { metrics.ObserveLock(e); runs.Observe(e) }))
+		lock.WithObserver(func(e lock.Event) { metrics.ObserveLock(e); runs.Observe(e); hist.Lock(e) }))
 	if err != nil {
 		return err
 	}
@@ -222,7 +236,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 	live := broker.New(lockers.Clients(), cfg.namespace, log, metrics.StreamDropped)
 	svc, err := inventory.New(ctx, db, lockers, inventory.Config{
-		Production: cfg.production, LockWait: cfg.lockWait, Logger: log, Notify: live.Publish,
+		Production: cfg.production, LockWait: cfg.lockWait, Logger: log,
+		Notify: func(c inventory.Change) { live.Publish(c); hist.Change(c) },
 	})
 	if err != nil {
 		return err

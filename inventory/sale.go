@@ -106,7 +106,7 @@ func (s *Service) Buy(ctx context.Context, p Purchase) (order Order, replay bool
 		if err != nil {
 			return err
 		}
-		s.notify(Change{Type: "stock", SKU: p.SKU, Stock: &after})
+		s.notify(Change{Type: "stock", SKU: p.SKU, Stock: &after, Owner: lease.Owner()})
 		return nil
 	})
 	if err != nil {

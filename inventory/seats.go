@@ -94,7 +94,7 @@ func (s *Service) Grab(ctx context.Context, r SeatRequest) (booking Booking, rep
 		if err != nil {
 			return err
 		}
-		s.notify(Change{Type: "seat", Event: r.Event, Seat: r.Seat, User: r.User})
+		s.notify(Change{Type: "seat", Event: r.Event, Seat: r.Seat, User: r.User, Owner: lease.Owner()})
 		return nil
 	})
 	if err != nil {

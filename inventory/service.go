@@ -88,6 +88,10 @@ type Change struct {
 	Event string `json:"event,omitempty"`
 	Seat  string `json:"seat,omitempty"`
 	User  string `json:"user,omitempty"`
+	// Owner is the owner value of the lease the change was written under,
+	// so a history of writes can be tied to the lease that made each one.
+	// It is not sent to browsers.
+	Owner string `json:"-"`
 }
 
 // Stats are counters of what the sale refused or could not finish, for

@@ -25,7 +25,7 @@
 // rate must be positive and workers are capped).
 //
 // By default the runner starts what it attacks (StartLocal): real
-// redis-server nodes, each behind a relay of its own (see relay), and three
+// redis-server nodes, reached through toxiproxy proxies (see Network), and three
 // storefront processes on one SQLite file; it stops them, by PID, when done.
 // The scenarios, their faults and the expected matrix are in matrix.go; what
 // happens to the Redis nodes during an attack is in nodes.go.

@@ -46,6 +46,13 @@ type LocalConfig struct {
 	UnawareArgs []string
 	// Logger receives what the environment does. Default slog.Default().
 	Logger *slog.Logger
+	// AOF starts the Redis nodes with appendonly on, so a node killed and
+	// restarted with its data keeps its keys (the chaos runner's node
+	// crashes).
+	AOF bool
+	// History makes every instance record its leases and store writes in
+	// Dir/history-app<i>.jsonl (the app's -history).
+	History bool
 }
 
 // DefaultUnawareArgs is the storefront flag that turns Redlock restart
@@ -62,8 +69,9 @@ type Local struct {
 	bin     string
 	token   string
 	cluster *localredis.Cluster
-	relays  []*relay // the instances reach node i through relays[i] (see relay)
+	net     *Network // instance i reaches node j through net.Addr(i, j)
 	apps    []*appProc
+	addrs   []string // each instance's listen address, kept across restarts
 	// settings are what the instances run with now; failed remembers
 	// settings they would not start with, and why.
 	settings AppSettings
@@ -112,6 +120,11 @@ func StartLocal(ctx context.Context, cfg LocalConfig) (_ *Local, err error) {
 	if err = os.MkdirAll(filepath.Join(l.dir, "logs"), 0o755); err != nil {
 		return nil, err
 	}
+	for _, f := range l.HistoryFiles() { // appended to by the instances: start empty
+		if err = os.RemoveAll(f); err != nil {
+			return nil, err
+		}
+	}
 	if l.bin, err = l.binary(ctx); err != nil {
 		return nil, err
 	}
@@ -119,7 +132,7 @@ func StartLocal(ctx context.Context, cfg LocalConfig) (_ *Local, err error) {
 	_, _ = rand.Read(tok) // crypto/rand never fails on supported platforms
 	l.token = hex.EncodeToString(tok)
 
-	l.cluster, err = localredis.Start(ctx, cfg.Nodes, localredis.Options{Logger: cfg.Logger})
+	l.cluster, err = localredis.Start(ctx, cfg.Nodes, localredis.Options{Logger: cfg.Logger, AOF: cfg.AOF})
 	if err != nil {
 		return nil, fmt.Errorf("start %d redis nodes: %w", cfg.Nodes, err)
 	}
@@ -128,12 +141,8 @@ func StartLocal(ctx context.Context, cfg LocalConfig) (_ *Local, err error) {
 		// useless to them. Real redis-server processes are needed.
 		return nil, errors.New("redis-server is not on PATH: the load runner needs real Redis nodes")
 	}
-	for i, n := range l.cluster.Nodes {
-		r, err := startRelay(n.Addr())
-		if err != nil {
-			return nil, fmt.Errorf("relay to node %d: %w", i, err)
-		}
-		l.relays = append(l.relays, r)
+	if l.net, err = StartNetwork(cfg.Instances, l.cluster.Addrs()); err != nil {
+		return nil, fmt.Errorf("proxies to the nodes: %w", err)
 	}
 	if err = l.startApps(ctx); err != nil {
 		return nil, err
@@ -208,7 +217,7 @@ func (l *Local) Token() string { return l.token }
 func (l *Local) RedisURLs() []string { return l.cluster.URLs() }
 
 // Nodes is control over the Redis nodes for node recipes.
-func (l *Local) Nodes() Nodes { return clusterNodes{l.cluster} }
+func (l *Local) Nodes() Nodes { return clusterNodes{l.cluster, l.net} }
 
 // Dir is where the environment keeps its binary, database and logs.
 func (l *Local) Dir() string { return l.dir }
@@ -254,19 +263,26 @@ func (l *Local) Use(ctx context.Context, s AppSettings) error {
 	return errors.Join(err, l.startApps(ctx))
 }
 
-// appRedisURLs are the nodes as the instances see them: through the relays.
-func (l *Local) appRedisURLs() []string {
-	urls := make([]string, len(l.relays))
-	for i, r := range l.relays {
-		urls[i] = "redis://" + r.Addr()
+// Network is the links from the instances to the nodes, for network faults.
+func (l *Local) Network() *Network { return l.net }
+
+// HistoryFiles are the instances' history files (LocalConfig.History).
+func (l *Local) HistoryFiles() []string {
+	var out []string
+	for i := range l.cfg.Instances {
+		out = append(out, filepath.Join(l.dir, fmt.Sprintf("history-app%d.jsonl", i)))
 	}
-	return urls
+	return out
 }
 
 func (l *Local) args(i int) []string {
+	addr := "127.0.0.1:0"
+	if i < len(l.addrs) {
+		addr = l.addrs[i] // a restarted instance comes back where it was
+	}
 	args := []string{
-		"-addr", "127.0.0.1:0",
-		"-redis", strings.Join(l.appRedisURLs(), ","),
+		"-addr", addr,
+		"-redis", strings.Join(l.net.URLs(i), ","),
 		"-db", filepath.Join(l.dir, "sale.db"),
 		"-admin-token", l.token,
 	}
@@ -275,6 +291,9 @@ func (l *Local) args(i int) []string {
 	}
 	if l.cfg.LockWait > 0 {
 		args = append(args, "-lock-wait", l.cfg.LockWait.String())
+	}
+	if l.cfg.History {
+		args = append(args, "-history", l.HistoryFiles()[i])
 	}
 	args = append(args, l.cfg.ExtraArgs...)
 	if l.settings.Unaware {
@@ -287,7 +306,7 @@ func (l *Local) args(i int) []string {
 // migrates the shared database alone, the others find it ready.
 func (l *Local) startApps(ctx context.Context) error {
 	for i := range l.cfg.Instances {
-		a, err := startApp(ctx, l.bin, l.args(i), filepath.Join(l.dir, "logs", fmt.Sprintf("app-%d.log", i)))
+		a, err := l.startApp(ctx, i)
 		if err != nil {
 			l.stopApps()
 			return fmt.Errorf("app instance %d: %w", i, err)
@@ -313,8 +332,8 @@ func (l *Local) stopApps() {
 func (l *Local) Close() error {
 	l.stopApps()
 	var errs []error
-	for _, r := range l.relays {
-		errs = append(errs, r.Close())
+	if l.net != nil {
+		errs = append(errs, l.net.Close())
 	}
 	if l.cluster != nil {
 		errs = append(errs, l.cluster.Stop())
@@ -439,4 +458,18 @@ func tail(path string) string {
 		b = b[len(b)-2048:]
 	}
 	return string(b)
+}
+
+// startApp starts instance i and remembers where it listens, so a restart
+// after a crash comes back at the same address.
+func (l *Local) startApp(ctx context.Context, i int) (*appProc, error) {
+	a, err := startApp(ctx, l.bin, l.args(i), filepath.Join(l.dir, "logs", fmt.Sprintf("app-%d.log", i)))
+	if err != nil {
+		return nil, err
+	}
+	for len(l.addrs) <= i {
+		l.addrs = append(l.addrs, "127.0.0.1:0")
+	}
+	l.addrs[i] = strings.TrimPrefix(a.base, "http://")
+	return a, nil
 }

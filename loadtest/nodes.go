@@ -114,7 +114,7 @@ func downRecipe() *NodeRecipe {
 // Killing (not pausing) the minority matters: a paused redis-server still
 // accepts connections and runs the SETs queued on them when resumed, which
 // would hand the minority's votes to the very lease being tested. And the
-// instances reach every node through a relay (see relay), or their Redis
+// instances reach every node through a proxy (see Network), or their Redis
 // client would stop dialling the killed nodes for a second after they are
 // back.
 func restartRecipe(ttl time.Duration) *NodeRecipe {
@@ -264,8 +264,15 @@ func list(idx []int) string {
 	return strings.Join(s, ", ")
 }
 
-// clusterNodes is Nodes over a localredis cluster the runner started.
-type clusterNodes struct{ c *localredis.Cluster }
+// clusterNodes is Nodes over a localredis cluster the runner started, and
+// the network its instances reach it through.
+type clusterNodes struct {
+	c   *localredis.Cluster
+	net *Network
+}
+
+// Network is the links from the instances to the nodes.
+func (c clusterNodes) Network() *Network { return c.net }
 
 func (c clusterNodes) Len() int                               { return len(c.c.Nodes) }
 func (c clusterNodes) Stop(ctx context.Context, i int) error  { return c.c.Nodes[i].Stop(ctx) }

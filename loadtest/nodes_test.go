@@ -26,7 +26,7 @@ func TestMinority(t *testing.T) {
 // down, what they restart and when, and that Heal brings every node back.
 func TestNodeRecipes(t *testing.T) {
 	c := testsupport.Redis(t, 5, localredis.Options{})
-	nodes := clusterNodes{c}
+	nodes := clusterNodes{c: c}
 	ctx := context.Background()
 	var notes []string
 	note := func(s string) { notes = append(notes, s) }
@@ -50,14 +50,14 @@ func TestNodeRecipes(t *testing.T) {
 
 	// A client that takes a lock on node 0 every 5 ms: the recipe must see
 	// those leases begin and restart node 0 right then.
-	// It reaches node 0 through a relay, as the app instances do, so the
+	// It reaches node 0 through a proxy, as the app instances do, so the
 	// restarts do not put its client into dial back-off.
-	rl, err := startRelay(c.Nodes[0].Addr())
+	nw, err := StartNetwork(1, c.Addrs()[:1])
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rl.Close()
-	app := redis.NewClient(&redis.Options{Addr: rl.Addr(), MaxRetries: -1})
+	defer nw.Close()
+	app := redis.NewClient(&redis.Options{Addr: nw.Addr(0, 0), MaxRetries: -1})
 	defer app.Close()
 	wctx, stopLeases := context.WithCancel(ctx)
 	leases := make(chan struct{})

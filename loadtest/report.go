@@ -102,7 +102,7 @@ func (c *Cell) judge() {
 		return
 	}
 	switch {
-	case c.Expected == "" || c.Expected == NoClaim || c.Seen == c.Expected:
+	case c.Expected == "" || c.Expected == NoClaim || c.Expected == Either || c.Seen == c.Expected:
 		c.Verdict = VerdictOK
 	case c.Expected == Holds:
 		c.Verdict = VerdictBug
@@ -229,6 +229,9 @@ func (c *Cell) mark() string {
 	case VerdictOK:
 		if c.Expected == NoClaim {
 			return string(c.Seen) + " (no claim)"
+		}
+		if c.Expected == Either {
+			return string(c.Seen) + " (either)"
 		}
 		return string(c.Seen) + " ✓"
 	default:

@@ -235,6 +235,9 @@ func (l *Lease) Checkpoint(ctx context.Context, p Point) error {
 // Release gives the lock back. Releasing twice is a no-op. A release that
 // finds the lease gone returns ErrNotHeld where the variant can tell.
 func (l *Lease) Release(ctx context.Context) error {
+	// The holder stops relying on the lease now, not when Redis answers: a
+	// successor may be in before the answer is back.
+	begun := time.Now()
 	l.mu.Lock()
 	if l.released {
 		l.mu.Unlock()
@@ -256,7 +259,7 @@ func (l *Lease) Release(ctx context.Context) error {
 	} else if err = l.locker.v.release(ctx, l.locker.cfg.faults.gapFor(l.locker, l.name, l), l.k, l.value); err == nil {
 		wake()
 	}
-	l.locker.observe(Event{Kind: Released, Variant: l.locker.name, Key: l.name, Lease: l, Err: err})
+	l.locker.observe(Event{Time: begun, Kind: Released, Variant: l.locker.name, Key: l.name, Lease: l, Err: err})
 	if err != nil {
 		return fmt.Errorf("release %q: %w", l.name, err)
 	}

@@ -5,8 +5,8 @@ import (
 	"time"
 )
 
-// luaFence is lua (lua.go) with fencing tokens, the answer of seed article
-// 004 to a holder paused past its TTL: the Lua step that sets the lock also
+// luaFence is lua (lua.go) with fencing tokens, the usual answer to a
+// holder paused past its TTL: the Lua step that sets the lock also
 // draws the next token from a counter on the node, in one atomic step, so
 // every grant carries a token larger than any before it. The store registers
 // the token on the row before it reads and writes only while the row still

@@ -176,8 +176,8 @@ func (n *node) reseedLoop() {
 }
 
 // reseed raises the node's fencing counters to the largest value that
-// N−quorum+1 of the other nodes hold, then marks the node seeded for its
-// incarnation, in one transaction. (The other nodes need not be seeded
+// N−quorum+1 of the other nodes hold, and marks the node seeded for its
+// incarnation, in one script. (The other nodes need not be seeded
 // themselves: on a new set none is, and a node that restarted with its data
 // still holds its counters.)
 func (n *node) reseed(ctx context.Context) error {
@@ -220,12 +220,13 @@ func (n *node) reseed(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	tx := n.rdb.TxPipeline()
+	keys := make([]string, 0, len(highest)+1)
+	args := make([]any, 0, len(highest)+1)
 	for key, c := range highest {
-		reseedFence.Eval(ctx, tx, []string{key}, c)
+		keys, args = append(keys, key), append(args, c)
 	}
-	tx.Set(ctx, n.cfg.seededKey(), id, 0)
-	if _, err := tx.Exec(ctx); err != nil {
+	keys, args = append(keys, n.cfg.seededKey()), append(args, id)
+	if err := reseedCounters.Run(ctx, n.rdb, keys, args...).Err(); err != nil {
 		return fmt.Errorf("node %s: %w", n.addr, err)
 	}
 	n.inc.mu.Lock()

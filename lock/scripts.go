@@ -49,12 +49,18 @@ if tonumber(redis.call("get", KEYS[2]) or "0") < tonumber(ARGV[2]) then
 end
 return 1`)
 
-	// reseedFence raises a counter to at least a value, to re-seed a node that
-	// lost its counters in a restart. KEYS[1] fence counter; ARGV[1] value.
-	reseedFence = newScript(`
-if tonumber(redis.call("get", KEYS[1]) or "0") < tonumber(ARGV[1]) then
-	redis.call("set", KEYS[1], ARGV[1])
+	// reseedCounters raises a node's fencing counters to at least the values
+	// read from the other nodes and marks the node seeded for its
+	// incarnation, in one atomic step (one script: an ACL user need not be
+	// allowed MULTI). KEYS[1..n-1] fence counters, KEYS[n] the seeded marker;
+	// ARGV[1..n-1] the values, ARGV[n] the node's run_id.
+	reseedCounters = newScript(`
+for i = 1, #KEYS - 1 do
+	if tonumber(redis.call("get", KEYS[i]) or "0") < tonumber(ARGV[i]) then
+		redis.call("set", KEYS[i], ARGV[i])
+	end
 end
+redis.call("set", KEYS[#KEYS], ARGV[#KEYS])
 return 1`)
 )
 

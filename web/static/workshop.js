@@ -55,6 +55,9 @@
     "node-down": "Mid-run, a minority of the Redis nodes is stopped (never the single-node variants' node).",
     "node-restart": "Mid-run, a Redis node restarts without its data while leases hold a bare quorum.",
     "node-restart-unaware": "As node-restart, with Redlock's restart awareness turned off (Redlock variants only).",
+    "clock-jump": "Again and again, the clocks of a majority of the nodes jump ahead (every lock key's TTL there cut short): leases expire under their holders.",
+    "network-delay": "Every reply from the nodes to one app instance arrives later than the lease TTL: a grant that comes after its lease ran out.",
+    "partition": "App instance 0 reaches only nodes 0–2, instance 1 only nodes 2–4 (Redlock variants only).",
   };
 
   // runs: newest first; each {id, variant, scenario, rate, duration_s,

@@ -1,0 +1,87 @@
+package loadtest
+
+import (
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+)
+
+// The schedule is the seed's: the same seed gives the same faults at the
+// same moments, another seed others; it is bounded (no fault outlives the
+// run, none overlaps another of its lane) and keeps the promises the
+// expectations rest on (no wipe of node 0, clock jumps on a majority with
+// node 0, partitions between two different instances).
+func TestScheduleIsSeededAndBounded(t *testing.T) {
+	const d, ttl = 2 * time.Minute, 500 * time.Millisecond
+	a := Schedule(7, d, ttl, FaultKinds, 3, 5)
+	if !reflect.DeepEqual(a, Schedule(7, d, ttl, FaultKinds, 3, 5)) {
+		t.Fatal("the same seed gave another schedule")
+	}
+	if reflect.DeepEqual(a, Schedule(8, d, ttl, FaultKinds, 3, 5)) {
+		t.Fatal("another seed gave the same schedule")
+	}
+	seen := map[string]int{}
+	laneEnd := map[bool]time.Duration{}
+	for _, e := range a {
+		seen[e.Kind]++
+		if e.At < 0 || e.At+e.For > d-2*ttl {
+			t.Errorf("%+v does not end two TTLs before the run does", e)
+		}
+		lane := slices.Contains(nodeLane, e.Kind)
+		if e.At < laneEnd[lane] {
+			t.Errorf("%+v begins before the fault before it in its lane is healed", e)
+		}
+		laneEnd[lane] = e.At + e.For
+		switch e.Kind {
+		case NodeWipe:
+			if e.Nodes[0] == 0 {
+				t.Errorf("%+v wipes node 0", e)
+			}
+		case ClockJump:
+			if len(e.Nodes) != 3 || e.Nodes[0] != 0 || e.Size <= 0 {
+				t.Errorf("%+v is not a jump on a majority with node 0", e)
+			}
+		case Partition:
+			if e.Apps[0] == e.Apps[1] {
+				t.Errorf("%+v partitions one instance against itself", e)
+			}
+		case NetDelay:
+			if e.Size <= ttl {
+				t.Errorf("%+v does not delay replies past the TTL", e)
+			}
+		}
+	}
+	for _, k := range FaultKinds {
+		if seen[k] == 0 {
+			t.Errorf("two minutes of every fault kind had no %s", k)
+		}
+	}
+	only := Schedule(7, d, ttl, []string{NodeCrash}, 3, 5)
+	if len(only) == 0 || slices.ContainsFunc(only, func(e NemesisEvent) bool { return e.Kind != NodeCrash }) {
+		t.Errorf("a schedule of node crashes only: %+v", only)
+	}
+}
+
+// A variant must hold under faults that cannot break it, and is expected
+// to break under one that can.
+func TestChaosExpected(t *testing.T) {
+	for _, tc := range []struct {
+		variant string
+		kinds   []string
+		want    Outcome
+	}{
+		{"redlock", []string{NodeCrash, NodeWipe, NodePause, Partition, NetDelay, NetLatency, AppCrash}, Holds},
+		{"redlock", []string{NodeCrash, ClockJump}, Breaks},
+		{"redlock", []string{AppPause}, Breaks},
+		{"lua", []string{NetDelay}, Breaks},
+		{"lua", []string{NodeCrash, Partition}, Holds},
+		{"lua+fence", FaultKinds, Holds},
+		{"redlock+fence", FaultKinds, Holds},
+		{"none", []string{NodeCrash}, Breaks},
+	} {
+		if got, _ := ChaosExpected(tc.variant, tc.kinds); got != tc.want {
+			t.Errorf("%s under %v: %s, want %s", tc.variant, tc.kinds, got, tc.want)
+		}
+	}
+}
