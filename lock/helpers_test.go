@@ -114,7 +114,7 @@ func (e *env) voting() {
 
 // aged waits until every node of c has been up long enough to vote for this
 // env's TTL, as any client sees it (uptime comes in whole seconds), and then
-// until a quorum votes here.
+// until every node votes here.
 func (e *env) aged(c *localredis.Cluster) {
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), e.ls.TTL()+10*time.Second)
@@ -123,6 +123,13 @@ func (e *env) aged(c *localredis.Cluster) {
 		e.t.Fatal(err)
 	}
 	e.voting()
+	for e.ls.Voting() < len(c.Nodes) {
+		select {
+		case <-ctx.Done():
+			e.t.Fatalf("only %d of %d nodes vote", e.ls.Voting(), len(c.Nodes))
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 func (e *env) locker(name string) *lock.Locker {

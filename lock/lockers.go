@@ -120,6 +120,19 @@ func (s *Lockers) Clients() []*redis.Client {
 	return out
 }
 
+// Voting is how many nodes may vote now, as far as this process knows: a
+// node younger than the TTL + drift, or whose fencing counters are not yet
+// re-seeded for its incarnation, may not (restart.go).
+func (s *Lockers) Voting() int {
+	now, n := time.Now(), 0
+	for _, nd := range s.nodes {
+		if nd.counts(now) {
+			n++
+		}
+	}
+	return n
+}
+
 // Quorum is how many nodes Redlock needs: N/2+1.
 func (s *Lockers) Quorum() int { return len(s.nodes)/2 + 1 }
 

@@ -117,7 +117,7 @@ func TestRedlockNodeRestart(t *testing.T) {
 			c := redistest.Start(t, 5, localredis.Options{})
 			const ttl = 2 * time.Second
 			e := newEnv(t, c, lock.WithTTL(ttl), lock.WithRestartAwareness(tc.aware))
-			e.voting()
+			e.aged(c)
 			l := e.locker(tc.variant)
 			ctx := context.Background()
 
