@@ -123,6 +123,17 @@ func (l *Locker) try(ctx context.Context, name string) (*Lease, error) {
 func (l *Locker) Acquire(ctx context.Context, name string) (*Lease, error) {
 	start := time.Now()
 	lease, tries, err := l.acquire(ctx, name)
+	if err == nil && !time.Now().Before(lease.ValidUntil()) {
+		// The lease ran out before it reached the caller (a stalled
+		// process, a slow node on the way out of the wait): handing it
+		// over would hand over a lock that is nobody's any more.
+		go func() {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.ttl)
+			defer cancel()
+			_ = lease.Release(rctx)
+		}()
+		lease, err = nil, fmt.Errorf("%w: the lease ran out before it was handed over", ErrNotAcquired)
+	}
 	if errors.Is(err, ErrUnavailable) && ctx.Err() != nil && l.reachable(ctx) {
 		// A node failed during the wait, but the wait ran out and the nodes
 		// answer now: what kept this caller out was the lock being busy.

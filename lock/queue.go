@@ -10,13 +10,16 @@ import (
 	"flashsale/lock/internal/wire"
 )
 
-// line is the waiting line of a hot key across processes. Waking every
-// waiting process at each release makes them all try at once; under Redlock
-// their SETs then reach the nodes in different orders, the votes split, and
-// nobody reaches a quorum. So a process that has to wait for a key joins the
-// key's line, a list on the first node, and a release wakes only the line's
-// head, with a message on that process's own channel. Processes are served
-// in the order they joined; within a process, waiters take turns (wait.go).
+// line is the waiting line of a hot Redlock key across processes. Waking
+// every waiting process at each release makes them all try at once; their
+// SETs then reach the nodes in different orders, the votes split, and nobody
+// reaches a quorum. So a process that has to wait for a key joins the key's
+// line, a list on the first node, and a release wakes only the line's head,
+// with a message on that process's own channel. Processes are served in the
+// order they joined; within a process, waiters take turns (wait.go), and a
+// process passes the key among its own waiters at most maxStreak times in a
+// row before the line's head gets it. (Single-node variants need no line:
+// one node cannot split a vote.)
 //
 // The line orders wake-ups; it never grants anything. Every waiter still
 // takes the lock with its variant's own acquire, so the safety argument is

@@ -28,6 +28,7 @@ type waker struct {
 	// waiting room (sync); subscribed is, under it, the keys subscribed now.
 	subMu      sync.Mutex
 	subscribed map[string]bool
+	syncs      sync.WaitGroup // the syncs a closing room started
 	// beforeSync, if set, runs as sync starts: tests use it to hold one
 	// sync back while another room opens or closes.
 	beforeSync func(key string)
@@ -168,6 +169,7 @@ func (w *waker) waiting(key string) bool {
 
 func (w *waker) close() {
 	w.cancel()
+	w.syncs.Wait()
 	w.wg.Wait()
 }
 
@@ -196,7 +198,13 @@ func (w *waker) leave(key string, kw *keyWait) {
 	}
 	w.mu.Unlock()
 	if closed {
-		w.sync(key)
+		// Off the caller's path: a node that does not answer would hold a
+		// lease back from its holder while its validity runs.
+		w.syncs.Add(1)
+		go func() {
+			defer w.syncs.Done()
+			w.sync(key)
+		}()
 	}
 }
 
@@ -282,6 +290,12 @@ func (w *waker) passOn(key string) {
 // skipped, since this process is passing the key on.
 func (w *waker) passed(key string, empty bool) {
 	if !empty {
+		// Our own place, taken out of the line: join again when waiting.
+		w.mu.Lock()
+		if kw := w.keys[key]; kw != nil {
+			kw.queued = false
+		}
+		w.mu.Unlock()
 		w.line.next(key, w.passed)
 		return
 	}

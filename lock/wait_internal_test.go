@@ -50,6 +50,7 @@ func TestReopenedWaitingRoomStaysSubscribed(t *testing.T) {
 	defer w.leave(key, room)
 	close(release)
 	<-closed
+	w.syncs.Wait()
 
 	subs, err := raw.PubSubNumSub(ctx, channel).Result()
 	if err != nil {
