@@ -16,6 +16,8 @@ import (
 	"embed"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
+	"html"
 	"io/fs"
 	"log/slog"
 	"mime"
@@ -23,6 +25,8 @@ import (
 	"path"
 	"strings"
 	"time"
+
+	"flashsale/lock"
 )
 
 //go:embed static
@@ -122,6 +126,9 @@ func loadAssets() map[string]asset {
 		if err != nil {
 			return err
 		}
+		if path.Ext(p) == ".html" {
+			body = withVariants(body)
+		}
 		sum := sha256.Sum256(body)
 		ct := mime.TypeByExtension(path.Ext(p))
 		if ct == "" {
@@ -134,6 +141,19 @@ func loadAssets() map[string]asset {
 		panic("web: reading the embedded pages: " + err.Error())
 	}
 	return out
+}
+
+// withVariants fills a page's lock variant pickers from the ladder the lock
+// package declares, in its order, so no page lists the variants itself.
+func withVariants(page []byte) []byte {
+	var b strings.Builder
+	for i, name := range lock.Names() {
+		if i > 0 {
+			b.WriteString("\n")
+		}
+		fmt.Fprintf(&b, `<option value="%s">%s</option>`, html.EscapeString(name), html.EscapeString(name))
+	}
+	return bytes.ReplaceAll(page, []byte("<!-- lock variants -->"), []byte(b.String()))
 }
 
 // serveAsset answers with an embedded file. The ETag is the content's hash,

@@ -1,11 +1,13 @@
 package web
 
 import (
+	"bytes"
 	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -203,5 +205,27 @@ func TestDiffLines(t *testing.T) {
 				t.Fatalf("got %v / %v, want %v / %v", a, b, tc.onlyA, tc.onlyB)
 			}
 		})
+	}
+}
+
+// Both pages offer every rung of the lock package's ladder, in its order,
+// and list no variant of their own.
+func TestPagesOfferTheLadder(t *testing.T) {
+	h := Handler(Options{LockSource: lock.Source, Logger: quiet()})
+	for _, page := range []string{"/", "/workshop"} {
+		res := get(t, h, "GET", page, nil)
+		body, _ := io.ReadAll(res.Body)
+		var got []string
+		for _, m := range regexp.MustCompile(`<option value="([^"]+)">`).FindAllStringSubmatch(string(body), -1) {
+			if slices.Contains(lock.Names(), m[1]) {
+				got = append(got, m[1])
+			}
+		}
+		if !slices.Equal(got, lock.Names()) {
+			t.Errorf("%s offers %v, the ladder is %v", page, got, lock.Names())
+		}
+		if bytes.Contains(body, []byte("<!-- lock variants -->")) {
+			t.Errorf("%s still carries the placeholder", page)
+		}
 	}
 }
