@@ -32,6 +32,9 @@ func decode(c *gin.Context, v any, limit int64, allowEmpty bool) (empty bool, er
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
 			return false, errorf("body_too_large", "at most %d bytes", limit)
 		}
+		if isTimeout(err) {
+			return false, &Error{Code: "body_timeout", Err: err}
+		}
 		return false, err
 	}
 	if len(bytes.TrimSpace(data)) == 0 {
