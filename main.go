@@ -65,6 +65,55 @@ type config struct {
 	shutdownTimeout time.Duration
 	logLevel        string
 	history         string
+
+	// Limits of a public storefront (docs/operations.md, "Limits").
+	variants            []string // resolved: the mode's default when -variants is empty
+	maxStreams          int
+	maxStreamsPerClient int
+	orderRate           float64 // resolved: the mode's default when -order-rate is not given
+	orderBurst          int
+	bodyTimeout         time.Duration
+	auditInterval       time.Duration
+	trustedProxies      []string
+}
+
+// productionOrderRate is the per-client order rate of -production when
+// -order-rate is not given: a person clicks "buy" far less often; a bot
+// that tries every few milliseconds is held to it.
+const productionOrderRate = 2
+
+// optionalFloat is a float flag that knows whether it was given, so its
+// default can depend on another flag (-order-rate on -production).
+type optionalFloat struct {
+	v   float64
+	set bool
+}
+
+func (f *optionalFloat) String() string {
+	if f == nil || !f.set {
+		return ""
+	}
+	return strconv.FormatFloat(f.v, 'f', -1, 64)
+}
+
+func (f *optionalFloat) Set(s string) error {
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return err
+	}
+	f.v, f.set = v, true
+	return nil
+}
+
+// splitList splits a comma-separated flag value, dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // parseConfig reads flags, falling back to FLASHSALE_* variables, then to the
@@ -141,6 +190,21 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	dur(&c.shutdownTimeout, "shutdown-timeout", "FLASHSALE_SHUTDOWN_TIMEOUT", 20*time.Second, "how long in-flight requests may take to finish on shutdown")
 	str(&c.logLevel, "log-level", "FLASHSALE_LOG_LEVEL", "info", "debug, info, warn or error")
 	str(&c.history, "history", "FLASHSALE_HISTORY", "", "append every lease and store write to this JSON-lines file, for the chaos checker; empty records none")
+	var variants, proxies string
+	var orderRate optionalFloat
+	str(&variants, "variants", "FLASHSALE_VARIANTS", "", "comma-separated lock variants requests may name in X-Lock-Variant; empty: every variant, or with -production only -lock (-production allows only "+strings.Join(handlers.CorrectVariants(), ", ")+")")
+	integer(&c.maxStreams, "max-streams", "FLASHSALE_MAX_STREAMS", handlers.DefaultMaxStreams, "open server-sent event streams this instance serves at most (503 past it)")
+	integer(&c.maxStreamsPerClient, "max-streams-per-client", "FLASHSALE_MAX_STREAMS_PER_CLIENT", handlers.DefaultMaxStreamsPerClient, "open streams one client address may hold (429 past it)")
+	if v := getenv("FLASHSALE_ORDER_RATE"); v != "" {
+		if err := orderRate.Set(v); err != nil {
+			envErrs = append(envErrs, fmt.Errorf("$FLASHSALE_ORDER_RATE: %w", err))
+		}
+	}
+	fs.Var(&orderRate, "order-rate", fmt.Sprintf("orders and seat grabs a second one client address may send (429 past it); 0 turns the limit off; default %d with -production, off in workshop mode ($FLASHSALE_ORDER_RATE)", productionOrderRate))
+	integer(&c.orderBurst, "order-burst", "FLASHSALE_ORDER_BURST", handlers.DefaultOrderBurst, "orders one client address may send at once before -order-rate applies")
+	dur(&c.bodyTimeout, "body-timeout", "FLASHSALE_BODY_TIMEOUT", handlers.DefaultBodyTimeout, "time a request may take to send its body (408 past it)")
+	dur(&c.auditInterval, "audit-interval", "FLASHSALE_AUDIT_INTERVAL", handlers.DefaultAuditInterval, "the public GET /api/audit serves the last audit this long: at most one real audit per interval")
+	str(&proxies, "trusted-proxies", "FLASHSALE_TRUSTED_PROXIES", "", "comma-separated addresses or CIDR ranges of proxies whose X-Forwarded-For names the client; empty: the client is the peer address")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -164,8 +228,55 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		return c, fmt.Errorf("-local-nodes must be between 1 and 99, got %d", c.localNodes)
 	case c.db == "":
 		return c, errors.New("-db must not be empty")
+	case c.maxStreams < 1 || c.maxStreamsPerClient < 1:
+		return c, fmt.Errorf("-max-streams and -max-streams-per-client must be at least 1, got %d and %d", c.maxStreams, c.maxStreamsPerClient)
+	case orderRate.set && orderRate.v < 0:
+		return c, fmt.Errorf("-order-rate must not be negative, got %v", orderRate.v)
+	case c.orderBurst < 1:
+		return c, fmt.Errorf("-order-burst must be at least 1, got %d", c.orderBurst)
+	case c.bodyTimeout <= 0:
+		return c, fmt.Errorf("-body-timeout must be positive, got %v", c.bodyTimeout)
+	case c.auditInterval <= 0:
+		return c, fmt.Errorf("-audit-interval must be positive, got %v", c.auditInterval)
+	}
+	c.orderRate = orderRate.v
+	if !orderRate.set && c.production {
+		c.orderRate = productionOrderRate
+	}
+	c.trustedProxies = splitList(proxies)
+	if err := c.resolveVariants(splitList(variants)); err != nil {
+		return c, err
 	}
 	return c, nil
+}
+
+// resolveVariants sets the variants requests may name. Workshop mode allows
+// every one by default, since the workshop compares them; -production only
+// the correct ones, by default just -lock: a shopper must not be able to
+// pick `none`, or `setnx-expire` and hang up between its two steps to wedge
+// a SKU.
+func (c *config) resolveVariants(named []string) error {
+	correct := handlers.CorrectVariants()
+	switch {
+	case len(named) > 0:
+		c.variants = named
+	case c.production:
+		c.variants = []string{c.lock}
+	default:
+		c.variants = lock.Names()
+	}
+	for _, v := range c.variants {
+		if !slices.Contains(lock.Names(), v) {
+			return fmt.Errorf("-variants: %q: want names among %s", v, strings.Join(lock.Names(), ", "))
+		}
+		if c.production && !slices.Contains(correct, v) {
+			return fmt.Errorf("-production allows only the correct variants (%s); %q is broken (-lock, -variants)", strings.Join(correct, ", "), v)
+		}
+	}
+	if !slices.Contains(c.variants, c.lock) {
+		return fmt.Errorf("-variants %s must include -lock %q", strings.Join(c.variants, ","), c.lock)
+	}
+	return nil
 }
 
 // run is the whole program: it serves until ctx is done, then shuts down
@@ -247,6 +358,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	srv, err := handlers.NewServer(handlers.Config{
 		Inventory: svc, Lockers: lockers, Metrics: metrics, Broker: live,
 		AdminToken: token, DefaultLock: cfg.lock, Logger: log, Workshop: runs,
+		Variants: cfg.variants, MaxStreams: cfg.maxStreams, MaxStreamsPerClient: cfg.maxStreamsPerClient,
+		OrderRate: cfg.orderRate, OrderBurst: cfg.orderBurst, BodyTimeout: cfg.bodyTimeout,
+		AuditInterval: cfg.auditInterval, TrustedProxies: cfg.trustedProxies,
 	})
 	if err != nil {
 		return err
@@ -268,7 +382,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		BaseContext:       func(net.Listener) context.Context { return baseCtx },
 	}
-	hs.RegisterOnShutdown(live.CloseStreams)
+	hs.RegisterOnShutdown(srv.CloseStreams) // the live streams and the workshop's
 
 	brokerCtx, stopBroker := context.WithCancel(context.WithoutCancel(ctx))
 	var bg sync.WaitGroup
@@ -280,7 +394,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	url := "http://" + ln.Addr().String()
 	runs.SetBase(url)
 	log.Info("listening", "addr", ln.Addr().String(), "lock", cfg.lock, "lock_ttl", cfg.lockTTL, "lock_wait", cfg.lockWait,
-		"production", cfg.production, "redis_nodes", len(nodes))
+		"production", cfg.production, "redis_nodes", len(nodes), "variants", strings.Join(cfg.variants, ","),
+		"order_rate", cfg.orderRate, "max_streams", cfg.maxStreams)
 	fmt.Fprintf(stdout, "listening on %s\n", url)
 
 	select {

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -149,9 +150,11 @@ func (in *instance) setWork(ms int) {
 	in.mustCall("PUT", "/api/admin/faults", fmt.Sprintf(`{"seed":1,"work_ms":%d,"faults":[]}`, ms), 200, admin...)
 }
 
+// audit is a fresh audit, from the admin route (the public one may be up
+// to a second old).
 func (in *instance) audit() inventory.Audit {
 	in.t.Helper()
-	a := in.mustCall("GET", "/api/audit", "", 200)
+	a := in.mustCall("GET", "/api/admin/audit", "", 200, admin...)
 	var au inventory.Audit
 	if err := json.Unmarshal(a.body, &au); err != nil {
 		in.t.Fatal(err)
@@ -577,5 +580,96 @@ func TestConfig(t *testing.T) {
 	}
 	if err := run(context.Background(), []string{"flashsale", "-redis", "mysql://nope"}, func(string) string { return "" }, io.Discard, io.Discard); err == nil {
 		t.Error("a bad -redis URL must fail")
+	}
+}
+
+// The limits of a public storefront: each from its flag or variable, and
+// the defaults of each mode.
+func TestConfigLimits(t *testing.T) {
+	none := func(string) string { return "" }
+	c, err := parseConfig([]string{"flashsale"}, none, io.Discard)
+	if err != nil || !slices.Equal(c.variants, lock.Names()) || c.orderRate != 0 || c.orderBurst != 10 ||
+		c.maxStreams != 1000 || c.maxStreamsPerClient != 8 || c.bodyTimeout != 10*time.Second || c.auditInterval != time.Second || c.trustedProxies != nil {
+		t.Fatalf("workshop defaults: %+v %v", c, err)
+	}
+	c, err = parseConfig([]string{"flashsale", "-production"}, none, io.Discard)
+	if err != nil || !slices.Equal(c.variants, []string{"redlock"}) || c.orderRate != productionOrderRate {
+		t.Fatalf("production defaults: %+v %v", c, err)
+	}
+	c, err = parseConfig([]string{"flashsale", "-production", "-order-rate", "0", "-variants", "redlock,lua+fence"}, none, io.Discard)
+	if err != nil || !slices.Equal(c.variants, []string{"redlock", "lua+fence"}) || c.orderRate != 0 {
+		t.Fatalf("production with -order-rate 0 and -variants: %+v %v", c, err)
+	}
+	env := map[string]string{
+		"FLASHSALE_VARIANTS": "lua, none", "FLASHSALE_LOCK": "lua", "FLASHSALE_MAX_STREAMS": "7", "FLASHSALE_MAX_STREAMS_PER_CLIENT": "2",
+		"FLASHSALE_ORDER_RATE": "0.5", "FLASHSALE_ORDER_BURST": "3", "FLASHSALE_BODY_TIMEOUT": "2s",
+		"FLASHSALE_AUDIT_INTERVAL": "5s", "FLASHSALE_TRUSTED_PROXIES": "10.0.0.0/8, 127.0.0.1",
+	}
+	c, err = parseConfig([]string{"flashsale"}, func(k string) string { return env[k] }, io.Discard)
+	if err != nil || !slices.Equal(c.variants, []string{"lua", "none"}) || c.maxStreams != 7 || c.maxStreamsPerClient != 2 ||
+		c.orderRate != 0.5 || c.orderBurst != 3 || c.bodyTimeout != 2*time.Second || c.auditInterval != 5*time.Second ||
+		!slices.Equal(c.trustedProxies, []string{"10.0.0.0/8", "127.0.0.1"}) {
+		t.Fatalf("env fallbacks: %+v %v", c, err)
+	}
+	for _, bad := range [][]string{
+		{"-production", "-lock", "none"},
+		{"-production", "-lock", "lua", "-variants", "lua,setnx-expire"},
+		{"-variants", "lua"},           // -lock redlock not allowed
+		{"-variants", "redlock,mutex"}, // no such variant
+		{"-order-rate", "-1"},          // negative
+		{"-order-rate", "fast"},        // not a number
+		{"-max-streams", "0"}, {"-order-burst", "0"}, {"-body-timeout", "0s"}, {"-audit-interval", "0s"},
+	} {
+		if _, err := parseConfig(append([]string{"flashsale"}, bad...), none, io.Discard); err == nil {
+			t.Errorf("%v: no error", bad)
+		}
+	}
+	if _, err := parseConfig([]string{"flashsale"}, func(k string) string { return map[string]string{"FLASHSALE_ORDER_RATE": "fast"}[k] }, io.Discard); err == nil {
+		t.Error("FLASHSALE_ORDER_RATE=fast: no error")
+	}
+	// A -production instance refuses a broken variant, with the allowed list.
+	nodes := testsupport.Redis(t, 3)
+	app := start(t, nil, "-redis", strings.Join(nodes.URLs(), ","), "-db", testsupport.SQLite(t), "-production")
+	app.reset(`{"products":[{"sku":"hot","name":"Hot","price_cents":1,"stock":10}],"seats":2}`)
+	for _, v := range []string{"none", "setnx-expire", "lua"} {
+		a := app.call("POST", "/api/orders", `{"sku":"hot","qty":1,"user":"ann"}`, "X-Lock-Variant", v)
+		if a.status != 400 || a.code != "variant_not_allowed" || !strings.Contains(string(a.body), "allows redlock") {
+			t.Errorf("-production, X-Lock-Variant %s: %d %s", v, a.status, a.body)
+		}
+	}
+	app.mustCall("POST", "/api/orders", `{"sku":"hot","qty":1,"user":"ann"}`, 201)
+}
+
+// Shutdown ends a workshop run's stream at once: it does not hold the
+// graceful stop for its timeout.
+func TestShutdownEndsWorkshopStream(t *testing.T) {
+	nodes := testsupport.Redis(t, 3)
+	app := start(t, nil, "-redis", strings.Join(nodes.URLs(), ","), "-db", testsupport.SQLite(t), "-shutdown-timeout", "30s")
+	var run struct{ ID string }
+	a := app.mustCall("POST", "/api/admin/workshop/runs", `{"variant":"lua","scenario":"clean","rate":5,"duration_s":60}`, 202, admin...)
+	if err := json.Unmarshal(a.body, &run); err != nil || run.ID == "" {
+		t.Fatalf("run: %s %v", a.body, err)
+	}
+	req, _ := http.NewRequest("GET", app.url+"/api/admin/workshop/runs/"+run.ID+"/stream", nil)
+	req.Header.Set(admin[0], admin[1])
+	res, err := client.Do(req)
+	if err != nil || res.StatusCode != 200 {
+		t.Fatalf("stream: %v %v", res, err)
+	}
+	defer res.Body.Close()
+	ended := make(chan struct{})
+	go func() { _, _ = io.Copy(io.Discard, res.Body); close(ended) }()
+	time.Sleep(500 * time.Millisecond)
+	start := time.Now()
+	if err := app.shutdown(); err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("shutdown took %v with a workshop stream open (timeout 30s)", d)
+	}
+	select {
+	case <-ended:
+	case <-time.After(5 * time.Second):
+		t.Error("the workshop stream is still open after shutdown")
 	}
 }

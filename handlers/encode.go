@@ -32,6 +32,9 @@ func decode(c *gin.Context, v any, limit int64, allowEmpty bool) (empty bool, er
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
 			return false, errorf("body_too_large", "at most %d bytes", limit)
 		}
+		if isTimeout(err) {
+			return false, &Error{Code: "body_timeout", Err: err}
+		}
 		return false, err
 	}
 	if len(bytes.TrimSpace(data)) == 0 {
@@ -47,7 +50,7 @@ func decode(c *gin.Context, v any, limit int64, allowEmpty bool) (empty bool, er
 	if err := json.Unmarshal(data, &raw); err != nil {
 		return false, errorf("bad_json", "%s", jsonProblem(err))
 	}
-	if path := unknownField(raw, reflect.TypeOf(v), ""); path != "" {
+	if path, found := unknownField(raw, reflect.TypeOf(v), ""); found {
 		return false, errorf("unknown_field", "%q is not a field of this request", path)
 	}
 	if err := json.Unmarshal(data, v); err != nil {
@@ -94,17 +97,18 @@ func itoa(n int64) string {
 }
 
 // unknownField walks a decoded body beside the Go type it is meant for and
-// returns the path of the first object key that type has no field for, or "".
-// encoding/json reports unknown fields only as an error string; this gives
-// the same answer without matching on one.
-func unknownField(v any, t reflect.Type, path string) string {
+// returns the path of the first object key that type has no field for.
+// found tells an empty key at the top ("") from none (the fuzzer found
+// that one). encoding/json reports unknown fields only as an error string;
+// this gives the same answer without matching on one.
+func unknownField(v any, t reflect.Type, path string) (unknown string, found bool) {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
 	switch val := v.(type) {
 	case map[string]any:
 		if t.Kind() != reflect.Struct {
-			return ""
+			return "", false
 		}
 		fields := jsonFields(t)
 		keys := make([]string, 0, len(val))
@@ -113,29 +117,43 @@ func unknownField(v any, t reflect.Type, path string) string {
 		}
 		slices.Sort(keys)
 		for _, k := range keys {
-			ft, ok := fields[strings.ToLower(k)]
+			ft, ok := field(fields, k)
 			if !ok {
-				return join(path, k)
+				return join(path, k), true
 			}
-			if p := unknownField(val[k], ft, join(path, k)); p != "" {
-				return p
+			if p, found := unknownField(val[k], ft, join(path, k)); found {
+				return p, true
 			}
 		}
 	case []any:
 		if t.Kind() != reflect.Slice && t.Kind() != reflect.Array {
-			return ""
+			return "", false
 		}
 		for i, e := range val {
-			if p := unknownField(e, t.Elem(), path+"["+itoa(int64(i))+"]"); p != "" {
-				return p
+			if p, found := unknownField(e, t.Elem(), path+"["+itoa(int64(i))+"]"); found {
+				return p, true
 			}
 		}
 	}
-	return ""
+	return "", false
 }
 
-// jsonFields maps the lower-cased JSON names of t's exported fields to their
-// types (encoding/json matches names case-insensitively).
+// field finds the type of the field key names. encoding/json matches names
+// as bytes.EqualFold does (so "ſku", with a long s, is "sku"), and so does
+// this; lower-casing would not (the fuzzer found it).
+func field(fields map[string]reflect.Type, key string) (reflect.Type, bool) {
+	if t, ok := fields[key]; ok {
+		return t, true
+	}
+	for name, t := range fields {
+		if strings.EqualFold(name, key) {
+			return t, true
+		}
+	}
+	return nil, false
+}
+
+// jsonFields maps the JSON names of t's exported fields to their types.
 func jsonFields(t reflect.Type) map[string]reflect.Type {
 	out := map[string]reflect.Type{}
 	for f := range t.Fields() {
@@ -149,7 +167,7 @@ func jsonFields(t reflect.Type) map[string]reflect.Type {
 		case "":
 			name = f.Name
 		}
-		out[strings.ToLower(name)] = f.Type
+		out[name] = f.Type
 	}
 	return out
 }

@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"runtime/debug"
+	"strconv"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -26,6 +29,9 @@ type outcome struct {
 	message    string
 	retryAfter string
 	showDetail bool
+	// limit names the limit that refused the request, counted in
+	// flashsale_limit_refusals_total.
+	limit string
 }
 
 // errorTable is the one place where an error code gets its status and
@@ -45,8 +51,18 @@ var errorTable = map[string]outcome{
 	"unknown_event":     {status: http.StatusNotFound, message: "No event has this name.", showDetail: true},
 	"unknown_seat":      {status: http.StatusNotFound, message: "The event has no such seat; GET its seat map for the labels.", showDetail: true},
 	"unknown_lock":      {status: http.StatusBadRequest, message: "X-Lock-Variant names no lock variant.", showDetail: true},
-	"sold_out":          {status: http.StatusConflict, message: "Not enough stock left for this order."},
-	"seat_taken":        {status: http.StatusConflict, message: "Someone else has this seat; pick another."},
+	"variant_not_allowed": {status: http.StatusBadRequest, limit: "variant", showDetail: true,
+		message: "This instance does not allow that X-Lock-Variant; name an allowed one, or none for the default."},
+	"too_many_streams": {status: http.StatusTooManyRequests, retryAfter: "10", limit: "streams_per_client", showDetail: true,
+		message: "Too many live streams are open from your address; close one (another tab), then retry."},
+	"streams_full": {status: http.StatusServiceUnavailable, retryAfter: "10", limit: "streams", showDetail: true,
+		message: "This instance serves as many live streams as it can; retry shortly."},
+	"rate_limited": {status: http.StatusTooManyRequests, retryAfter: "1", limit: "order_rate", showDetail: true,
+		message: "Too many orders from your address; wait for the time in Retry-After, then retry."},
+	"body_timeout": {status: http.StatusRequestTimeout, limit: "body_timeout", showDetail: true,
+		message: "The request body arrived too slowly; send it whole, at once."},
+	"sold_out":   {status: http.StatusConflict, message: "Not enough stock left for this order."},
+	"seat_taken": {status: http.StatusConflict, message: "Someone else has this seat; pick another."},
 	"stale_fence": {status: http.StatusConflict,
 		message: "Your request's lock lease expired while it worked and a newer holder took over; its write was refused. Retry."},
 	"sale_reset": {status: http.StatusConflict,
@@ -94,11 +110,13 @@ var domainCodes = []struct {
 }
 
 // Error is an error with a code from the table. Detail, when set, is shown
-// to the client (for codes that show details); Err is only logged.
+// to the client (for codes that show details); Err is only logged;
+// RetryAfter, when set, replaces the table's Retry-After for this answer.
 type Error struct {
-	Code   string
-	Detail string
-	Err    error
+	Code       string
+	Detail     string
+	Err        error
+	RetryAfter time.Duration
 }
 
 // Error is the code and what went wrong, for the log.
@@ -124,16 +142,16 @@ type errorBody struct {
 }
 
 // classify finds the code of err.
-func classify(err error) (code, detail string) {
+func classify(err error) (code, detail string, retry time.Duration) {
 	if e, ok := errors.AsType[*Error](err); ok {
-		return e.Code, e.Detail
+		return e.Code, e.Detail, e.RetryAfter
 	}
 	for _, d := range domainCodes {
 		if errors.Is(err, d.target) {
-			return d.code, err.Error()
+			return d.code, err.Error(), 0
 		}
 	}
-	return "internal", ""
+	return "internal", "", 0
 }
 
 // render answers err from the table, in one place for every route. A client
@@ -146,7 +164,7 @@ func (s *Server) render(c *gin.Context, err error) {
 		c.AbortWithStatus(StatusClientClosedRequest)
 		return
 	}
-	code, detail := classify(err)
+	code, detail, retry := classify(err)
 	out, ok := errorTable[code]
 	if !ok {
 		code, out = "internal", errorTable["internal"]
@@ -163,8 +181,17 @@ func (s *Server) render(c *gin.Context, err error) {
 	if out.showDetail && detail != "" {
 		msg += " (" + detail + ")"
 	}
-	if out.retryAfter != "" {
+	if out.limit != "" {
+		s.metrics.refusals.WithLabelValues(out.limit).Inc()
+	}
+	switch {
+	case retry > 0:
+		c.Header("Retry-After", strconv.FormatInt(int64(math.Ceil(retry.Seconds())), 10))
+	case out.retryAfter != "":
 		c.Header("Retry-After", out.retryAfter)
+	}
+	if code == "body_timeout" {
+		c.Header("Connection", "close") // the rest of the body may still trickle in
 	}
 	if code == "unauthorized" {
 		c.Header("WWW-Authenticate", `Bearer realm="flashsale admin"`)

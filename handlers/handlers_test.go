@@ -31,12 +31,15 @@ type app struct {
 	svc     *inventory.Service
 	lockers *lock.Lockers
 	nodes   *localredis.Cluster
+	srv     *handlers.Server
 }
 
 type appOpts struct {
 	nodes int
 	ttl   time.Duration
 	wait  time.Duration
+	// config, when set, changes the server's configuration before it is built.
+	config func(*handlers.Config)
 }
 
 func newApp(t *testing.T, o appOpts) *app {
@@ -72,10 +75,14 @@ func newApp(t *testing.T, o appOpts) *app {
 		t.Fatal(err)
 	}
 	metrics.WatchInventory(svc)
-	srv, err := handlers.NewServer(handlers.Config{
+	cfg := handlers.Config{
 		Inventory: svc, Lockers: lockers, Metrics: metrics, Broker: live,
 		AdminToken: token, DefaultLock: lock.Redlock, Logger: log, Heartbeat: 100 * time.Millisecond,
-	})
+	}
+	if o.config != nil {
+		o.config(&cfg)
+	}
+	srv, err := handlers.NewServer(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +91,7 @@ func newApp(t *testing.T, o appOpts) *app {
 	go func() { live.Run(bctx); close(done) }()
 	hs := httptest.NewServer(srv)
 	t.Cleanup(func() { hs.Close(); stop(); <-done })
-	return &app{t: t, url: hs.URL, svc: svc, lockers: lockers, nodes: nodes}
+	return &app{t: t, url: hs.URL, svc: svc, lockers: lockers, nodes: nodes, srv: srv}
 }
 
 type response struct {
@@ -162,9 +169,11 @@ func (a *app) reset(stock int64, seats int) {
 	}
 }
 
+// audit is a fresh audit, from the admin route (the public one may be up
+// to a second old).
 func (a *app) audit() inventory.Audit {
 	a.t.Helper()
-	r := a.call("GET", "/api/audit", nil)
+	r := a.call("GET", "/api/admin/audit", nil, admin...)
 	if r.status != 200 {
 		a.t.Fatalf("audit: %d %s", r.status, r.body)
 	}

@@ -30,6 +30,8 @@ type Metrics struct {
 	streamLive  prometheus.Gauge
 	streamDrops prometheus.Counter
 	audit       map[string]prometheus.Gauge // by figure: ok, sold_units, …
+	audits      *prometheus.CounterVec
+	refusals    *prometheus.CounterVec
 }
 
 // auditFigures are the audit's figures exported as flashsale_audit_<figure>.
@@ -73,6 +75,18 @@ func NewMetrics() *Metrics {
 			Name: "flashsale_stream_dropped_total", Help: "Changes not delivered to a stream client that was too slow, or not published because Redis was unreachable.",
 		}),
 		audit: map[string]prometheus.Gauge{},
+		audits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "flashsale_audits_total", Help: "Audit answers by source: run (a real audit of the database and the Redis nodes) or cache (the public summary served from the last one).",
+		}, []string{"source"}),
+		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "flashsale_limit_refusals_total", Help: "Requests refused by a limit: streams, streams_per_client, order_rate, body_timeout, variant.",
+		}, []string{"limit"}),
+	}
+	for _, l := range limitNames {
+		m.refusals.WithLabelValues(l)
+	}
+	for _, src := range []string{"run", "cache"} {
+		m.audits.WithLabelValues(src)
 	}
 	for _, fig := range auditFigures {
 		help := "The " + fig + " figure of the last GET /api/audit."
@@ -92,6 +106,8 @@ func NewMetrics() *Metrics {
 	f(m.faultsFired)
 	f(m.streamLive)
 	f(m.streamDrops)
+	f(m.audits)
+	f(m.refusals)
 	return m
 }
 

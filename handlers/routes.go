@@ -10,7 +10,8 @@ import (
 // routes lists every route of the public contract (docs/design.md, "The
 // public contract"), plus the browser pages (web: / and /workshop), GET /api (an
 // index of the API), GET /api/orders?user= (a shopper's orders) and
-// GET /api/admin/faults (the plan in force).
+// GET /api/admin/faults (the plan in force). The two sale routes pass the
+// per-client order rate limit first.
 func (s *Server) routes() {
 	e := s.engine
 	e.NoRoute(s.handle(func(*gin.Context) error { return &Error{Code: "not_found"} }))
@@ -28,10 +29,10 @@ func (s *Server) routes() {
 	api := e.Group("/api")
 	api.GET("", s.handle(s.index))
 	api.GET("/products", s.handle(s.listProducts))
-	api.POST("/orders", s.handle(s.createOrder))
+	api.POST("/orders", s.handle(s.limitOrders), s.handle(s.createOrder))
 	api.GET("/orders", s.handle(s.listOrders))
 	api.GET("/events/:event/seats", s.handle(s.seatMap))
-	api.POST("/events/:event/seats/:seat", s.handle(s.grabSeat))
+	api.POST("/events/:event/seats/:seat", s.handle(s.limitOrders), s.handle(s.grabSeat))
 	api.GET("/audit", s.handle(s.audit))
 	api.GET("/stream", s.handle(s.stream))
 
@@ -39,6 +40,7 @@ func (s *Server) routes() {
 	admin.POST("/reset", s.handle(s.reset))
 	admin.PUT("/faults", s.handle(s.setFaults))
 	admin.GET("/faults", s.handle(s.getFaults))
+	admin.GET("/audit", s.handle(s.adminAudit))
 	admin.POST("/workshop/runs", s.handle(s.startWorkshopRun))
 	admin.GET("/workshop/runs", s.handle(s.listWorkshopRuns))
 	admin.GET("/workshop/runs/:id", s.handle(s.getWorkshopRun))

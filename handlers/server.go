@@ -7,12 +7,17 @@ package handlers
 import (
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"golang.org/x/time/rate"
 
 	"flashsale/internal/broker"
 	"flashsale/inventory"
@@ -35,6 +40,29 @@ type Config struct {
 	// Workshop runs load-runner cells for the workshop page. Default: none,
 	// so the run list is empty and a run fails with a logged 500.
 	Workshop WorkshopRunner
+	// Variants are the lock variants a request (or a workshop run) may
+	// name; DefaultLock must be one. Default: every variant.
+	Variants []string
+	// MaxStreams bounds the open server-sent event streams (live and
+	// workshop), MaxStreamsPerClient those of one client address. Defaults
+	// DefaultMaxStreams and DefaultMaxStreamsPerClient.
+	MaxStreams, MaxStreamsPerClient int
+	// OrderRate is how many orders and seat grabs a second one client
+	// address may send, in bursts of OrderBurst (default DefaultOrderBurst).
+	// Zero: no limit.
+	OrderRate  float64
+	OrderBurst int
+	// BodyTimeout is how long a request may take to send its body.
+	// Default DefaultBodyTimeout.
+	BodyTimeout time.Duration
+	// AuditInterval is how long the public audit summary is served from
+	// the last real audit: at most one real audit per interval. Default
+	// DefaultAuditInterval.
+	AuditInterval time.Duration
+	// TrustedProxies are the addresses or CIDR ranges of proxies whose
+	// X-Forwarded-For and X-Real-IP name the client. Default: none, so the
+	// client is the peer address.
+	TrustedProxies []string
 }
 
 // Server is the storefront's http.Handler.
@@ -49,6 +77,14 @@ type Server struct {
 	heartbeat   time.Duration
 	engine      *gin.Engine
 	workshop    WorkshopRunner
+	variants    []string
+	streams     *streamLimit
+	orders      *rateLimit // nil: no order rate limit
+	bodyTimeout time.Duration
+	audits      *auditCache
+	// closing is closed when shutdown begins: every stream ends.
+	closing   chan struct{}
+	closeOnce sync.Once
 }
 
 // NewServer checks the configuration and builds the routes.
@@ -61,6 +97,35 @@ func NewServer(cfg Config) (*Server, error) {
 	}
 	if _, err := cfg.Lockers.Get(cfg.DefaultLock); err != nil {
 		return nil, err
+	}
+	if cfg.Variants == nil {
+		cfg.Variants = lock.Names()
+	}
+	for _, v := range cfg.Variants {
+		if _, err := cfg.Lockers.Get(v); err != nil {
+			return nil, err
+		}
+	}
+	if !slices.Contains(cfg.Variants, cfg.DefaultLock) {
+		return nil, fmt.Errorf("handlers: the default variant %q is not among the allowed ones (%s)", cfg.DefaultLock, strings.Join(cfg.Variants, ", "))
+	}
+	if cfg.MaxStreams <= 0 {
+		cfg.MaxStreams = DefaultMaxStreams
+	}
+	if cfg.MaxStreamsPerClient <= 0 {
+		cfg.MaxStreamsPerClient = DefaultMaxStreamsPerClient
+	}
+	if cfg.OrderBurst <= 0 {
+		cfg.OrderBurst = DefaultOrderBurst
+	}
+	if cfg.BodyTimeout <= 0 {
+		cfg.BodyTimeout = DefaultBodyTimeout
+	}
+	if cfg.AuditInterval <= 0 {
+		cfg.AuditInterval = DefaultAuditInterval
+	}
+	if cfg.OrderRate < 0 {
+		return nil, fmt.Errorf("handlers: the order rate must not be negative, got %v", cfg.OrderRate)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -75,15 +140,35 @@ func NewServer(cfg Config) (*Server, error) {
 		inv: cfg.Inventory, lockers: cfg.Lockers, metrics: cfg.Metrics, broker: cfg.Broker,
 		adminHash: sha256.Sum256([]byte(cfg.AdminToken)), defaultLock: cfg.DefaultLock,
 		log: cfg.Logger, heartbeat: cfg.Heartbeat, workshop: cfg.Workshop,
+		variants:    slices.Clone(cfg.Variants),
+		streams:     &streamLimit{max: cfg.MaxStreams, perClient: cfg.MaxStreamsPerClient, byClient: map[string]int{}},
+		bodyTimeout: cfg.BodyTimeout,
+		audits:      newAuditCache(cfg.AuditInterval),
+		closing:     make(chan struct{}),
+	}
+	if cfg.OrderRate > 0 {
+		s.orders = &rateLimit{every: rate.Limit(cfg.OrderRate), burst: cfg.OrderBurst, clients: map[string]*rate.Limiter{}}
 	}
 	e := gin.New()
 	e.HandleMethodNotAllowed = true
 	e.ContextWithFallback = true
-	_ = e.SetTrustedProxies(nil) // never take a client address from headers
-	e.Use(s.logRequests, s.metrics.observeRequests, gin.CustomRecoveryWithWriter(io.Discard, s.recovered))
+	// Without trusted proxies the client is the peer: a header never names it.
+	if err := e.SetTrustedProxies(cfg.TrustedProxies); err != nil {
+		return nil, fmt.Errorf("handlers: trusted proxies: %w", err)
+	}
+	e.Use(s.logRequests, s.metrics.observeRequests, gin.CustomRecoveryWithWriter(io.Discard, s.recovered), s.bodyDeadline)
 	s.engine = e
 	s.routes()
 	return s, nil
+}
+
+// CloseStreams ends every open stream (live and workshop) and refuses new
+// ones. Register it with http.Server.RegisterOnShutdown: a stream never
+// ends by itself, so it would hold a graceful shutdown for its whole
+// timeout.
+func (s *Server) CloseStreams() {
+	s.closeOnce.Do(func() { close(s.closing) })
+	s.broker.CloseStreams()
 }
 
 // ServeHTTP serves the storefront.

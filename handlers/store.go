@@ -2,7 +2,6 @@ package handlers
 
 import (
 	"net/http"
-	"strings"
 
 	"github.com/gin-gonic/gin"
 
@@ -30,15 +29,6 @@ func (s *Server) listProducts(c *gin.Context) error {
 	return nil
 }
 
-// variant is the lock variant a request asks for in X-Lock-Variant, or the
-// server's default.
-func (s *Server) variant(c *gin.Context) string {
-	if v := strings.TrimSpace(c.GetHeader("X-Lock-Variant")); v != "" {
-		return v
-	}
-	return s.defaultLock
-}
-
 // created answers 201 with what a sale made; a replay of an earlier request
 // with the same Idempotency-Key says so in a header.
 func created(c *gin.Context, v any, replay bool) {
@@ -49,12 +39,16 @@ func created(c *gin.Context, v any, replay bool) {
 }
 
 func (s *Server) createOrder(c *gin.Context) error {
+	variant, err := s.variant(c)
+	if err != nil {
+		return err
+	}
 	var req orderRequest
 	if _, err := decode(c, &req, smallBody, false); err != nil {
 		return err
 	}
 	o, replay, err := s.inv.Buy(c.Request.Context(), inventory.Purchase{
-		SKU: req.SKU, Qty: req.Qty, User: req.User, Lock: s.variant(c),
+		SKU: req.SKU, Qty: req.Qty, User: req.User, Lock: variant,
 		IdempotencyKey: c.GetHeader("Idempotency-Key"),
 	})
 	if err != nil {
@@ -83,12 +77,16 @@ func (s *Server) seatMap(c *gin.Context) error {
 }
 
 func (s *Server) grabSeat(c *gin.Context) error {
+	variant, err := s.variant(c)
+	if err != nil {
+		return err
+	}
 	var req seatRequest
 	if _, err := decode(c, &req, smallBody, false); err != nil {
 		return err
 	}
 	b, replay, err := s.inv.Grab(c.Request.Context(), inventory.SeatRequest{
-		Event: c.Param("event"), Seat: c.Param("seat"), User: req.User, Lock: s.variant(c),
+		Event: c.Param("event"), Seat: c.Param("seat"), User: req.User, Lock: variant,
 		IdempotencyKey: c.GetHeader("Idempotency-Key"),
 	})
 	if err != nil {

@@ -8,8 +8,14 @@ import (
 )
 
 // stream serves GET /api/stream: server-sent events, one `data:` line of
-// JSON per change, and a comment as heartbeat so proxies keep it open.
+// JSON per change, and a comment as heartbeat so proxies keep it open. It
+// counts against the stream limits and ends on shutdown.
 func (s *Server) stream(c *gin.Context) error {
+	done, err := s.openStream(c)
+	if err != nil {
+		return err
+	}
+	defer done()
 	msgs, cancel := s.broker.Subscribe()
 	defer cancel()
 	s.metrics.streamLive.Inc()
@@ -33,6 +39,8 @@ func (s *Server) stream(c *gin.Context) error {
 		var err error
 		select {
 		case <-ctx.Done():
+			return nil
+		case <-s.closing:
 			return nil
 		case msg, ok := <-msgs:
 			if !ok {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -47,6 +48,11 @@ func (s *Server) startWorkshopRun(c *gin.Context) error {
 	}
 	if _, err := s.lockers.Get(req.Variant); err != nil {
 		return &Error{Code: "unknown_lock", Detail: err.Error()}
+	}
+	if !slices.Contains(s.variants, req.Variant) {
+		// The run's traffic names its variant in X-Lock-Variant, which this
+		// instance would refuse.
+		return errorf("variant_not_allowed", "%q; this instance allows %s", req.Variant, strings.Join(s.variants, ", "))
 	}
 	if s.workshop == nil {
 		return errNoWorkshop
@@ -101,11 +107,17 @@ func (s *Server) getWorkshopRun(c *gin.Context) error {
 }
 
 // streamWorkshopRun replays the run's events so far, then follows it live
-// until the result (or the client leaves).
+// until the result, the client leaves or shutdown begins. It counts against
+// the stream limits like a live stream.
 func (s *Server) streamWorkshopRun(c *gin.Context) error {
 	if _, err := s.workshopRun(c); err != nil {
 		return err
 	}
+	done, err := s.openStream(c)
+	if err != nil {
+		return err
+	}
+	defer done()
 	id := c.Param("id")
 	c.Header("Content-Type", "text/event-stream")
 	c.Header("Cache-Control", "no-cache")
@@ -124,6 +136,8 @@ func (s *Server) streamWorkshopRun(c *gin.Context) error {
 		select {
 		case <-changed:
 		case <-c.Request.Context().Done():
+			return nil
+		case <-s.closing:
 			return nil
 		case <-time.After(time.Second): // notice the end of a run with no new event
 		}

@@ -116,6 +116,12 @@ func redactDSN(dsn string) string {
 // seatOnceIndex is the production-mode guard against double booking.
 const seatOnceIndex = "idx_bookings_seat_once"
 
+// globalKeyIndexes made an Idempotency-Key unique across all users, so a
+// stranger's 422 told whether a key was in use. Keys are unique per user
+// now (idx_orders_user_key, idx_bookings_user_key); a database from before
+// loses these on start-up.
+var globalKeyIndexes = []string{"idx_orders_idempotency_key", "idx_bookings_idempotency_key"}
+
 // migrate creates or updates the tables. Several instances may start at once
 // on one database: PostgreSQL serialises them with an advisory lock; SQLite
 // retries, since the loser of a CREATE TABLE race finds the table on the next
@@ -124,6 +130,11 @@ func migrate(ctx context.Context, db *gorm.DB, production bool) error {
 	run := func(tx *gorm.DB) error {
 		if err := tx.AutoMigrate(&Product{}, &Event{}, &Seat{}, &Order{}, &Booking{}); err != nil {
 			return err
+		}
+		for _, idx := range globalKeyIndexes {
+			if err := tx.Exec("DROP INDEX IF EXISTS " + idx).Error; err != nil {
+				return fmt.Errorf("drop the old index %s: %w", idx, err)
+			}
 		}
 		if production {
 			// Defence in depth: the database refuses a second booking even if

@@ -522,3 +522,99 @@ func TestResetFencesOffRequestsInFlight(t *testing.T) {
 		})
 	}
 }
+
+// An Idempotency-Key is scoped to the user and the route: another user's
+// same key makes an order of its own (no 422 telling that the key is in
+// use), and the same key on the seat route is a booking's key.
+func TestIdempotencyKeyScopedToUserAndRoute(t *testing.T) {
+	nodes := testsupport.Redis(t, 3)
+	for _, d := range testsupport.Databases() {
+		t.Run(d.Name, func(t *testing.T) {
+			s := newSale(t, d.DSN(t), nodes, inventory.Config{LockWait: 5 * time.Second})
+			s.reset(t, 100, 4)
+			ctx := context.Background()
+			ann := inventory.Purchase{SKU: "hot", Qty: 2, User: "ann", Lock: lock.Lua, IdempotencyKey: "k"}
+			bob := inventory.Purchase{SKU: "hot", Qty: 1, User: "bob", Lock: lock.Lua, IdempotencyKey: "k"}
+			oa, _, err := s.svc.Buy(ctx, ann)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ob, replay, err := s.svc.Buy(ctx, bob)
+			if err != nil || replay || ob.ID == oa.ID {
+				t.Fatalf("bob with ann's key: order %d (ann's %d) replay=%v err=%v", ob.ID, oa.ID, replay, err)
+			}
+			for _, c := range []struct {
+				p  inventory.Purchase
+				id uint64
+			}{{ann, oa.ID}, {bob, ob.ID}} {
+				o, replay, err := s.svc.Buy(ctx, c.p)
+				if err != nil || !replay || o.ID != c.id {
+					t.Fatalf("%s's retry: order %d (want %d) replay=%v err=%v", c.p.User, o.ID, c.id, replay, err)
+				}
+			}
+			b, replay, err := s.svc.Grab(ctx, inventory.SeatRequest{Event: "gala", Seat: "A1", User: "ann", Lock: lock.Lua, IdempotencyKey: "k"})
+			if err != nil || replay {
+				t.Fatalf("ann's key on the seat route: %v replay=%v", err, replay)
+			}
+			if _, _, err := s.svc.Grab(ctx, inventory.SeatRequest{Event: "gala", Seat: "A2", User: "ann", Lock: lock.Lua, IdempotencyKey: "k"}); !errors.Is(err, inventory.ErrIdempotencyKeyReused) {
+				t.Fatalf("ann's seat key for another seat: %v", err)
+			}
+			if _, replay, err := s.svc.Grab(ctx, inventory.SeatRequest{Event: "gala", Seat: "A2", User: "bob", Lock: lock.Lua, IdempotencyKey: "k"}); err != nil || replay {
+				t.Fatalf("bob's seat with the same key: %v replay=%v", err, replay)
+			}
+			a := s.audit(t)
+			if !a.OK || a.Orders != 2 || a.SoldUnits != 3 || a.Bookings != 2 || b.ID == 0 {
+				t.Fatalf("audit %+v", a)
+			}
+		})
+	}
+}
+
+// A database from before keys were scoped loses its global unique index on
+// start-up, keeps its orders, and lets a second user use a key in use.
+func TestMigrationScopesOldIdempotencyKeys(t *testing.T) {
+	nodes := testsupport.Redis(t, 3)
+	for _, d := range testsupport.Databases() {
+		t.Run(d.Name, func(t *testing.T) {
+			dsn := d.DSN(t)
+			old := newSale(t, dsn, nodes, inventory.Config{})
+			old.reset(t, 100, 2)
+			// Make it the old schema: the key unique on its own.
+			for _, q := range []string{
+				"DROP INDEX IF EXISTS idx_orders_user_key", "DROP INDEX IF EXISTS idx_bookings_user_key",
+				"CREATE UNIQUE INDEX idx_orders_idempotency_key ON orders (idempotency_key)",
+				"CREATE UNIQUE INDEX idx_bookings_idempotency_key ON bookings (idempotency_key)",
+			} {
+				if err := old.db.Exec(q).Error; err != nil {
+					t.Fatalf("%s: %v", q, err)
+				}
+			}
+			ctx := context.Background()
+			if _, _, err := old.svc.Buy(ctx, inventory.Purchase{SKU: "hot", Qty: 1, User: "ann", Lock: lock.Lua, IdempotencyKey: "k"}); err != nil {
+				t.Fatal(err)
+			}
+			s := newSale(t, dsn, nodes, inventory.Config{}) // start-up migrates
+			m := s.db.Migrator()
+			for idx, want := range map[string]bool{"idx_orders_idempotency_key": false, "idx_orders_user_key": true} {
+				if got := m.HasIndex(&inventory.Order{}, idx); got != want {
+					t.Errorf("orders index %s exists: %v, want %v", idx, got, want)
+				}
+			}
+			for idx, want := range map[string]bool{"idx_bookings_idempotency_key": false, "idx_bookings_user_key": true} {
+				if got := m.HasIndex(&inventory.Booking{}, idx); got != want {
+					t.Errorf("bookings index %s exists: %v, want %v", idx, got, want)
+				}
+			}
+			o, replay, err := s.svc.Buy(ctx, inventory.Purchase{SKU: "hot", Qty: 1, User: "bob", Lock: lock.Lua, IdempotencyKey: "k"})
+			if err != nil || replay {
+				t.Fatalf("bob with ann's old key after the migration: %+v replay=%v err=%v", o, replay, err)
+			}
+			if _, replay, err := s.svc.Buy(ctx, inventory.Purchase{SKU: "hot", Qty: 1, User: "ann", Lock: lock.Lua, IdempotencyKey: "k"}); err != nil || !replay {
+				t.Fatalf("ann's retry after the migration: replay=%v err=%v", replay, err)
+			}
+			if a := s.audit(t); a.Orders != 2 {
+				t.Fatalf("audit %+v", a)
+			}
+		})
+	}
+}

@@ -44,12 +44,15 @@ type Order struct {
 	ID    uint64 `gorm:"primaryKey" json:"id"`
 	SKU   string `gorm:"size:32;not null;index" json:"sku"`
 	Qty   int64  `gorm:"not null" json:"qty"`
-	User  string `gorm:"column:user_name;size:64;not null;index" json:"user"`
+	User  string `gorm:"column:user_name;size:64;not null;index;uniqueIndex:idx_orders_user_key,priority:1" json:"user"`
 	Lock  string `gorm:"size:16;not null" json:"lock"`
 	Fence *int64 `json:"fence"`
-	// IdempotencyKey is unique where set: that is the idempotency contract
-	// (one order per key), not a guard that would hide a lock failure.
-	IdempotencyKey *string `gorm:"size:128;uniqueIndex:idx_orders_idempotency_key" json:"idempotency_key,omitempty"`
+	// IdempotencyKey is unique per user where set: that is the idempotency
+	// contract (one order per user and key), not a guard that would hide a
+	// lock failure. Scoped to the user, a key says nothing to another
+	// shopper; scoped to this table, it is one order's key, whatever
+	// bookings carry the same one.
+	IdempotencyKey *string `gorm:"size:128;uniqueIndex:idx_orders_user_key,priority:2" json:"idempotency_key,omitempty"`
 	// RequestHash tells a retry of the same request from a reuse of its key
 	// for a different one.
 	RequestHash string    `gorm:"size:64;not null;default:''" json:"-"`
@@ -64,10 +67,10 @@ type Booking struct {
 	ID             uint64    `gorm:"primaryKey" json:"id"`
 	EventID        string    `gorm:"size:32;not null;index:idx_bookings_event_seat" json:"event"`
 	Seat           string    `gorm:"size:16;not null;index:idx_bookings_event_seat" json:"seat"`
-	User           string    `gorm:"column:user_name;size:64;not null;index" json:"user"`
+	User           string    `gorm:"column:user_name;size:64;not null;index;uniqueIndex:idx_bookings_user_key,priority:1" json:"user"`
 	Lock           string    `gorm:"size:16;not null" json:"lock"`
 	Fence          *int64    `json:"fence"`
-	IdempotencyKey *string   `gorm:"size:128;uniqueIndex:idx_bookings_idempotency_key" json:"idempotency_key,omitempty"`
+	IdempotencyKey *string   `gorm:"size:128;uniqueIndex:idx_bookings_user_key,priority:2" json:"idempotency_key,omitempty"` // as Order's`
 	RequestHash    string    `gorm:"size:64;not null;default:''" json:"-"`
 	CreatedAt      time.Time `json:"created_at"`
 }

@@ -64,7 +64,7 @@ func (s *Service) Buy(ctx context.Context, p Purchase) (order Order, replay bool
 	}
 	// The key is checked before the lock (a retry costs no lock round trip),
 	// again under it, and the unique index settles the rest.
-	if o, found, err := s.orderByKey(ctx, p.IdempotencyKey, hash); err != nil || found {
+	if o, found, err := s.orderByKey(ctx, p.User, p.IdempotencyKey, hash); err != nil || found {
 		return o, found, err
 	}
 	// Sold out already: no need to queue for the lock. The check under the
@@ -80,7 +80,7 @@ func (s *Service) Buy(ctx context.Context, p Purchase) (order Order, replay bool
 				return err
 			}
 		}
-		if o, found, err := s.orderByKey(ctx, p.IdempotencyKey, hash); err != nil || found {
+		if o, found, err := s.orderByKey(ctx, p.User, p.IdempotencyKey, hash); err != nil || found {
 			order, replay = o, found
 			return err
 		}
@@ -100,7 +100,7 @@ func (s *Service) Buy(ctx context.Context, p Purchase) (order Order, replay bool
 		}
 		after, err := s.commitOrder(ctx, &order, sale, prod.Stock, token, fenced)
 		if errors.Is(err, gorm.ErrDuplicatedKey) {
-			order, replay, err = s.duplicateOrder(ctx, p.IdempotencyKey, hash)
+			order, replay, err = s.duplicateOrder(ctx, p.User, p.IdempotencyKey, hash)
 			return err
 		}
 		if err != nil {
@@ -281,13 +281,13 @@ func (s *Service) product(ctx context.Context, sku string) (Product, error) {
 	return p, nil
 }
 
-// orderByKey finds the order an Idempotency-Key already made. found with a
-// nil error means: the same request, replay it.
-func (s *Service) orderByKey(ctx context.Context, key, hash string) (o Order, found bool, err error) {
+// orderByKey finds the order the user's Idempotency-Key already made. found
+// with a nil error means: the same request, replay it.
+func (s *Service) orderByKey(ctx context.Context, user, key, hash string) (o Order, found bool, err error) {
 	if key == "" {
 		return Order{}, false, nil
 	}
-	err = s.db.WithContext(ctx).Where("idempotency_key = ?", key).Take(&o).Error
+	err = s.db.WithContext(ctx).Where("user_name = ? AND idempotency_key = ?", user, key).Take(&o).Error
 	switch {
 	case errors.Is(err, gorm.ErrRecordNotFound):
 		return Order{}, false, nil
@@ -299,10 +299,10 @@ func (s *Service) orderByKey(ctx context.Context, key, hash string) (o Order, fo
 	return o, true, nil
 }
 
-// duplicateOrder resolves a unique violation on insert: only the
+// duplicateOrder resolves a unique violation on insert: only the user's
 // idempotency key is unique on orders, so a concurrent twin won the race.
-func (s *Service) duplicateOrder(ctx context.Context, key, hash string) (Order, bool, error) {
-	o, found, err := s.orderByKey(context.WithoutCancel(ctx), key, hash)
+func (s *Service) duplicateOrder(ctx context.Context, user, key, hash string) (Order, bool, error) {
+	o, found, err := s.orderByKey(context.WithoutCancel(ctx), user, key, hash)
 	if err != nil {
 		return Order{}, false, err
 	}

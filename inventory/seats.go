@@ -51,7 +51,7 @@ func (s *Service) Grab(ctx context.Context, r SeatRequest) (booking Booking, rep
 	if err != nil {
 		return Booking{}, false, err
 	}
-	if b, found, err := s.bookingByKey(ctx, r.IdempotencyKey, hash); err != nil || found {
+	if b, found, err := s.bookingByKey(ctx, r.User, r.IdempotencyKey, hash); err != nil || found {
 		return b, found, err
 	}
 	// Taken already: shed the load before the lock; the check under it counts.
@@ -68,7 +68,7 @@ func (s *Service) Grab(ctx context.Context, r SeatRequest) (booking Booking, rep
 				return err
 			}
 		}
-		if b, found, err := s.bookingByKey(ctx, r.IdempotencyKey, hash); err != nil || found {
+		if b, found, err := s.bookingByKey(ctx, r.User, r.IdempotencyKey, hash); err != nil || found {
 			booking, replay = b, found
 			return err
 		}
@@ -134,7 +134,7 @@ func (s *Service) commitBooking(ctx context.Context, b *Booking, sale int64, tok
 // key (a concurrent twin won) or, in production mode, the seat index (the
 // database caught a second holder the lock let in).
 func (s *Service) duplicateBooking(ctx context.Context, r SeatRequest, hash string) (Booking, bool, error) {
-	b, found, err := s.bookingByKey(context.WithoutCancel(ctx), r.IdempotencyKey, hash)
+	b, found, err := s.bookingByKey(context.WithoutCancel(ctx), r.User, r.IdempotencyKey, hash)
 	if err != nil || found {
 		return b, found, err
 	}
@@ -173,11 +173,12 @@ func (s *Service) seatTaken(ctx context.Context, event, seat string) (bool, erro
 	return n > 0, nil
 }
 
-func (s *Service) bookingByKey(ctx context.Context, key, hash string) (b Booking, found bool, err error) {
+// bookingByKey finds the booking the user's Idempotency-Key already made.
+func (s *Service) bookingByKey(ctx context.Context, user, key, hash string) (b Booking, found bool, err error) {
 	if key == "" {
 		return Booking{}, false, nil
 	}
-	err = s.db.WithContext(ctx).Where("idempotency_key = ?", key).Take(&b).Error
+	err = s.db.WithContext(ctx).Where("user_name = ? AND idempotency_key = ?", user, key).Take(&b).Error
 	switch {
 	case errors.Is(err, gorm.ErrRecordNotFound):
 		return Booking{}, false, nil
