@@ -51,9 +51,10 @@ func CorrectVariants() []string {
 // trusted proxy), an IPv6 address by its /64, the block one host is usually
 // given.
 func clientKey(c *gin.Context) string {
-	ip := net.ParseIP(c.ClientIP())
+	addr := c.ClientIP()
+	ip := net.ParseIP(addr)
 	if ip == nil {
-		return c.ClientIP()
+		return addr
 	}
 	if ip.To4() == nil {
 		return ip.Mask(net.CIDRMask(64, 128)).String() + "/64"
