@@ -54,6 +54,10 @@ type orderedRelease interface {
 	releaseThen(ctx context.Context, k keys, value string, valid bool, queued func()) error
 }
 
+// validityChecked is a variant that measures how long its lease is valid
+// and hands it over only while it is (redlock and redlock+fence).
+type validityChecked interface{ checksValidity() }
+
 // ownerChecked is a variant whose release deletes the key only if it still
 // carries the holder's value, in one atomic step (lua, redlock and their
 // fenced rungs): nobody can delete a lease of it but its holder or its TTL.
@@ -123,14 +127,16 @@ func (l *Locker) try(ctx context.Context, name string) (*Lease, error) {
 func (l *Locker) Acquire(ctx context.Context, name string) (*Lease, error) {
 	start := time.Now()
 	lease, tries, err := l.acquire(ctx, name)
-	if err == nil && !time.Now().Before(lease.ValidUntil()) {
-		// The lease ran out before it reached the caller (a stalled
-		// process, a slow node on the way out of the wait): handing it
-		// over would hand over a lock that is nobody's any more.
+	if _, checks := l.v.(validityChecked); checks && err == nil && !time.Now().Before(lease.ValidUntil()) {
+		// Redlock hands a lease over only while its validity lasts: one
+		// that ran out before it reached the caller (a stalled process, a
+		// slow node on the way out of the wait) is a lock that is nobody's
+		// any more. The single-node rungs do not check, as taught.
+		late := lease
 		go func() {
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.ttl)
 			defer cancel()
-			_ = lease.Release(rctx)
+			_ = late.Release(rctx)
 		}()
 		lease, err = nil, fmt.Errorf("%w: the lease ran out before it was handed over", ErrNotAcquired)
 	}

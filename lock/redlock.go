@@ -248,3 +248,7 @@ func (r *redlock) extend(ctx context.Context, k keys, value string, ttl time.Dur
 
 // checksOwner: the release is a compare-and-delete script on every node.
 func (*redlock) checksOwner() {}
+
+// checksValidity: a lease is handed over only while validity = ttl − elapsed
+// − drift is left.
+func (*redlock) checksValidity() {}
