@@ -77,6 +77,13 @@ type keyWait struct {
 	taken chan struct{}
 }
 
+// wake lets the room's next waiter try: it closes freed and puts a new one
+// in its place. Called with the waker's mu held.
+func (kw *keyWait) wake() {
+	close(kw.freed)
+	kw.freed = make(chan struct{})
+}
+
 func newWaker(cfg *config, nodes []*node) *waker {
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &waker{ctx: ctx, cancel: cancel, keys: map[string]*keyWait{}, held: map[string]*Lease{}, subscribed: map[string]bool{}}
@@ -212,8 +219,7 @@ func (w *waker) freed(key string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if kw := w.keys[key]; kw != nil {
-		close(kw.freed)
-		kw.freed = make(chan struct{})
+		kw.wake()
 	}
 }
 
@@ -274,8 +280,7 @@ func (w *waker) passOn(key string) {
 	local := kw != nil && kw.streak < maxStreak
 	if local {
 		kw.streak++
-		close(kw.freed)
-		kw.freed = make(chan struct{})
+		kw.wake()
 	} else if kw != nil {
 		kw.streak = 0
 	}
@@ -299,12 +304,7 @@ func (w *waker) passed(key string, empty bool) {
 		w.line.next(key, w.passed)
 		return
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if kw := w.keys[key]; kw != nil {
-		close(kw.freed)
-		kw.freed = make(chan struct{})
-	}
+	w.freed(key)
 }
 
 // handoff is a wake-up from the key's line for this process: its next waiter
@@ -316,8 +316,7 @@ func (w *waker) handoff(key string, empty bool) {
 	kw := w.keys[key]
 	if kw != nil {
 		kw.streak, kw.queued = 0, false
-		close(kw.freed)
-		kw.freed = make(chan struct{})
+		kw.wake()
 	}
 	w.mu.Unlock()
 	if kw == nil && !empty {
