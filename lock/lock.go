@@ -63,6 +63,15 @@ type validityChecked interface{ checksValidity() }
 // fenced rungs): nobody can delete a lease of it but its holder or its TTL.
 type ownerChecked interface{ checksOwner() }
 
+// lined reports whether the variant's waiters stand in a key's line across
+// processes (queue.go): the owner-checked variants, whose keys only a
+// release by the holder or the TTL can free, so a release that wakes the
+// line's head wakes the one waiter that should try.
+func (l *Locker) lined() bool {
+	_, ok := l.v.(ownerChecked)
+	return ok
+}
+
 // Locker hands out leases on named keys with one variant.
 type Locker struct {
 	name   string
@@ -274,7 +283,11 @@ func (l *Lease) Release(ctx context.Context) error {
 		// Redlock: the next waiter here, or the head of the key's line.
 		err = o.releaseThen(ctx, l.k, l.value, time.Now().Before(l.ValidUntil()), func() { l.locker.wake.passOn(l.k.lock) })
 	} else if err = l.locker.v.release(ctx, l.locker.cfg.faults.gapFor(l.locker, l.name, l), l.k, l.value); err == nil {
-		wake()
+		if l.locker.lined() {
+			l.locker.wake.passOn(l.k.lock) // lua: the next waiter here, or the line's head
+		} else {
+			wake()
+		}
 	}
 	l.locker.observe(Event{Time: begun, Kind: Released, Variant: l.locker.name, Key: l.name, Lease: l, Err: err})
 	if err != nil {

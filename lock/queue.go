@@ -56,41 +56,49 @@ func (q *line) of(lockKey string) string {
 	return q.ns + "line:" + lockKey[len(q.ns+"lock:"):]
 }
 
-// join puts this process at the back of the key's line and reports whether
-// it did: false means the lock key is gone from the first node (try again
-// now) or the node did not answer (fall back to the backoff).
-func (q *line) join(ctx context.Context, lockKey string) bool {
-	done := make(chan bool, 1)
+// join puts this process at the back of the key's line and returns its
+// place, 1 for the head; 0 means it did not join: the lock key is gone from
+// the first node (try again now) or the node did not answer (fall back to
+// the backoff).
+func (q *line) join(ctx context.Context, lockKey string) int64 {
+	done := make(chan int64, 1)
 	cmd := joinLine.eval([]string{lockKey, q.of(lockKey)}, q.id, strconv.FormatInt(q.ttl.Milliseconds(), 10))
 	q.first.Send(cmd, wire.Integer, func(v any, err error) {
-		n, _ := wire.Int(v)
-		done <- err == nil && n == 1
+		n, err2 := wire.Int(v)
+		if err != nil || err2 != nil {
+			n = 0
+		}
+		done <- n
 	})
 	t := time.NewTimer(q.timeout)
 	defer t.Stop()
 	select {
-	case ok := <-done:
-		return ok
+	case place := <-done:
+		return place
 	case <-t.C:
-		return false
+		return 0
 	case <-ctx.Done():
-		return false
+		return 0
 	}
 }
 
-// next wakes the head of the key's line after a release. A head that is
-// this process is woken through local, without a message; so is this
-// process when the line is empty (empty is true then), since nobody else
-// waits in it.
-func (q *line) next(lockKey string, local func(lockKey string, empty bool)) {
-	cmd := wakeHead.eval([]string{q.of(lockKey)}, q.prefix, lockKey, q.id)
+// next wakes the head of the key's line after a release and tells done
+// which process that was: "" when the line is empty or the first node did
+// not answer (only this process can be told then), q.id when the head was
+// this process's own place (no message is sent for it). With requeue, this
+// process takes a place at the back in the same step when another process
+// was woken, and done's requeued says it did.
+func (q *line) next(lockKey string, requeue bool, done func(lockKey, head string, requeued bool)) {
+	again := ""
+	if requeue {
+		again = q.id
+	}
+	cmd := wakeHead.eval([]string{q.of(lockKey)}, q.prefix, lockKey, q.id, again, strconv.FormatInt(q.ttl.Milliseconds(), 10))
 	q.first.Send(cmd, wire.Bulk, func(v any, err error) {
 		head, _ := v.(string)
-		switch {
-		case err != nil:
-			local(lockKey, true) // the first node is down: only this process can be told
-		case head == "" || head == q.id:
-			local(lockKey, head == "")
+		if err != nil {
+			head = ""
 		}
+		done(lockKey, head, requeue && head != "" && head != q.id)
 	})
 }

@@ -54,7 +54,9 @@ type ask struct {
 	want    wire.Shape // the replies that fit cmd
 	read    func(reply any) (ok bool, token uint64, err error)
 	decided func(granted, against int) bool
-	sent    func() // if set, called once the command is queued on every node
+	// first: a yes is decided only once the first node has answered too.
+	first bool
+	sent  func() // if set, called once the command is queued on every node
 }
 
 // wins is decided once a quorum said yes, or once so many said no that a
@@ -87,7 +89,7 @@ func (r *redlock) poll(ctx context.Context, a ask) []vote {
 	defer timer.Stop()
 	granted, against := 0, 0
 	for heard := 0; heard < len(r.nodes); heard++ {
-		if a.decided != nil && a.decided(granted, against) {
+		if a.decided != nil && a.decided(granted, against) && (!a.first || votes[0].heard || granted < r.quorum()) {
 			break
 		}
 		select {

@@ -22,10 +22,10 @@ type redlockFence struct{ *redlock }
 func (r redlockFence) acquire(ctx context.Context, at gap, k keys, value string, ttl time.Duration) (grant, error) {
 	start := time.Now()
 	ms := strconv.FormatInt(ttl.Milliseconds(), 10)
-	// No early decision: lua+fence draws from the first node's counter alone,
-	// and only that node's answer makes this token pass it.
+	// A grant waits for the first node's answer too: lua+fence draws from
+	// that node's counter alone, and only its answer makes this token pass it.
 	drawn, _, err := r.take(ctx, at, k, value, start, ttl,
-		ask{cmd: acquireFenced.eval([]string{k.lock, k.fence}, value, ms), want: wire.Integer, read: readToken})
+		ask{cmd: acquireFenced.eval([]string{k.lock, k.fence}, value, ms), want: wire.Integer, read: readToken, decided: r.wins, first: true})
 	if err != nil {
 		return grant{}, err
 	}
@@ -33,8 +33,10 @@ func (r redlockFence) acquire(ctx context.Context, at gap, k keys, value string,
 	for _, v := range drawn {
 		token = max(token, v.token)
 	}
+	// A majority that wrote it back is enough; the other nodes' writes are
+	// queued behind on their connections.
 	written := r.poll(ctx, ask{cmd: raiseFence.eval([]string{k.lock, k.fence}, value, strconv.FormatUint(token, 10)),
-		want: wire.Integer, read: readFlag})
+		want: wire.Integer, read: readFlag, decided: r.wins})
 	_, validity, err := r.hold(k, value, start, ttl, written)
 	if err != nil {
 		return grant{}, err

@@ -91,20 +91,24 @@ var (
 	// while the lock key is there: a release that comes later then wakes the
 	// line's head. If the key is gone already the caller should try at once.
 	// KEYS[1] lock, KEYS[2] line; ARGV[1] process id, ARGV[2] line TTL ms.
-	// Returns 1 if queued, 0 if the lock key is gone.
+	// Returns the caller's place in the line (1: the head), or 0 if the lock
+	// key is gone.
 	joinLine = newScript(`
 if redis.call("exists", KEYS[1]) == 0 then
 	return 0
 end
-redis.call("rpush", KEYS[2], ARGV[1])
+local place = redis.call("rpush", KEYS[2], ARGV[1])
 redis.call("pexpire", KEYS[2], ARGV[2])
-return 1`)
+return place`)
 
 	// wakeHead takes the head of a key's line and tells it, by a message on
 	// its own channel, that the lock was released; the caller's own id is
-	// only returned, not published. KEYS[1] line; ARGV[1] channel prefix,
-	// ARGV[2] message (the lock key), ARGV[3] the caller's id. Returns the
-	// head's id, or "" for an empty line.
+	// only returned, not published. A caller whose own waiters still wait
+	// goes to the back of the line in the same step, once another process
+	// was woken (the line is not empty then, so a release will come).
+	// KEYS[1] line; ARGV[1] channel prefix, ARGV[2] message (the lock key),
+	// ARGV[3] the caller's id, ARGV[4] the id to put back ("" for none),
+	// ARGV[5] line TTL ms. Returns the head's id, or "" for an empty line.
 	wakeHead = newScript(`
 local head = redis.call("lpop", KEYS[1])
 if not head then
@@ -112,6 +116,10 @@ if not head then
 end
 if head ~= ARGV[3] then
 	redis.call("publish", ARGV[1] .. head, ARGV[2])
+	if ARGV[4] ~= "" then
+		redis.call("rpush", KEYS[1], ARGV[4])
+		redis.call("pexpire", KEYS[1], ARGV[5])
+	end
 end
 return head`)
 )

@@ -27,7 +27,7 @@ type waker struct {
 	// subMu is held while a key's subscription is brought in line with its
 	// waiting room (sync); subscribed is, under it, the keys subscribed now.
 	subMu      sync.Mutex
-	subscribed map[string]bool
+	subscribed map[string]int // how many of subs, from the first, listen
 	syncs      sync.WaitGroup // the syncs a closing room started
 	// beforeSync, if set, runs as sync starts: tests use it to hold one
 	// sync back while another room opens or closes.
@@ -44,6 +44,10 @@ type waker struct {
 	// unless a broken variant shares the key, and then the waiters here
 	// wake at the lease's validity at the latest.
 	held map[string]*Lease
+	// contended is, by Redis lock key, when this process last stood in or
+	// was woken by the key's line: its releases wake the line's head for a
+	// TTL after that (passOn).
+	contended map[string]time.Time
 }
 
 // subscription is one node's pub/sub connection and its keyspace prefix.
@@ -71,6 +75,9 @@ type keyWait struct {
 	// queued: this process stands in the key's line; it joins once, and
 	// again only after the line woke it.
 	queued bool
+	// head: this process joined an empty line, so the holder may not know
+	// anyone waits (see passOn): a delete event wakes it too.
+	head bool
 	// taken is freed as it was when a waiter of this process last acquired:
 	// the next waiter knows the lock is held and waits for it to be freed
 	// instead of trying straight away.
@@ -86,7 +93,7 @@ func (kw *keyWait) wake() {
 
 func newWaker(cfg *config, nodes []*node) *waker {
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &waker{ctx: ctx, cancel: cancel, keys: map[string]*keyWait{}, held: map[string]*Lease{}, subscribed: map[string]bool{}}
+	w := &waker{ctx: ctx, cancel: cancel, keys: map[string]*keyWait{}, held: map[string]*Lease{}, subscribed: map[string]int{}, contended: map[string]time.Time{}}
 	if !cfg.notifications {
 		return w
 	}
@@ -130,14 +137,15 @@ func newWaker(cfg *config, nodes []*node) *waker {
 	return w
 }
 
-// sync subscribes to the key's events on every node while a waiting room
-// for it is open here, and unsubscribes once none is. Rooms open and close
+// sync subscribes to the key's events on the first node that answers while a
+// waiting room for it is open here, and unsubscribes once none is. Rooms open and close
 // under mu, but the (un)subscribe calls run later, under subMu: so sync
 // reads whether a room is open only once it holds subMu, and every open or
 // close is followed by a sync. Whichever sync runs last then sees the last
 // change, and a room that opens while an older one closes stays subscribed,
-// whatever order the two syncs run in. A node that is down is skipped: its
-// waiters fall back to the backoff (go-redis subscribes again on reconnect).
+// whatever order the two syncs run in. A node that does not answer keeps the
+// subscription (go-redis subscribes again on reconnect) and the next node is
+// asked too; with every node down the waiters fall back to the backoff.
 func (w *waker) sync(key string) {
 	if w.beforeSync != nil {
 		w.beforeSync(key)
@@ -147,23 +155,35 @@ func (w *waker) sync(key string) {
 	w.mu.Lock()
 	want := w.keys[key] != nil
 	w.mu.Unlock()
-	if want == w.subscribed[key] {
+	n, had := w.subscribed[key]
+	if want == had {
 		return
 	}
-	for _, s := range w.subs {
-		ctx, cancel := context.WithTimeout(w.ctx, 100*time.Millisecond)
-		if want {
-			_ = s.ps.Subscribe(ctx, s.prefix+key)
-		} else {
+	if !want {
+		for _, s := range w.subs[:n] {
+			ctx, cancel := context.WithTimeout(w.ctx, 100*time.Millisecond)
 			_ = s.ps.Unsubscribe(ctx, s.prefix+key)
+			cancel()
 		}
-		cancel()
-	}
-	if want {
-		w.subscribed[key] = true
-	} else {
 		delete(w.subscribed, key)
+		return
 	}
+	// The first node's events are enough: it is the single-node variants'
+	// node and holds the Redlock lines, and one node deleting a Redlock key
+	// means its holder released it. Every event wakes every process that
+	// listens, so listening to five nodes costs five wake-ups per release
+	// in each waiting process: on a busy machine, CPU the holder needs. The
+	// next node is asked only while the one before it does not answer.
+	for _, s := range w.subs {
+		n++
+		ctx, cancel := context.WithTimeout(w.ctx, 100*time.Millisecond)
+		err := s.ps.Subscribe(ctx, s.prefix+key)
+		cancel()
+		if err == nil {
+			break
+		}
+	}
+	w.subscribed[key] = n
 }
 
 // waiting reports whether anyone in this process waits for the key; a
@@ -257,9 +277,9 @@ func (w *waker) heldUntil(key string) (time.Time, bool) {
 func (w *waker) deleted(key string) {
 	w.mu.Lock()
 	kw := w.keys[key]
-	inLine := kw != nil && kw.line
+	waitsForLine := kw != nil && kw.line && !kw.head
 	w.mu.Unlock()
-	if !inLine && !w.echo(key) {
+	if !waitsForLine && !w.echo(key) {
 		w.freed(key)
 	}
 }
@@ -268,8 +288,15 @@ func (w *waker) deleted(key string) {
 // waiters before the next process in the line gets the key.
 const maxStreak = 4
 
-// passOn hands a Redlock key this process just released to its next waiter:
-// one here, while the streak lasts, else the head of the key's line.
+// passOn hands a key this process just released, with a variant whose
+// waiters stand in line, to its next waiter: one here, while the streak
+// lasts, else the head of the key's line.
+//
+// Asking the line costs a round trip to the first node, so a release that
+// has seen no contention skips it: nobody waits here, and this process has
+// not stood in the key's line for a TTL. Another process may have joined
+// the line while this one held the key, unseen; but then it joined an empty
+// line, and the head of an empty line also wakes at the key's delete event.
 func (w *waker) passOn(key string) {
 	if w.line == nil {
 		w.deleted(key)
@@ -284,27 +311,44 @@ func (w *waker) passOn(key string) {
 	} else if kw != nil {
 		kw.streak = 0
 	}
+	seen, ok := w.contended[key]
+	if ok && time.Since(seen) > w.line.ttl {
+		delete(w.contended, key)
+		ok = false
+	}
+	requeue := kw != nil && !kw.queued
 	w.mu.Unlock()
-	if !local {
-		w.line.next(key, w.passed)
+	if !local && (kw != nil || ok) {
+		w.line.next(key, requeue, w.passed)
 	}
 }
 
-// passed is the answer to passOn's wake-up: an empty line leaves the key to
-// the waiters here, if any; a place of this process's own in the line is
-// skipped, since this process is passing the key on.
-func (w *waker) passed(key string, empty bool) {
-	if !empty {
-		// Our own place, taken out of the line: join again when waiting.
-		w.mu.Lock()
-		if kw := w.keys[key]; kw != nil {
-			kw.queued = false
+// passed is the answer to passOn's wake-up. An empty line leaves the key to
+// the waiters here, if any. A place of this process's own in the line is
+// skipped, since this process is passing the key on. Once another process
+// is woken, the waiters here stand at the back of the line: the wake-up put
+// them there (requeued) in the same step, unless they stood in it already:
+// they are asleep, counting on the line to wake them.
+func (w *waker) passed(key, head string, requeued bool) {
+	w.mu.Lock()
+	kw := w.keys[key]
+	requeue := false
+	if kw != nil {
+		switch head {
+		case "", w.line.id: // no place of ours is left in the line
+			kw.queued, kw.head = false, false
+			requeue = true
+		default:
+			kw.queued = kw.queued || requeued
 		}
-		w.mu.Unlock()
-		w.line.next(key, w.passed)
-		return
 	}
-	w.freed(key)
+	w.mu.Unlock()
+	switch head {
+	case "":
+		w.freed(key)
+	case w.line.id:
+		w.line.next(key, requeue, w.passed)
+	}
 }
 
 // handoff is a wake-up from the key's line for this process: its next waiter
@@ -315,12 +359,17 @@ func (w *waker) handoff(key string, empty bool) {
 	w.mu.Lock()
 	kw := w.keys[key]
 	if kw != nil {
-		kw.streak, kw.queued = 0, false
+		kw.streak, kw.queued, kw.head = 0, false, false
 		kw.wake()
 	}
+	w.contended[key] = time.Now()
 	w.mu.Unlock()
 	if kw == nil && !empty {
-		w.line.next(key, w.handoff)
+		w.line.next(key, false, func(key, head string, _ bool) {
+			if head == "" || head == w.line.id {
+				w.handoff(key, head == "")
+			}
+		})
 	}
 }
 
@@ -336,11 +385,14 @@ func (w *waker) queue(ctx context.Context, key string, kw *keyWait) bool {
 	if queued {
 		return true
 	}
-	ok := w.line.join(ctx, key)
+	place := w.line.join(ctx, key)
 	w.mu.Lock()
-	kw.queued = ok
+	kw.queued, kw.head = place > 0, place == 1
+	if place > 0 {
+		w.contended[key] = time.Now()
+	}
 	w.mu.Unlock()
-	return ok
+	return place > 0
 }
 
 // inLine marks the waiters of a key as standing in its line.
@@ -402,9 +454,10 @@ func (l *Locker) acquire(ctx context.Context, name string) (*Lease, int, error) 
 	}
 	kw := l.wake.join(key)
 	defer l.wake.leave(key, kw)
-	// Redlock's waiters in several processes must not all try at once: their
-	// votes would split. They stand in the key's line (queue.go).
-	_, inLine := l.v.(orderedRelease)
+	// Waiters in several processes must not all try at once: Redlock's votes
+	// would split, and every failed try costs CPU the holder needs. The
+	// owner-checked variants' waiters stand in the key's line (queue.go).
+	inLine := l.lined()
 	if inLine {
 		l.wake.inLine(kw)
 	}
