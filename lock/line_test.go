@@ -115,3 +115,110 @@ func TestDeadHeadDoesNotStrandTheLine(t *testing.T) {
 		t.Fatalf("the waiter behind a dead head did not get the lock within the TTL: %v", err)
 	}
 }
+
+// noTimers is a backoff so long that a waiter in these tests can only get
+// the lock within its wait by a wake-up: the line's, or a delete event.
+var noTimers = lock.WithBackoff(20*time.Second, 20*time.Second)
+
+// A holder that took the key uncontended does not know anyone waits, so its
+// release does not ask the line; a process that joined the empty line while
+// it held the key wakes at the key's delete event all the same.
+func TestUnseenWaiterWakesAtRelease(t *testing.T) {
+	c := shared(t)
+	for _, variant := range []string{lock.Lua, lock.Redlock} {
+		t.Run(variant, func(t *testing.T) {
+			a := newEnv(t, c)
+			a.voting()
+			bl, err := lock.NewLockers(redistest.Options(c), lock.WithNamespace(a.ns), lock.WithNodeTimeout(100*time.Millisecond), noTimers)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer bl.Close()
+			ctx := context.Background()
+			holder := mustAcquire(t, a.locker(variant), "k", time.Second)
+			waiter, _ := bl.Get(variant)
+			got := make(chan error, 1)
+			go func() {
+				wctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+				defer cancel()
+				lease, err := waiter.Acquire(wctx, "k")
+				if err == nil {
+					_ = lease.Release(ctx)
+				}
+				got <- err
+			}()
+			a.queued("k", 2*time.Second)
+			if err := holder.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-got; err != nil {
+				t.Fatalf("the waiter was not woken by the release: %v", err)
+			}
+		})
+	}
+}
+
+// When a process passes the key to the next process in line, its own
+// waiters, asleep behind its lease, must keep a place in the line: else
+// nothing wakes them but their timers (a lease's validity, here longer than
+// the wait).
+func TestStreakEndKeepsTheWaitersPlace(t *testing.T) {
+	c := shared(t)
+	for _, variant := range []string{lock.Lua, lock.Redlock} {
+		t.Run(variant, func(t *testing.T) {
+			a := newEnv(t, c, noTimers)
+			a.voting()
+			b, err := lock.NewLockers(redistest.Options(c), lock.WithNamespace(a.ns), lock.WithNodeTimeout(100*time.Millisecond), noTimers)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			al := a.locker(variant)
+			bl, err := b.Get(variant)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var wg sync.WaitGroup
+			errs := make(chan error, 64)
+			for _, l := range []*lock.Locker{al, al, al, bl} {
+				wg.Go(func() {
+					for range 40 {
+						wctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+						lease, err := l.Acquire(wctx, "hot")
+						cancel()
+						if err != nil {
+							errs <- err
+							return
+						}
+						time.Sleep(time.Millisecond) // the critical section
+						_ = lease.Release(context.Background())
+					}
+				})
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Errorf("a waiter was stranded: %v", err)
+			}
+		})
+	}
+}
+
+// queued waits until some process stands in the key's line on the first node.
+func (e *env) queued(key string, within time.Duration) {
+	e.t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		n, err := e.raw[0].LLen(context.Background(), e.ns+"line:"+key).Result()
+		if err != nil {
+			e.t.Fatalf("LLEN: %v", err)
+		}
+		if n > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("nobody joined the line of %q within %v", key, within)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

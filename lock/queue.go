@@ -61,17 +61,20 @@ func (q *line) of(lockKey string) string {
 	return q.ns + "line:" + lockKey[len(q.ns+"lock:"):]
 }
 
+// noLine is join's answer when the line could not be asked.
+const noLine = -1
+
 // join puts this process at the back of the key's line and returns its
-// place, 1 for the head; 0 means it did not join: the lock key is gone from
-// the first node (try again now) or the node did not answer (fall back to
-// the backoff).
+// place, 1 for the head. 0 means it did not join because the lock key is
+// gone from the first node: try again now. noLine means the node did not
+// answer: fall back to the backoff.
 func (q *line) join(ctx context.Context, lockKey string) int64 {
 	done := make(chan int64, 1)
 	cmd := joinLine.eval([]string{lockKey, q.of(lockKey)}, q.id, strconv.FormatInt(q.ttl.Milliseconds(), 10))
 	q.first.Send(cmd, wire.Integer, func(v any, err error) {
 		n, err2 := wire.Int(v)
 		if err != nil || err2 != nil {
-			n = 0
+			n = noLine
 		}
 		done <- n
 	})
@@ -81,9 +84,9 @@ func (q *line) join(ctx context.Context, lockKey string) int64 {
 	case place := <-done:
 		return place
 	case <-t.C:
-		return 0
+		return noLine
 	case <-ctx.Done():
-		return 0
+		return noLine
 	}
 }
 

@@ -374,16 +374,17 @@ func (w *waker) handoff(key string, empty bool) {
 }
 
 // queue puts this process in the key's line, unless it stands there already,
-// and reports whether it does.
-func (w *waker) queue(ctx context.Context, key string, kw *keyWait) bool {
+// and reports its place as line.join does: above 0 it stands in the line, 0
+// the key is gone (try now), below 0 the line could not be asked.
+func (w *waker) queue(ctx context.Context, key string, kw *keyWait) int64 {
 	if w.line == nil {
-		return false
+		return noLine
 	}
 	w.mu.Lock()
 	queued := kw.queued
 	w.mu.Unlock()
 	if queued {
-		return true
+		return 1
 	}
 	place := w.line.join(ctx, key)
 	w.mu.Lock()
@@ -392,7 +393,7 @@ func (w *waker) queue(ctx context.Context, key string, kw *keyWait) bool {
 		w.contended[key] = time.Now()
 	}
 	w.mu.Unlock()
-	return place > 0
+	return place
 }
 
 // inLine marks the waiters of a key as standing in its line.
@@ -480,8 +481,13 @@ func (l *Locker) acquire(ctx context.Context, name string) (*Lease, int, error) 
 			// wake-up from the key's line, which this process joins now.
 			// The backoff covers wake-ups that never come.
 			d := backoff/2 + rand.N(backoff/2+1)
-			if inLine && l.wake.queue(ctx, key, kw) {
-				d = l.cfg.backoffMax/2 + rand.N(l.cfg.backoffMax/2+1)
+			if inLine {
+				switch place := l.wake.queue(ctx, key, kw); {
+				case place > 0:
+					d = l.cfg.backoffMax/2 + rand.N(l.cfg.backoffMax/2+1)
+				case place == 0:
+					d = 0 // the key is gone already: no event will come for it
+				}
 			}
 			if until, ok := l.wake.heldUntil(key); ok {
 				d = max(time.Until(until), d)
