@@ -94,10 +94,10 @@ func (w *Runner) SequencePlan() any {
 	w.mu.Lock()
 	own := w.appBin != ""
 	w.mu.Unlock()
-	steps := planSteps(Sequence)
+	steps := planSteps(w.sized(Sequence, own))
 	plan := event{"steps": steps, "node_scenarios": own}
 	if !own {
-		plan["why_no_nodes"] = noNodes
+		plan["why_no_nodes"] = noNodes + w.longerTTL()
 	}
 	return plan
 }
@@ -105,6 +105,32 @@ func (w *Runner) SequencePlan() any {
 // noNodes says why the node steps are skipped on this instance.
 const noNodes = "node scenarios are skipped: this instance did not start its own redis-server nodes (it was given -redis, " +
 	"or runs in-process nodes), and the sequence stops and restarts nodes only on a machine where it may start its own"
+
+// longerTTL warns, when the steps run against this instance with a lease
+// TTL longer than they are sized for, that some may not show their flaw.
+func (w *Runner) longerTTL() string {
+	if w.ttl <= sequenceTTL {
+		return ""
+	}
+	return fmt.Sprintf("; the other steps run against this instance, whose lease TTL (%v) is longer than the %v they are sized for: "+
+		"each lasts longer in proportion, and a rung may still not show its flaw in one (get-del's late DEL, say)", w.ttl, sequenceTTL)
+}
+
+// sized are the steps as they run here. They are sized for the sequence's
+// own environment (sequenceTTL); against this instance, whose lease TTL may
+// be longer, every pause of a scenario is longer too (they are sized from
+// the TTL), so every cell lasts longer in proportion, or its fault would
+// barely fire before the cell ends.
+func (w *Runner) sized(steps []Step, own bool) []Step {
+	if own || w.ttl <= sequenceTTL {
+		return steps
+	}
+	out := slices.Clone(steps)
+	for i := range out {
+		out[i].DurationMS = int(int64(out[i].DurationMS) * int64(w.ttl) / int64(sequenceTTL))
+	}
+	return out
+}
 
 func planSteps(steps []Step) []*seqStep {
 	out := make([]*seqStep, len(steps))
@@ -140,7 +166,7 @@ func (w *Runner) StartSequence(only []string) (id string, started bool, err erro
 	}
 	r := &workshopRun{
 		ID: strconv.Itoa(len(w.runs) + 1), Kind: "sequence", State: "running", StartedAt: time.Now(),
-		changed: make(chan struct{}), holds: map[string]*hold{}, Steps: planSteps(steps),
+		changed: make(chan struct{}), holds: map[string]*hold{}, Steps: planSteps(w.sized(steps, w.appBin != "")),
 	}
 	w.begin(r)
 	go w.runSequence(r, w.base, w.appBin)
@@ -173,7 +199,7 @@ func (w *Runner) runSequence(r *workshopRun, base, appBin string) {
 			}
 		}()
 	} else {
-		r.emit(event{"type": "note", "message": noNodes})
+		r.emit(event{"type": "note", "message": noNodes + w.longerTTL()})
 	}
 	for i, st := range r.Steps {
 		if st.Nodes && env == nil {
