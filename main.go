@@ -19,6 +19,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"os/signal"
 	"slices"
 	"strconv"
@@ -321,6 +322,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	metrics := handlers.NewMetrics()
 	runs := workshop.NewRunner(token, nodeURLs, cfg.lockTTL, log)
+	if self, ok := sequenceEnvironment(cfg); ok {
+		runs.UseOwnEnvironment(self)
+	}
 	lockers, err := lock.NewLockers(nodes,
 		lock.WithTTL(cfg.lockTTL), lock.WithNamespace(cfg.namespace), lock.WithLogger(log),
 		lock.WithRestartAwareness(cfg.restartAware), lock.WithWatchdog(cfg.watchdog),
@@ -478,4 +482,19 @@ func randomToken() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
 	return hex.EncodeToString(b[:])
+}
+
+// sequenceEnvironment is this binary, when the workshop's sequence may run
+// in Redis nodes and app instances of its own (node scenarios included):
+// only when this instance started its own redis-server nodes (no -redis), so
+// the machine has redis-server and nobody else's Redis is touched.
+func sequenceEnvironment(cfg config) (string, bool) {
+	if cfg.redis != "" {
+		return "", false
+	}
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		return "", false
+	}
+	self, err := os.Executable()
+	return self, err == nil
 }

@@ -45,4 +45,6 @@ func (s *Server) routes() {
 	admin.GET("/workshop/runs", s.handle(s.listWorkshopRuns))
 	admin.GET("/workshop/runs/:id", s.handle(s.getWorkshopRun))
 	admin.GET("/workshop/runs/:id/stream", s.handle(s.streamWorkshopRun))
+	admin.GET("/workshop/sequence", s.handle(s.getWorkshopSequence))
+	admin.POST("/workshop/sequence", s.handle(s.startWorkshopSequence))
 }

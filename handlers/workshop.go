@@ -31,6 +31,10 @@ type WorkshopRunner interface {
 	Events(id string, from int) (events []any, next <-chan struct{}, over bool)
 }
 
+// ErrInvalidRun marks a workshop request the runner refuses as it stands
+// (422 invalid_run).
+var ErrInvalidRun = errors.New("invalid workshop run")
+
 // errNoWorkshop answers a run on a server built without a runner.
 var errNoWorkshop = errors.New("handlers: this server has no workshop runner")
 
@@ -67,6 +71,12 @@ func (s *Server) startWorkshopRun(c *gin.Context) error {
 		return &Error{Code: "invalid_run", Detail: fmt.Sprintf("duration_s must be 1 to 60, got %d", req.Duration)}
 	}
 	id, started, err := s.workshop.Start(req.Variant, req.Scenario, req.Rate, req.Duration)
+	return accepted(c, id, started, err)
+}
+
+// accepted answers the start of a workshop run: 202 with its id, or 409
+// while another run is in progress.
+func accepted(c *gin.Context, id string, started bool, err error) error {
 	if err != nil {
 		return err
 	}
@@ -142,4 +152,55 @@ func (s *Server) streamWorkshopRun(c *gin.Context) error {
 		case <-time.After(time.Second): // notice the end of a run with no new event
 		}
 	}
+}
+
+// WorkshopSequencer is a WorkshopRunner that also runs the labs' sequence:
+// every rung under the fault that shows its flaw, then the rung that fixes
+// it, one cell at a time. Its progress is a run like any other (its record
+// and its events), whose cells are its steps.
+type WorkshopSequencer interface {
+	// SequencePlan is the sequence as the page draws it before a run.
+	SequencePlan() any
+	// StartSequence begins a run of the sequence, or of its steps named in
+	// only (variant/scenario); started is false while another run is in
+	// progress.
+	StartSequence(only []string) (id string, started bool, err error)
+}
+
+type sequenceRequest struct {
+	// Only runs these steps of the sequence (variant/scenario); empty runs all.
+	Only []string `json:"only"`
+}
+
+// sequencer is the workshop runner's sequence, or errNoWorkshop.
+func (s *Server) sequencer() (WorkshopSequencer, error) {
+	if sq, ok := s.workshop.(WorkshopSequencer); ok {
+		return sq, nil
+	}
+	return nil, errNoWorkshop
+}
+
+func (s *Server) getWorkshopSequence(c *gin.Context) error {
+	sq, err := s.sequencer()
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusOK, sq.SequencePlan())
+	return nil
+}
+
+func (s *Server) startWorkshopSequence(c *gin.Context) error {
+	var req sequenceRequest
+	if _, err := decode(c, &req, smallBody, true); err != nil {
+		return err
+	}
+	sq, err := s.sequencer()
+	if err != nil {
+		return err
+	}
+	id, started, err := sq.StartSequence(req.Only)
+	if errors.Is(err, ErrInvalidRun) {
+		return &Error{Code: "invalid_run", Detail: err.Error()}
+	}
+	return accepted(c, id, started, err)
 }

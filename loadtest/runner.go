@@ -32,6 +32,11 @@ type Config struct {
 	// (e.g. "redlock/node-down"), within the selected rows and columns.
 	Cells []string
 
+	// JudgeAs, when set, judges every cell against this variant's expected
+	// outcomes instead of its own: the cells of a rung being written
+	// (lock/attendee.go) against the row it should reach.
+	JudgeAs string
+
 	// Rate is the requests per second of every attack. Default 300.
 	Rate int
 	// Duration is how long every attack lasts. Default 4s.
@@ -70,6 +75,11 @@ type Config struct {
 
 	// Local configures the environment started when Targets is empty.
 	Local LocalConfig
+	// Env, when set (and Targets empty), is an environment already started
+	// by StartLocal to run the cells in instead of starting one; Run leaves
+	// it running. A caller running cells one Run at a time (each with its
+	// own rate and duration) pays for the environment once.
+	Env *Local
 
 	// WarmUp is how long the unrecorded warm-up attack before the first
 	// cell lasts. Default 1s; negative for none (one cell run by hand, say).
@@ -118,6 +128,9 @@ func (c *Config) defaults() error {
 		if _, ok := Expected(v, sc); !ok {
 			return fmt.Errorf("cell %q is not in the matrix", cell)
 		}
+	}
+	if c.JudgeAs != "" && !slices.Contains(Variants, c.JudgeAs) {
+		return fmt.Errorf("judge as %q: not a variant (known: %s)", c.JudgeAs, strings.Join(Variants, ", "))
 	}
 	if c.Rate == 0 {
 		c.Rate = 300
@@ -213,19 +226,25 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	rep := &Report{Started: time.Now(), Settings: settingsOf(cfg)}
 	e := &env{bases: cfg.Targets, token: cfg.AdminToken, redis: cfg.RedisURLs}
 	if len(cfg.Targets) == 0 {
-		local, err := StartLocal(ctx, cfg.Local)
-		if err != nil {
-			return nil, err
-		}
-		defer func() {
-			if err := local.Close(); err != nil {
-				cfg.Logger.Warn("stopping the local environment", "err", err)
+		local := cfg.Env
+		if local == nil {
+			var err error
+			if local, err = StartLocal(ctx, cfg.Local); err != nil {
+				return nil, err
 			}
-		}()
+			defer func() {
+				if err := local.Close(); err != nil {
+					cfg.Logger.Warn("stopping the local environment", "err", err)
+				}
+			}()
+		}
 		e = &env{bases: local.Bases(), token: local.Token(), redis: local.RedisURLs(), nodes: local.Nodes(), local: local}
 		rep.Settings.Instances, rep.Settings.Nodes = len(e.bases), len(e.redis)
 	} else {
 		rep.Notes = append(rep.Notes, "attacking running instances: node-down and node-restart need Redis nodes the runner started itself, so they are skipped")
+	}
+	if cfg.JudgeAs != "" {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("every cell is judged against %s's expected outcomes (-judge-as), not its own", cfg.JudgeAs))
 	}
 	if len(e.redis) == 0 {
 		rep.Notes = append(rep.Notes, "no Redis URLs given: stuck locks are the audit's figure only")
@@ -313,7 +332,11 @@ type cellPlan struct {
 // runCell runs one cell and judges it. Whatever goes wrong is in the cell.
 func runCell(ctx context.Context, cfg Config, e *env, p cellPlan, pl *plot.Plot, n, total int) Cell {
 	sc, variant := p.sc, p.variant
-	exp, _ := Expected(variant, sc.Name)
+	judged := variant
+	if cfg.JudgeAs != "" {
+		judged = cfg.JudgeAs
+	}
+	exp, _ := Expected(judged, sc.Name)
 	c := Cell{Variant: variant, Scenario: sc.Name, Expected: exp, Initial: cfg.Catalogue.Initial(), HotSKU: cfg.Mix.HotSKU}
 	log := cfg.Logger.With("variant", variant, "scenario", sc.Name)
 	fail := func(format string, args ...any) Cell {

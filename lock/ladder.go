@@ -12,6 +12,8 @@ const (
 	Redlock      = "redlock"
 	LuaFence     = "lua+fence"
 	RedlockFence = "redlock+fence"
+	// Attendee is the rung the workshop's attendees write (attendee.go).
+	Attendee = "attendee"
 )
 
 // Rung is one variant of the teaching ladder. The ladder is declared here,
@@ -30,7 +32,8 @@ type Rung struct {
 }
 
 // ladder is the teaching order: no lock, the three broken patterns, the
-// correct single-node lock, Redlock, then both with fencing tokens.
+// correct single-node lock, Redlock, then both with fencing tokens; and
+// the rung the attendees write.
 var ladder = []Rung{
 	{Name: None, File: "none.go", Reference: "lua.go", build: func(*Lockers) variant { return noLock{} }},
 	{Name: SetNXExpire, File: "setnx_expire.go", Reference: "lua.go", build: func(s *Lockers) variant { return setnxExpire{s.first()} }},
@@ -42,6 +45,9 @@ var ladder = []Rung{
 		build: func(s *Lockers) variant { return luaFence{luaLock{s.first()}} }},
 	{Name: RedlockFence, File: "redlock_fence.go", Reference: "redlock.go", Fenced: true,
 		build: func(s *Lockers) variant { return redlockFence{s.redlock()} }},
+	// Last, past the ladder: the attendees' own single-node rung, read
+	// beside the one it should become.
+	{Name: Attendee, File: "attendee.go", Reference: "lua.go", build: func(s *Lockers) variant { return attendee{s.first()} }},
 }
 
 // Ladder lists every rung in teaching order.

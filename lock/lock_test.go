@@ -15,7 +15,9 @@ import (
 func TestAcquireReleaseExtend(t *testing.T) {
 	c := shared(t)
 	for _, name := range lock.Names() {
-		if name == lock.None {
+		if name == lock.None || name == lock.Attendee {
+			// attendee as shipped takes a held lock too (its flaw): the
+			// matrix, not this test, is where it is measured.
 			continue
 		}
 		t.Run(name, func(t *testing.T) {
@@ -173,7 +175,8 @@ func TestOneKeyManyClients(t *testing.T) {
 			}
 			broke := overlaps.Load() > 0 || counter.Load() != clients*rounds
 			t.Logf("%s: %d overlaps, counter %d of %d", name, overlaps.Load(), counter.Load(), clients*rounds)
-			if want := name == lock.None; broke != want {
+			// attendee as shipped grants a held lock (its flaw to spot).
+			if want := name == lock.None || name == lock.Attendee; broke != want {
 				t.Errorf("broke = %v, want %v (overlaps %d, counter %d of %d)", broke, want, overlaps.Load(), counter.Load(), clients*rounds)
 			}
 		})

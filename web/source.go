@@ -81,6 +81,14 @@ var ladder = []variantInfo{
 			"is re-seeded from a majority before it counts again. The store checks the token around its read-modify-write, " +
 			"so neither a paused holder nor a restarted node can oversell.",
 	},
+	{
+		name: "attendee", showsWith: "clean",
+		why: "Your rung (docs/workshop.md, Lab 14), shipped with two flaws. Its acquire reads SET NX's redis.Nil the way GET's " +
+			"is read, as \"no such key\"; for SET NX it means nothing was set because someone holds the lock, so as shipped " +
+			"everyone gets in and it breaks like no lock at all (clean). Its release then checks with GET and deletes with " +
+			"DEL, get-del's flaw (pause-between-release-steps). Fix both in lock/attendee.go, restart the server, and run it " +
+			"here; lua.go, beside it, is where it should end up.",
+	},
 }
 
 // variantNames lists the ladder's names in order.

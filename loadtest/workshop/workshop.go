@@ -9,11 +9,9 @@ package workshop
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -35,6 +33,7 @@ type Runner struct {
 	ttl       time.Duration
 
 	mu      sync.Mutex
+	appBin  string // the storefront binary, when the sequence may start its own environment
 	base    string // this instance's URL, known once it listens
 	runs    []*workshopRun
 	current *workshopRun // the run recording lock events, if any
@@ -80,6 +79,10 @@ type workshopRun struct {
 	StartedAt time.Time `json:"started_at"`
 	Cell      *runCell  `json:"cell,omitempty"`
 	Error     string    `json:"error,omitempty"`
+	// Kind is "sequence" for a run of the labs' sequence (sequence.go),
+	// whose cells are its Steps; "" for one cell.
+	Kind  string     `json:"kind,omitempty"`
+	Steps []*seqStep `json:"steps,omitempty"`
 
 	mu      sync.Mutex
 	events  []event
@@ -176,11 +179,8 @@ func (w *Runner) Scenarios() []string { return loadtest.ScenarioNames() }
 func (w *Runner) Start(variant, scenario string, rate, durationS int) (id string, started bool, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.current != nil {
-		return "", false, nil
-	}
-	if w.base == "" {
-		return "", false, errors.New("workshop: the instance's address is not known yet")
+	if ok, err := w.idle(); !ok {
+		return "", false, err
 	}
 	hot := loadtest.CellCatalogue().Products[0].SKU
 	r := &workshopRun{
@@ -188,10 +188,28 @@ func (w *Runner) Start(variant, scenario string, rate, durationS int) (id string
 		Rate: rate, Duration: durationS, State: "running", StartedAt: time.Now(),
 		changed: make(chan struct{}), holds: map[string]*hold{}, hotKey: "sku:" + hot,
 	}
-	w.runs = append(w.runs, r)
-	w.current = r
+	w.begin(r)
 	go w.run(r, w.base, hot)
 	return r.ID, true, nil
+}
+
+// idle reports whether a run may start now: not while another is in
+// progress (ok false, no error), nor before the instance listens. The caller
+// holds w.mu.
+func (w *Runner) idle() (ok bool, err error) {
+	if w.current != nil {
+		return false, nil
+	}
+	if w.base == "" {
+		return false, errors.New("workshop: the instance's address is not known yet")
+	}
+	return true, nil
+}
+
+// begin records r as the run in progress. The caller holds w.mu.
+func (w *Runner) begin(r *workshopRun) {
+	w.runs = append(w.runs, r)
+	w.current = r
 }
 
 // Runs are the records of every run, oldest first, as the page reads them.
@@ -259,24 +277,14 @@ func (w *Runner) run(r *workshopRun, base, hot string) {
 			}
 		}
 	}()
-	report, err := loadtest.Run(ctx, loadtest.Config{
+	cell, err := runOne(ctx, loadtest.Config{
 		Variants: []string{r.Variant}, Scenarios: []string{r.Scenario},
 		Rate: r.Rate, Duration: time.Duration(r.Duration) * time.Second,
 		Seed: 1, LockTTL: w.ttl, WarmUp: -1,
 		Targets: []string{base}, AdminToken: w.token, RedisURLs: w.redisURLs,
 		Logger: slog.New(&noteHandler{run: r}),
-	})
+	}, r.Variant, r.Scenario)
 	close(done)
-	var cell *loadtest.Cell
-	if err == nil {
-		cell = report.Cell(r.Variant, r.Scenario)
-		switch {
-		case cell == nil:
-			err = errors.New("the load runner did not run this cell (see the notes)")
-		case cell.Verdict == loadtest.VerdictSkipped:
-			err = fmt.Errorf("the load runner skipped this cell: %s", strings.Join(cell.Notes, "; "))
-		}
-	}
 	r.mu.Lock()
 	if err != nil {
 		r.State, r.Error = "failed", err.Error()
@@ -355,6 +363,9 @@ func (r *workshopRun) record() event {
 	}
 	if r.Error != "" {
 		rec["error"] = r.Error
+	}
+	if r.Kind != "" {
+		rec["kind"], rec["steps"] = r.Kind, r.stepsNow()
 	}
 	return rec
 }

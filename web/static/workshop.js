@@ -291,7 +291,7 @@
       return;
     }
     const list = Array.isArray(r.data) ? r.data : (r.data && r.data.runs) || [];
-    const fresh = list.map((rec, i) => {
+    const fresh = list.filter((rec) => rec.kind !== "sequence").map((rec, i) => {
       const run = {
         id: rec.id ?? (rec.cell && rec.cell.id) ?? `earlier-${i + 1}`,
         variant: rec.variant ?? (rec.cell && rec.cell.variant),
@@ -333,6 +333,19 @@
     return el("td", { class: "verdict verdict-" + value }, el("span", { text: value }));
   }
 
+  // auditCells are a cell's sold / initial and the audit's figures, a
+  // figure above 0 marked bad; dashes before the cell is in.
+  function auditCells(c) {
+    const bad = (v) => el("td", { class: "num" + (Number(v) > 0 ? " bad" : ""), text: c ? num(v ?? 0) : dash });
+    return [
+      el("td", { class: "num", text: c ? `${num(c.sold)} / ${num(c.initial)}` : dash }),
+      bad(c && c.oversold_units),
+      bad(c && c.lost_updates),
+      bad(c && c.double_booked_seats),
+      bad(c && c.stuck_locks),
+    ];
+  }
+
   function runRow(run) {
     const c = run.cell;
     const tr = el("tr", { "data-run": run.id, "data-state": run.state });
@@ -347,7 +360,6 @@
       renderRuns();
     });
     const codes = (c && c.codes) || {};
-    const bad = (v) => el("td", { class: "num" + (Number(v) > 0 ? " bad" : ""), text: c ? num(v ?? 0) : dash });
     const load = run.rate && run.duration_s ? `${run.rate}/s × ${run.duration_s}s` : dash;
     let seen;
     if (c) seen = outcomeCell(c.seen);
@@ -362,11 +374,7 @@
       el("td", { class: "num", text: load }),
       outcomeCell(c && c.expected),
       seen,
-      el("td", { class: "num", text: c ? `${num(c.sold)} / ${num(c.initial)}` : dash }),
-      bad(c && c.oversold_units),
-      bad(c && c.lost_updates),
-      bad(c && c.double_booked_seats),
-      bad(c && c.stuck_locks),
+      ...auditCells(c),
       el("td", { class: "num", text: c ? num(codes["201"] ?? 0) : dash }),
       el("td", { class: "num", text: c ? num(codes["409"] ?? 0) : dash }),
       el("td", { class: "num", text: c ? num(codes["503"] ?? 0) : dash }),
@@ -653,8 +661,136 @@
     }
   }).observe(ui.chart);
 
+  // ---- the whole ladder -------------------------------------------------
+
+  // The labs' sequence, served by the server (one list in Go): a table row
+  // per step, filled in from the run's step events as each cell ends. A
+  // ?only=variant/scenario,… in the page's address runs just those steps.
+  const SEQUENCE = "/api/admin/workshop/sequence";
+  const ladder = { button: $("w-ladder"), nodes: $("w-ladder-nodes"), body: $("ladder-body") };
+  const only = (new URLSearchParams(location.search).get("only") || "").split(",").filter(Boolean);
+  let steps = [];
+
+  async function loadSequence() {
+    if (!token()) return false;
+    const r = await api("GET", SEQUENCE, undefined, auth());
+    if (r.status !== 200 || !r.data) {
+      ladder.body.replaceChildren(el("tr", { class: "empty" },
+        el("td", { colspan: 11, text: "The sequence could not be loaded. " + adminError(r, "loading the sequence") })));
+      return false;
+    }
+    steps = (r.data.steps || []).filter((s) => !only.length || only.includes(`${s.variant}/${s.scenario}`));
+    ladder.nodes.textContent = r.data.node_scenarios
+      ? "Node scenarios run too: the sequence starts Redis nodes and app instances of its own."
+      : "Node scenarios cannot run here and are skipped: " + (r.data.why_no_nodes || "this instance did not start its own Redis nodes") + ".";
+    ladder.nodes.className = r.data.node_scenarios ? "hint" : "hint warn";
+    renderLadder();
+    return true;
+  }
+
+  function ladderRow(s, i) {
+    const c = s.cell;
+    const tr = el("tr", { "data-step": i, "data-state": s.state || "waiting" });
+    if (c && c.ok === false) tr.classList.add("mismatch");
+    let seen;
+    if (c) seen = outcomeCell(c.seen);
+    else if (s.state === "running") seen = el("td", { class: "pending", text: "running…" });
+    else if (s.state === "skipped" || s.state === "failed") seen = el("td", { class: "failed", text: `${s.state}: ${s.error || ""}` });
+    else seen = el("td", { class: "muted", text: s.nodes && steps.length ? "waiting (node scenario)" : "waiting" });
+    tr.append(
+      el("th", { scope: "row", text: String(i + 1) }),
+      el("td", { text: s.variant }),
+      el("td", { text: s.scenario }),
+      el("td", { class: "num", text: `${s.rate}/s × ${(s.duration_ms / 1000).toFixed(1)}s` }),
+      outcomeCell(s.expected),
+      seen,
+      ...auditCells(c),
+    );
+    return tr;
+  }
+
+  function renderLadder() {
+    if (!steps.length) {
+      ladder.body.replaceChildren(el("tr", { class: "empty" }, el("td", { colspan: 11, text: "The sequence has no steps." })));
+      return;
+    }
+    ladder.body.replaceChildren(...steps.map(ladderRow));
+  }
+
+  function onStep(i, step) {
+    if (!steps[i]) return;
+    steps[i] = step;
+    const old = ladder.body.querySelector(`tr[data-step="${i}"]`);
+    if (old) old.replaceWith(ladderRow(step, i));
+    if (step.state === "running") setProgress(i, steps.length, `Ladder: ${step.variant} under ${step.scenario} (${i + 1} of ${steps.length})`);
+  }
+
+  ladder.button.addEventListener("click", async () => {
+    if (running) {
+      say(ui.outcome, "warn", "A run is in progress; wait for its result.");
+      return;
+    }
+    if (needToken()) return;
+    if (!(await loadSequence())) return;
+    setRunning(true);
+    ladder.button.disabled = true;
+    ui.notes.replaceChildren();
+    const r = await api("POST", SEQUENCE, only.length ? { only } : {}, auth());
+    if (r.status !== 202 || !r.data || r.data.id == null) {
+      setRunning(false);
+      ladder.button.disabled = false;
+      say(ui.outcome, "error", "The ladder did not start. " + adminError(r, "starting the ladder"));
+      return;
+    }
+    const id = r.data.id;
+    say(ui.outcome, "info", `The ladder started (run ${id}): ${steps.length} cells, one at a time.`);
+    let ended = false;
+    const onEvent = (msg) => {
+      switch (msg.type) {
+        case "step":
+          onStep(Number(msg.index), msg.step);
+          break;
+        case "note":
+          ui.notes.append(el("li", { text: msg.message || "" }));
+          break;
+        case "result": {
+          ended = true;
+          (msg.steps || []).forEach((s, i) => onStep(i, s));
+          const off = steps.filter((s) => s.cell && s.cell.ok === false).length;
+          const done = steps.filter((s) => s.cell).length;
+          setProgress(1, 1, "The ladder finished.");
+          say(ui.outcome, off ? "warn" : "ok", `The ladder finished: ${done} of ${steps.length} cells ran, ` +
+            (off ? `${off} did NOT do what the matrix expects.` : "every one as the matrix expects."));
+          break;
+        }
+        case "error":
+          ended = true;
+          say(ui.outcome, "error", `The ladder failed: ${msg.message || "unknown error"}`);
+          break;
+      }
+    };
+    try {
+      const res = await fetch(`${RUNS}/${encodeURIComponent(id)}/stream`, {
+        headers: Object.assign({ Accept: "text/event-stream" }, auth()), cache: "no-store",
+      });
+      if (res.ok && res.body) await readSSE(res, onEvent);
+    } catch (_) {
+      /* the stream broke; the record says where the ladder got to */
+    }
+    if (!ended) {
+      const rec = await api("GET", `${RUNS}/${encodeURIComponent(id)}`, undefined, auth());
+      if (rec.status === 200 && rec.data && rec.data.steps) rec.data.steps.forEach((s, i) => onStep(i, s));
+      say(ui.outcome, "warn", "The progress stream ended before the ladder did; reload to see the rest.");
+    }
+    setRunning(false);
+    ladder.button.disabled = false;
+  });
+
+  ui.token.addEventListener("change", () => { loadSequence(); });
+
   showScenarioDoc();
   renderRuns();
   loadSource(ui.variant.value);
   loadRuns();
+  loadSequence();
 })();

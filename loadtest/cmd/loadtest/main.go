@@ -4,6 +4,7 @@
 //	go run ./loadtest/cmd/loadtest                 # the full matrix, on its own Redis nodes and 3 app instances
 //	go run ./loadtest/cmd/loadtest -quick          # a few seconds a cell
 //	go run ./loadtest/cmd/loadtest -targets http://127.0.0.1:8080 -admin-token T -scenarios clean
+//	go run ./loadtest/cmd/loadtest -variants attendee -judge-as lua -strict   # is the rung you wrote right yet?
 //	go run ./loadtest/cmd/loadtest -sweep          # one hot SKU at 200, 500, 1000 req/s for none, lua, redlock, redlock+fence
 //
 // Exit status: 0 when every cell did what docs/design.md expects; 1 when a cell
@@ -49,6 +50,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		maxWorkers  = fs.Uint64("max-workers", 128, "most requests in flight")
 		seed        = fs.Uint64("seed", 1, "seed of the traffic and the faults")
 		quick       = fs.Bool("quick", false, "the short matrix: 200 req/s for 1.5s a cell (explicit -rate/-duration win)")
+		judgeAs     = fs.String("judge-as", "", "judge every cell against this variant's expected outcomes instead of its own (a rung being written: -variants attendee -judge-as lua)")
 		strict      = fs.Bool("strict", false, "also fail when a cell that must break held (the workshop guarantee)")
 		out         = fs.String("out", "out/loadtest", "directory for report.{txt,json,html}, the charts and vegeta's results per cell")
 		progress    = fs.Bool("progress", isTerminal(os.Stderr), "draw a progress bar per cell on stderr (default: when stderr is a terminal)")
@@ -105,6 +107,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		Variants:    split(*variants),
 		Scenarios:   split(*scenarios),
 		Cells:       split(*cells),
+		JudgeAs:     *judgeAs,
 		Rate:        *rate,
 		Duration:    *duration,
 		MaxRequests: *maxRequests,

@@ -20,6 +20,7 @@ func TestRunRefusesBadInput(t *testing.T) {
 		{[]string{"-variants", "mutex"}, `unknown name "mutex"`},
 		{[]string{"-scenarios", "meteor"}, `unknown name "meteor"`},
 		{[]string{"-cells", "lua/node-restart-unaware"}, "not in the matrix"},
+		{[]string{"-judge-as", "mutex"}, `judge as "mutex": not a variant`},
 		{[]string{"-targets", "http://example.com:8080", "-admin-token", "t"}, "not on loopback"},
 		{[]string{"-targets", "http://127.0.0.1:1"}, "admin token"},
 	}
