@@ -116,7 +116,9 @@ func infoField(info, field string) (string, bool) {
 	return "", false
 }
 
-// readReply reads one simple-string, error, integer or bulk reply.
+// readReply reads one simple-string, error, integer or bulk reply, or an
+// array of them, flattened one element a line (enough for the sentinels'
+// replies, whose elements hold no newline).
 func readReply(r *bufio.Reader) (string, error) {
 	line, err := r.ReadString('\n')
 	if err != nil {
@@ -144,6 +146,20 @@ func readReply(r *bufio.Reader) (string, error) {
 			return "", err
 		}
 		return string(buf[:n]), nil
+	case '*':
+		n, err := strconv.Atoi(line[1:])
+		if err != nil {
+			return "", fmt.Errorf("bad array length %q", line)
+		}
+		elems := make([]string, 0, max(n, 0))
+		for range n {
+			e, err := readReply(r)
+			if err != nil {
+				return "", err
+			}
+			elems = append(elems, e)
+		}
+		return strings.Join(elems, "\n"), nil
 	default:
 		return "", fmt.Errorf("unsupported reply %q", line)
 	}
