@@ -83,5 +83,6 @@ func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l }
 // WithSentinel puts a Sentinel-managed master in front of the nodes given
 // to NewLockers: it is the first node (the single-node variants' only one,
 // and one Redlock vote), reached as whichever server fo's sentinels name
-// as master now. The nodes given may then be none.
+// as master now. The nodes given may then be none. A nil fo is no
+// Sentinel-managed node.
 func WithSentinel(fo *redis.FailoverOptions) Option { return func(c *config) { c.sentinel = fo } }
