@@ -173,15 +173,6 @@ func (s *SentinelCluster) Master(ctx context.Context) (*Node, error) {
 	return nil, fmt.Errorf("localredis: no sentinel names the master: %w", errors.Join(errs...))
 }
 
-// Replica is the data node that is not the master now.
-func (s *SentinelCluster) Replica(ctx context.Context) (*Node, error) {
-	m, err := s.Master(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return s.Data.Nodes[1-m.Index()], nil
-}
-
 // HoldBack freezes the replica (SIGSTOP) and drops its replication link on
 // the master (CLIENT KILL TYPE replica), in that order, so the frozen
 // replica cannot dial back in: every write the master acknowledges from now
@@ -351,16 +342,6 @@ func (s *SentinelCluster) sentinelSettled(ctx context.Context, sn, master, repli
 	return nil
 }
 
-// pairs reads a flattened field/value reply (readReply) into a map.
-func pairs(flat string) map[string]string {
-	f := strings.Split(flat, "\n")
-	out := make(map[string]string, len(f)/2)
-	for i := 0; i+1 < len(f); i += 2 {
-		out[f[i]] = f[i+1]
-	}
-	return out
-}
-
 // masterAddr asks one sentinel for the master's address.
 func (s *SentinelCluster) masterAddr(ctx context.Context, sn *Node) (string, error) {
 	r, err := command(ctx, sn.Addr(), "SENTINEL", "GET-MASTER-ADDR-BY-NAME", s.name)
@@ -382,33 +363,6 @@ func (s *SentinelCluster) dataNode(addr string) (*Node, error) {
 		}
 	}
 	return nil, fmt.Errorf("localredis: the sentinels name %s, which is none of our data nodes", addr)
-}
-
-// checkRole checks INFO replication's role of the node on addr.
-func checkRole(ctx context.Context, addr, role string) error {
-	info, err := command(ctx, addr, "INFO", "replication")
-	if err != nil {
-		return err
-	}
-	if !hasField(info, "role", role) {
-		return fmt.Errorf("%s is not a %s yet", addr, role)
-	}
-	return nil
-}
-
-func hasField(info, field, want string) bool {
-	v, ok := infoField(info, field)
-	return ok && strings.TrimSpace(v) == want
-}
-
-// command runs one command on a short connection to addr.
-func command(ctx context.Context, addr string, args ...string) (string, error) {
-	call, done, err := session(ctx, addr, "")
-	if err != nil {
-		return "", err
-	}
-	defer done()
-	return call(args...)
 }
 
 // poll calls check every 50 ms until it succeeds or ctx ends, or 30 s
