@@ -53,6 +53,7 @@ func main() {
 type config struct {
 	addr            string
 	redis           string
+	sentinel        *redis.FailoverOptions // parsed -redis-sentinel; nil when empty
 	db              string
 	adminToken      string
 	lock            string
@@ -178,6 +179,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	}
 	str(&c.addr, "addr", "FLASHSALE_ADDR", "127.0.0.1:8080", "listen address")
 	secret(&c.redis, "redis", "FLASHSALE_REDIS", "comma-separated redis:// or rediss:// URLs, one per Redlock node; empty starts local nodes")
+	var sentinelURL string
+	secret(&sentinelURL, "redis-sentinel", "FLASHSALE_REDIS_SENTINEL", "redis-sentinel://host:port[,host:port…]/mastername: the first node is the master these sentinels name (before the -redis nodes, which may then be empty)")
 	str(&c.db, "db", "FLASHSALE_DB", "flashsale.db", "SQLite file, or a postgres:// URL")
 	secret(&c.adminToken, "admin-token", "FLASHSALE_ADMIN_TOKEN", "bearer token of /api/admin/*; empty generates one and prints it")
 	str(&c.lock, "lock", "FLASHSALE_LOCK", lock.Redlock, "lock variant for requests that name none: "+strings.Join(lock.Names(), ", "))
@@ -218,6 +221,12 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
+	if sentinelURL != "" {
+		var err error
+		if c.sentinel, err = sentinelOptions(sentinelURL); err != nil {
+			return c, fmt.Errorf("-redis-sentinel: %w", err)
+		}
+	}
 	switch {
 	case !slices.Contains(lock.Names(), c.lock):
 		return c, fmt.Errorf("-lock %q: want one of %s", c.lock, strings.Join(lock.Names(), ", "))
@@ -225,7 +234,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		return c, fmt.Errorf("-lock-ttl must be positive, got %v", c.lockTTL)
 	case c.lockWait <= 0:
 		return c, fmt.Errorf("-lock-wait must be positive, got %v", c.lockWait)
-	case c.redis == "" && (c.localNodes < 1 || c.localNodes > 99):
+	case c.redis == "" && c.sentinel == nil && (c.localNodes < 1 || c.localNodes > 99):
 		return c, fmt.Errorf("-local-nodes must be between 1 and 99, got %d", c.localNodes)
 	case c.db == "":
 		return c, errors.New("-db must not be empty")
@@ -325,7 +334,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if self, ok := sequenceEnvironment(cfg); ok {
 		runs.UseOwnEnvironment(self)
 	}
-	lockers, err := lock.NewLockers(nodes,
+	lockers, err := lock.NewLockers(nodes, lock.WithSentinel(cfg.sentinel),
 		lock.WithTTL(cfg.lockTTL), lock.WithNamespace(cfg.namespace), lock.WithLogger(log),
 		lock.WithRestartAwareness(cfg.restartAware), lock.WithWatchdog(cfg.watchdog),
 		lock.WithObserver(func(e lock.Event) { metrics.ObserveLock(e); runs.Observe(e); hist.Lock(e) }))
@@ -398,7 +407,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	url := "http://" + ln.Addr().String()
 	runs.SetBase(url)
 	log.Info("listening", "addr", ln.Addr().String(), "lock", cfg.lock, "lock_ttl", cfg.lockTTL, "lock_wait", cfg.lockWait,
-		"production", cfg.production, "redis_nodes", len(nodes), "variants", strings.Join(cfg.variants, ","),
+		"production", cfg.production, "redis_nodes", len(lockers.Clients()), "redis_sentinel", cfg.sentinel != nil, "variants", strings.Join(cfg.variants, ","),
 		"order_rate", cfg.orderRate, "max_streams", cfg.maxStreams)
 	fmt.Fprintf(stdout, "listening on %s\n", url)
 
@@ -425,7 +434,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 // redisNodes parses -redis, or starts local nodes when it is empty; stop
 // stops the nodes it started (and does nothing for nodes given by URL).
 func redisNodes(ctx context.Context, cfg config, log *slog.Logger) (opts []*redis.Options, urls []string, stop func(), err error) {
-	if cfg.redis != "" {
+	if cfg.redis != "" || cfg.sentinel != nil {
 		for _, u := range strings.Split(cfg.redis, ",") {
 			if u = strings.TrimSpace(u); u == "" {
 				continue
@@ -436,7 +445,7 @@ func redisNodes(ctx context.Context, cfg config, log *slog.Logger) (opts []*redi
 			}
 			opts, urls = append(opts, o), append(urls, u)
 		}
-		if len(opts) == 0 {
+		if len(opts) == 0 && cfg.sentinel == nil {
 			return nil, nil, nil, errors.New("-redis: no URL given")
 		}
 		return opts, urls, func() {}, nil

@@ -225,11 +225,11 @@ func TestLabsCoverTheLadder(t *testing.T) {
 		}
 	}
 	// The ladder's last lab; the ones after it go past Redlock's
-	// assumptions (clock jumps, late replies, partitions) or hand the
-	// ladder to the attendees (their own rung).
+	// assumptions (clock jumps, late replies, partitions, a Sentinel
+	// failover) or hand the ladder to the attendees (their own rung).
 	past := func(l lab) bool {
 		return slices.ContainsFunc(l.cells, func(c cell) bool {
-			return c.scenario == loadtest.ClockJump || c.variant == lock.Attendee
+			return c.scenario == loadtest.ClockJump || c.scenario == loadtest.Failover || c.variant == lock.Attendee
 		})
 	}
 	i := len(ls) - 1

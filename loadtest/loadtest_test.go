@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -21,6 +22,10 @@ import (
 )
 
 var full = flag.Bool("loadtest.full", false, "run every cell of the matrix at the command's default size (minutes) instead of the short matrix")
+
+// only narrows the short matrix to some of its cells, to rerun a column
+// while working on it.
+var only = flag.String("loadtest.only", "", "comma-separated cells (variant/scenario) of the short matrix to run alone")
 
 // shortCells cover every column of the matrix with at least one cell that
 // must hold and one that must break, on the variants that show the point
@@ -39,6 +44,7 @@ var shortCells = []string{
 	"lua/network-delay", "redlock/network-delay",
 	"redlock/partition",
 	"attendee/clean", // the attendees' starter rung as shipped
+	"lua/failover", "lua+fence/failover",
 }
 
 // knownBugs are cells where the storefront, not the runner, is wrong today.
@@ -72,6 +78,14 @@ func TestMatrix(t *testing.T) {
 	if *full {
 		cfg.Cells, cfg.Rate, cfg.Duration = nil, 300, 4*time.Second
 	}
+	if *only != "" {
+		cfg.Cells = strings.Split(*only, ",")
+		for _, c := range cfg.Cells {
+			if !slices.Contains(shortCells, c) {
+				t.Fatalf("-loadtest.only: %q is not a cell of the short matrix", c)
+			}
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	start := time.Now()
@@ -85,8 +99,8 @@ func TestMatrix(t *testing.T) {
 	}
 	t.Logf("matrix in %v:\n%s", time.Since(start).Round(time.Second), text.String())
 
-	if !*full && len(rep.Cells) != len(shortCells) {
-		t.Errorf("%d cells ran, want %d", len(rep.Cells), len(shortCells))
+	if !*full && len(rep.Cells) != len(cfg.Cells) {
+		t.Errorf("%d cells ran, want %d", len(rep.Cells), len(cfg.Cells))
 	}
 	// A cell that broke where it must hold is evidence: it fails at once.
 	// A cell that held where it must break, or could not be judged, only

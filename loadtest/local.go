@@ -69,9 +69,12 @@ type Local struct {
 	bin     string
 	token   string
 	cluster *localredis.Cluster
-	net     *Network // instance i reaches node j through net.Addr(i, j)
-	apps    []*appProc
-	addrs   []string // each instance's listen address, kept across restarts
+	// sentinel is the Sentinel cluster of the failover column, started the
+	// first time instances are asked to use it.
+	sentinel *localredis.SentinelCluster
+	net      *Network // instance i reaches node j through net.Addr(i, j)
+	apps     []*appProc
+	addrs    []string // each instance's listen address, kept across restarts
 	// settings are what the instances run with now; failed remembers
 	// settings they would not start with, and why.
 	settings AppSettings
@@ -217,7 +220,7 @@ func (l *Local) Token() string { return l.token }
 func (l *Local) RedisURLs() []string { return l.cluster.URLs() }
 
 // Nodes is control over the Redis nodes for node recipes.
-func (l *Local) Nodes() Nodes { return clusterNodes{l.cluster, l.net} }
+func (l *Local) Nodes() Nodes { return clusterNodes{l.cluster, l.net, l} }
 
 // Dir is where the environment keeps its binary, database and logs.
 func (l *Local) Dir() string { return l.dir }
@@ -228,6 +231,9 @@ type AppSettings struct {
 	Unaware bool
 	// LockTTL is the lease TTL; 0 means LocalConfig.LockTTL.
 	LockTTL time.Duration
+	// Failover makes the first node the master of a Sentinel cluster
+	// (-redis-sentinel), in front of the usual nodes.
+	Failover bool
 }
 
 // Settings are the settings the instances run with now.
@@ -250,6 +256,15 @@ func (l *Local) Use(ctx context.Context, s AppSettings) error {
 	}
 	if err, failed := l.failed[s]; failed {
 		return err
+	}
+	if s.Failover && l.sentinel == nil {
+		sc, err := localredis.StartSentinel(ctx, localredis.SentinelOptions{Logger: l.log})
+		if err != nil {
+			err = fmt.Errorf("start the Sentinel cluster: %w", err)
+			l.failed[s] = err
+			return err
+		}
+		l.sentinel = sc
 	}
 	prev := l.settings
 	l.stopApps()
@@ -288,6 +303,9 @@ func (l *Local) args(i int) []string {
 	}
 	if l.settings.LockTTL > 0 {
 		args = append(args, "-lock-ttl", l.settings.LockTTL.String())
+	}
+	if l.settings.Failover {
+		args = append(args, "-redis-sentinel", l.sentinel.URL())
 	}
 	if l.cfg.LockWait > 0 {
 		args = append(args, "-lock-wait", l.cfg.LockWait.String())
@@ -337,6 +355,9 @@ func (l *Local) Close() error {
 	}
 	if l.cluster != nil {
 		errs = append(errs, l.cluster.Stop())
+	}
+	if l.sentinel != nil {
+		errs = append(errs, l.sentinel.Stop())
 	}
 	if l.tempDir {
 		errs = append(errs, os.RemoveAll(l.dir))

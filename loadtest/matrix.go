@@ -57,6 +57,12 @@ const (
 	// Partition cuts instance 0 off the last two nodes and instance 1 off
 	// the first two (Redlock variants only).
 	Partition = "partition"
+	// Failover puts the single-node variants' node behind Redis Sentinel
+	// (a master, its replica, three sentinels) and kills the master after
+	// a grant it has not replicated: the promoted replica grants the same
+	// lock again (single-node variants only; Redlock's independent masters
+	// have no failover).
+	Failover = "failover"
 )
 
 // Fault is one entry of the app's fault plan (PUT /api/admin/faults).
@@ -93,6 +99,9 @@ type Scenario struct {
 	MinDuration time.Duration `json:"min_duration_ns,omitempty"`
 	// Only restricts the scenario to these variants; nil means all.
 	Only []string `json:"only,omitempty"`
+	// Failover runs the cells on app instances whose first node is the
+	// master of a Sentinel cluster the runner starts (-redis-sentinel).
+	Failover bool `json:"failover,omitempty"`
 }
 
 // Applies reports whether the scenario has a cell for variant.
@@ -204,8 +213,35 @@ func Scenarios(ttl time.Duration) []Scenario {
 			MinDuration: 3 * time.Second,
 			Only:        []string{"redlock", "redlock+fence"},
 		},
+		failoverScenario(),
 	}
 }
+
+// failoverScenario is the failover column. Its times are the failover's,
+// not the lease TTL's: the sentinels call a master down after a second of
+// silence and need a few more to agree and promote, so the first holder's
+// critical section must outlast that for the second holder to meet it, and
+// the lease must outlast the critical section (a lease that expires under
+// its holder would break lua by itself, failover or not).
+func failoverScenario() Scenario {
+	return Scenario{
+		Name: Failover,
+		Doc: fmt.Sprintf("the single-node variants' node is a Sentinel-managed master with one replica; lease TTL %v and every critical section %d ms; "+
+			"replication is held back, the master killed as soon as a lease is granted, the replica promoted without it", failoverTTL, failoverWork),
+		WorkMS:      failoverWork,
+		Nodes:       failoverRecipe(),
+		LockTTL:     failoverTTL,
+		MinDuration: 8 * time.Second,
+		Failover:    true,
+		Only:        []string{"none", "setnx-expire", "get-del", "plain-del", "lua", "lua+fence"},
+	}
+}
+
+// failoverWork and failoverTTL: see failoverScenario.
+const (
+	failoverWork = 8000
+	failoverTTL  = 30 * time.Second
+)
 
 // slowWork is the critical section of the node-restart scenarios: long
 // enough that a lease is still inside it when a restarted node answers
@@ -247,6 +283,11 @@ var expected = map[string][]string{
 	// Each side of the partition still reaches a majority of its own, and
 	// two majorities of five always share a node.
 	Partition: {},
+	// The promoted replica never saw the first lease. lua+fence: nor the
+	// first token, so its next tokens do not pass the lost one and the
+	// store refuses them (and were its counter re-seeded above it, the
+	// store would refuse the lost holder instead): one writer either way.
+	Failover: {"none", "setnx-expire", "get-del", "plain-del", "lua"},
 }
 
 // eitherWay are the cells whose outcome depends on timing, with why. The

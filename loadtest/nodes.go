@@ -267,8 +267,17 @@ func list(idx []int) string {
 // clusterNodes is Nodes over a localredis cluster the runner started, and
 // the network its instances reach it through.
 type clusterNodes struct {
-	c   *localredis.Cluster
-	net *Network
+	c     *localredis.Cluster
+	net   *Network
+	local *Local // for the Sentinel cluster, started when first used
+}
+
+// Sentinel is the failover column's Sentinel cluster, nil until started.
+func (c clusterNodes) Sentinel() *localredis.SentinelCluster {
+	if c.local == nil {
+		return nil
+	}
+	return c.local.sentinel
 }
 
 // Network is the links from the instances to the nodes.
@@ -285,6 +294,11 @@ func (c clusterNodes) Restart(ctx context.Context, i int, keep bool) error {
 
 func (c clusterNodes) Heal(ctx context.Context) error {
 	var errs []error
+	if sc := c.Sentinel(); sc != nil {
+		if err := sc.Heal(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("sentinel cluster: %w", err))
+		}
+	}
 	for _, n := range c.c.Nodes {
 		if err := n.Resume(); err != nil {
 			errs = append(errs, fmt.Errorf("resume node %d: %w", n.Index(), err))

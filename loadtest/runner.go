@@ -274,6 +274,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	// instances are restarted once per group rather than back and forth.
 	group := func(s Scenario) int {
 		switch {
+		case s.Failover:
+			return 3
 		case s.Unaware:
 			return 2
 		case s.LockTTL != 0:
@@ -361,7 +363,7 @@ func runCell(ctx context.Context, cfg Config, e *env, p cellPlan, pl *plot.Plot,
 		return skip("skipped: the scenario needs instance settings only instances the runner starts can be given")
 	}
 	if e.local != nil {
-		want := AppSettings{Unaware: sc.Unaware, LockTTL: sc.LockTTL}
+		want := AppSettings{Unaware: sc.Unaware, LockTTL: sc.LockTTL, Failover: sc.Failover}
 		err := e.local.Use(ctx, want)
 		e.bases = e.local.Bases() // new processes, new ports, even after a failure
 		switch {

@@ -23,15 +23,16 @@ type Lockers struct {
 }
 
 // NewLockers connects to the given Redis nodes (independent masters, one per
-// Redlock vote) and builds every variant. It does not wait for the nodes: a
+// Redlock vote; after a Sentinel-managed first one with WithSentinel) and
+// builds every variant. It does not wait for the nodes: a
 // node that is down now counts as failed until it answers.
 func NewLockers(nodes []*redis.Options, opts ...Option) (*Lockers, error) {
-	if len(nodes) == 0 {
-		return nil, errors.New("lock: at least one Redis node is needed")
-	}
 	cfg := defaultConfig()
 	for _, o := range opts {
 		o(cfg)
+	}
+	if len(nodes) == 0 && cfg.sentinel == nil {
+		return nil, errors.New("lock: at least one Redis node is needed")
 	}
 	if cfg.ttl <= 0 {
 		return nil, fmt.Errorf("lock: ttl must be positive, got %v", cfg.ttl)
@@ -49,6 +50,9 @@ func NewLockers(nodes []*redis.Options, opts ...Option) (*Lockers, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Lockers{cfg: cfg, cancel: cancel}
+	if cfg.sentinel != nil {
+		s.nodes = append(s.nodes, newFailoverNode(ctx, cfg.sentinel, cfg))
+	}
 	for _, o := range nodes {
 		s.nodes = append(s.nodes, newNode(ctx, o, cfg))
 	}

@@ -31,6 +31,33 @@ type node struct {
 func newNode(ctx context.Context, o *redis.Options, cfg *config) *node {
 	cp := *o // our own copy: we set OnConnect on it
 	o = &cp
+	tune(o)
+	n := &node{addr: o.Addr, cfg: cfg, ctx: ctx}
+	o.OnConnect = n.chainOnConnect(o.OnConnect)
+	n.rdb = redis.NewClient(o)
+	n.openPipe()
+	return n
+}
+
+// newFailoverNode is a node that is whichever server the sentinels of fo
+// name as master now: every new connection, the votes' included, asks them
+// first (go-redis's failover client dials that way).
+func newFailoverNode(ctx context.Context, fo *redis.FailoverOptions, cfg *config) *node {
+	cp := *fo
+	fo = &cp
+	t := &redis.Options{Protocol: fo.Protocol, MaxRetries: fo.MaxRetries, DialerRetries: fo.DialerRetries}
+	tune(t)
+	fo.ContextTimeoutEnabled, fo.Protocol, fo.MaxRetries = t.ContextTimeoutEnabled, t.Protocol, t.MaxRetries
+	fo.DialerRetries, fo.DisableIdentity = t.DialerRetries, t.DisableIdentity
+	n := &node{addr: "sentinel:" + fo.MasterName, cfg: cfg, ctx: ctx}
+	fo.OnConnect = n.chainOnConnect(fo.OnConnect)
+	n.rdb = redis.NewFailoverClient(fo)
+	n.openPipe()
+	return n
+}
+
+// tune sets what the lock needs of a node's client.
+func tune(o *redis.Options) {
 	// A Redlock vote is bounded by its per-node timeout only if the client
 	// honours context deadlines on the wire, not just between commands.
 	o.ContextTimeoutEnabled = true
@@ -50,9 +77,11 @@ func newNode(ctx context.Context, o *redis.Options, cfg *config) *node {
 	// CLIENT SETINFO on every new connection is two more round trips that
 	// would count against a vote's per-node timeout.
 	o.DisableIdentity = true
-	n := &node{addr: o.Addr, cfg: cfg, ctx: ctx}
-	prev := o.OnConnect
-	o.OnConnect = func(ctx context.Context, cn *redis.Conn) error {
+}
+
+// chainOnConnect runs onConnect, then the caller's own hook if any.
+func (n *node) chainOnConnect(prev func(context.Context, *redis.Conn) error) func(context.Context, *redis.Conn) error {
+	return func(ctx context.Context, cn *redis.Conn) error {
 		if err := n.onConnect(ctx, cn); err != nil {
 			return err
 		}
@@ -61,18 +90,21 @@ func newNode(ctx context.Context, o *redis.Options, cfg *config) *node {
 		}
 		return nil
 	}
-	n.rdb = redis.NewClient(o)
-	o = n.rdb.Options() // with go-redis's defaults filled in
+}
+
+// openPipe sets up the votes' connection; it dials the way n.rdb does (a
+// failover client's options carry its sentinel-asking dialer).
+func (n *node) openPipe() {
+	o := n.rdb.Options() // with go-redis's defaults filled in
 	n.pipe = wire.NewPipe(wire.Config{
-		Addr:         o.Addr,
+		Addr:         n.addr,
 		Dial:         func(ctx context.Context) (net.Conn, error) { return dialNode(ctx, o) },
 		DialTimeout:  o.DialTimeout,
-		WriteTimeout: cfg.nodeTimeout + time.Second,
+		WriteTimeout: n.cfg.nodeTimeout + time.Second,
 		Handshake: func(ctx context.Context, nc net.Conn, r *bufio.Reader) error {
 			return n.handshake(ctx, nc, r, o)
 		},
 	})
-	return n
 }
 
 // onConnect meets the node's incarnation on a new go-redis connection
@@ -84,6 +116,11 @@ func (n *node) onConnect(ctx context.Context, cn *redis.Conn) error {
 	info, err := cn.Info(ctx, "server").Result()
 	if err := connectionError(err); err != nil {
 		return err
+	}
+	if infoField(info, "redis_mode") == "sentinel" {
+		// A failover client runs the hook on its connections to the
+		// sentinels too: they are not the node and have no incarnation.
+		return nil
 	}
 	seeded, err := cn.Get(ctx, n.cfg.seededKey()).Result()
 	if err := connectionError(err); err != nil {

@@ -3,6 +3,8 @@ package lock
 import (
 	"log/slog"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // config is what every Locker of one Lockers set shares.
@@ -18,6 +20,7 @@ type config struct {
 	faults        *Faults
 	observer      func(Event)
 	logger        *slog.Logger
+	sentinel      *redis.FailoverOptions
 }
 
 func defaultConfig() *config {
@@ -76,3 +79,10 @@ func WithObserver(fn func(Event)) Option { return func(c *config) { c.observer =
 
 // WithLogger sets the logger. Default slog.Default().
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
+
+// WithSentinel puts a Sentinel-managed master in front of the nodes given
+// to NewLockers: it is the first node (the single-node variants' only one,
+// and one Redlock vote), reached as whichever server fo's sentinels name
+// as master now. The nodes given may then be none. A nil fo is no
+// Sentinel-managed node.
+func WithSentinel(fo *redis.FailoverOptions) Option { return func(c *config) { c.sentinel = fo } }

@@ -73,6 +73,9 @@ type Cluster struct {
 	inProcess bool
 	root      string // parent of the node dirs; "" for in-process nodes
 	tempRoot  bool   // root was made by us and is removed on Stop
+	// argv is a node's command line for its port and data dir: serverArgs
+	// for data nodes, sentinelArgs for the sentinels of a SentinelCluster.
+	argv func(port int, dir string) []string
 
 	mu      sync.Mutex
 	stopped bool
@@ -82,6 +85,12 @@ type Cluster struct {
 // each answers PING. ctx bounds the start-up only: the nodes keep running
 // after ctx ends, until Cluster.Stop. On error nothing is left running.
 func Start(ctx context.Context, n int, opts Options) (*Cluster, error) {
+	return start(ctx, n, opts, nil)
+}
+
+// start is Start with another command line than serverArgs when argv is set;
+// such nodes must be real processes.
+func start(ctx context.Context, n int, opts Options, argv func(port int, dir string) []string) (*Cluster, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("localredis: need at least one node, got %d", n)
 	}
@@ -95,7 +104,10 @@ func Start(ctx context.Context, n int, opts Options) (*Cluster, error) {
 	default:
 		return nil, fmt.Errorf("localredis: AppendFsync %q: want always, everysec or no", opts.AppendFsync)
 	}
-	c := &Cluster{opts: opts, log: opts.Logger, inProcess: opts.InProcess}
+	c := &Cluster{opts: opts, log: opts.Logger, inProcess: opts.InProcess, argv: argv}
+	if c.argv == nil {
+		c.argv = c.serverArgs
+	}
 
 	if !c.inProcess {
 		switch {

@@ -346,7 +346,7 @@ func (n *Node) startProc(ctx context.Context, port int) error {
 		lf.Close()
 		return fmt.Errorf("localredis: %w", err)
 	}
-	cmd := exec.Command(n.c.binary, n.c.serverArgs(port, n.dir)...)
+	cmd := exec.Command(n.c.binary, n.c.argv(port, n.dir)...)
 	cmd.Dir = n.dir
 	// Errors printed before redis opens --logfile (bad arguments) land in the
 	// same file.

@@ -116,7 +116,9 @@ func infoField(info, field string) (string, bool) {
 	return "", false
 }
 
-// readReply reads one simple-string, error, integer or bulk reply.
+// readReply reads one simple-string, error, integer or bulk reply, or an
+// array of them, flattened one element a line (enough for the sentinels'
+// replies, whose elements hold no newline).
 func readReply(r *bufio.Reader) (string, error) {
 	line, err := r.ReadString('\n')
 	if err != nil {
@@ -144,7 +146,58 @@ func readReply(r *bufio.Reader) (string, error) {
 			return "", err
 		}
 		return string(buf[:n]), nil
+	case '*':
+		n, err := strconv.Atoi(line[1:])
+		if err != nil {
+			return "", fmt.Errorf("bad array length %q", line)
+		}
+		elems := make([]string, 0, max(n, 0))
+		for range n {
+			e, err := readReply(r)
+			if err != nil {
+				return "", err
+			}
+			elems = append(elems, e)
+		}
+		return strings.Join(elems, "\n"), nil
 	default:
 		return "", fmt.Errorf("unsupported reply %q", line)
 	}
+}
+
+// pairs reads a flattened field/value reply (readReply) into a map.
+func pairs(flat string) map[string]string {
+	f := strings.Split(flat, "\n")
+	out := make(map[string]string, len(f)/2)
+	for i := 0; i+1 < len(f); i += 2 {
+		out[f[i]] = f[i+1]
+	}
+	return out
+}
+
+// checkRole checks INFO replication's role of the node on addr.
+func checkRole(ctx context.Context, addr, role string) error {
+	info, err := command(ctx, addr, "INFO", "replication")
+	if err != nil {
+		return err
+	}
+	if !hasField(info, "role", role) {
+		return fmt.Errorf("%s is not a %s yet", addr, role)
+	}
+	return nil
+}
+
+func hasField(info, field, want string) bool {
+	v, ok := infoField(info, field)
+	return ok && strings.TrimSpace(v) == want
+}
+
+// command runs one command on a short connection to addr.
+func command(ctx context.Context, addr string, args ...string) (string, error) {
+	call, done, err := session(ctx, addr, "")
+	if err != nil {
+		return "", err
+	}
+	defer done()
+	return call(args...)
 }
