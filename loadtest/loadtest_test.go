@@ -38,6 +38,8 @@ var shortCells = []string{
 	"lua/clock-jump", "redlock/clock-jump", "redlock+fence/clock-jump",
 	"lua/network-delay", "redlock/network-delay",
 	"redlock/partition",
+	"lua/long-work", "lua/long-work-watchdog",
+	"lua+check/pause-in-critical-section", "lua+check/pause-after-lease-check", "lua+fence/pause-after-lease-check",
 }
 
 // knownBugs are cells where the storefront, not the runner, is wrong today.
