@@ -517,6 +517,7 @@ func TestAdminRoutes(t *testing.T) {
 		{"reset with malformed json", "POST", "/api/admin/reset", `{"seats":`, admin, 400, "bad_json"},
 		{"faults", "PUT", "/api/admin/faults", `{"seed":42,"work_ms":5,"faults":[{"point":"in-critical-section","action":"pause","p":0.5,"ms":10}]}`, admin, 200, ""},
 		{"faults read", "GET", "/api/admin/faults", "", admin, 200, ""},
+		{"fault after the lease check", "PUT", "/api/admin/faults", `{"seed":1,"faults":[{"point":"after-lease-check","action":"pause","p":0.1,"ms":10}],"watchdog":false}`, admin, 200, ""},
 		{"fault with an unknown point", "PUT", "/api/admin/faults", `{"seed":1,"faults":[{"point":"nowhere","action":"crash","p":1}]}`, admin, 422, "invalid_fault"},
 		{"fault with an unknown action", "PUT", "/api/admin/faults", `{"seed":1,"faults":[{"point":"in-critical-section","action":"explode","p":1}]}`, admin, 422, "invalid_fault"},
 		{"fault with p above 1", "PUT", "/api/admin/faults", `{"seed":1,"faults":[{"point":"in-critical-section","action":"crash","p":2}]}`, admin, 422, "invalid_fault"},
