@@ -302,7 +302,7 @@
         id: rec.id ?? (rec.cell && rec.cell.id) ?? `earlier-${i + 1}`,
         variant: rec.variant ?? (rec.cell && rec.cell.variant),
         scenario: rec.scenario ?? (rec.cell && rec.cell.scenario),
-        rate: rec.rate, duration_s: rec.duration_s, started_at: rec.started_at,
+        rate: rec.rate, duration_s: rec.duration_s, started_at: rec.started_at, watchdog: rec.watchdog === true,
         state: "running", done: 0, total: 0,
       };
       absorb(run, rec);
@@ -364,7 +364,7 @@
     tr.append(
       el("th", { scope: "row" }, pick),
       el("td", { text: (c && c.variant) || run.variant || dash }),
-      el("td", { text: (c && c.scenario) || run.scenario || dash }),
+      el("td", { text: ((c && c.scenario) || run.scenario || dash) + (run.watchdog ? " (watchdog on)" : "") }),
       el("td", { class: "num", text: load }),
       outcomeCell(c && c.expected),
       seen,
