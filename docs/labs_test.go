@@ -18,7 +18,6 @@ import (
 
 	"flashsale/internal/testsupport"
 	"flashsale/loadtest"
-	"flashsale/lock"
 )
 
 // The labs of workshop.md.
@@ -224,19 +223,15 @@ func TestLabsCoverTheLadder(t *testing.T) {
 			t.Errorf("no lab shows %s %s", id, want)
 		}
 	}
-	// The ladder's last lab; the ones after it go past Redlock's
-	// assumptions (clock jumps, late replies, partitions, a Sentinel
-	// failover) or hand the ladder to the attendees (their own rung).
-	past := func(l lab) bool {
-		return slices.ContainsFunc(l.cells, func(c cell) bool {
-			return c.scenario == loadtest.ClockJump || c.scenario == loadtest.Failover || c.variant == lock.Attendee
-		})
+	// The ladder's last lab: the one before the labs that go past
+	// Redlock's assumptions (clock jumps, late replies, partitions), which
+	// come after it with everything else past the ladder.
+	last := ls[len(ls)-1]
+	if past := slices.IndexFunc(ls, func(l lab) bool {
+		return slices.ContainsFunc(l.cells, func(c cell) bool { return c.scenario == loadtest.ClockJump })
+	}); past > 0 {
+		last = ls[past-1]
 	}
-	i := len(ls) - 1
-	for i > 0 && past(ls[i]) {
-		i--
-	}
-	last := ls[i]
 	if !slices.ContainsFunc(last.cells, func(c cell) bool { return c.variant == "redlock+fence" }) ||
 		!slices.ContainsFunc(last.cells, func(c cell) bool { return c.scenario == loadtest.NodeRestart }) {
 		t.Errorf("the last lab (%s) is not Redlock's node restarts with fencing tokens", last.title)

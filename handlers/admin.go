@@ -59,12 +59,15 @@ func (s *Server) reset(c *gin.Context) error {
 }
 
 // faultPlan is the body of PUT /api/admin/faults and the answer of both
-// fault routes. Fired counts the faults fired so far, by point.
+// fault routes. Fired counts the faults fired so far, by point. Watchdog,
+// when given, switches the lease watchdog for the leases granted from now
+// on (the -watchdog flag is only where it starts); absent, it stays as it is.
 type faultPlan struct {
-	Seed   uint64                `json:"seed"`
-	WorkMS int                   `json:"work_ms"`
-	Faults []lock.Fault          `json:"faults"`
-	Fired  map[lock.Point]uint64 `json:"fired,omitempty"`
+	Seed     uint64                `json:"seed"`
+	WorkMS   int                   `json:"work_ms"`
+	Faults   []lock.Fault          `json:"faults"`
+	Watchdog *bool                 `json:"watchdog,omitempty"`
+	Fired    map[lock.Point]uint64 `json:"fired,omitempty"`
 }
 
 func (s *Server) setFaults(c *gin.Context) error {
@@ -82,7 +85,10 @@ func (s *Server) setFaults(c *gin.Context) error {
 		return &Error{Code: "invalid_fault", Detail: err.Error(), Err: err}
 	}
 	s.inv.SetWork(time.Duration(req.WorkMS) * time.Millisecond)
-	s.log.Info("fault plan set", "seed", req.Seed, "work_ms", req.WorkMS, "faults", fmt.Sprint(req.Faults))
+	if req.Watchdog != nil {
+		s.lockers.SetWatchdog(*req.Watchdog)
+	}
+	s.log.Info("fault plan set", "seed", req.Seed, "work_ms", req.WorkMS, "faults", fmt.Sprint(req.Faults), "watchdog", s.lockers.Watchdog())
 	return s.getFaults(c)
 }
 
@@ -91,8 +97,9 @@ func (s *Server) getFaults(c *gin.Context) error {
 	if plan == nil {
 		plan = []lock.Fault{}
 	}
+	watchdog := s.lockers.Watchdog()
 	c.JSON(http.StatusOK, faultPlan{
-		Seed: seed, WorkMS: int(s.inv.Work() / time.Millisecond), Faults: plan, Fired: s.lockers.Faults().Fired(),
+		Seed: seed, WorkMS: int(s.inv.Work() / time.Millisecond), Faults: plan, Watchdog: &watchdog, Fired: s.lockers.Faults().Fired(),
 	})
 	return nil
 }

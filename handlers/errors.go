@@ -65,6 +65,8 @@ var errorTable = map[string]outcome{
 	"seat_taken": {status: http.StatusConflict, message: "Someone else has this seat; pick another."},
 	"stale_fence": {status: http.StatusConflict,
 		message: "Your request's lock lease expired while it worked and a newer holder took over; its write was refused. Retry."},
+	"lease_lost": {status: http.StatusConflict,
+		message: "Your request's lock lease ran out while it worked, and its check before writing caught it; nothing was written. Retry."},
 	"sale_reset": {status: http.StatusConflict,
 		message: "The sale was reset while this request was in flight; nothing was sold or booked. Reload the page and try again."},
 	"idempotency_key_reused": {status: http.StatusUnprocessableEntity,
@@ -105,6 +107,7 @@ var domainCodes = []struct {
 	{inventory.ErrSaleReset, "sale_reset"},
 	{inventory.ErrIdempotencyKeyReused, "idempotency_key_reused"},
 	{inventory.ErrHolderCrashed, "holder_crashed"},
+	{inventory.ErrLeaseLost, "lease_lost"},
 	{inventory.ErrLockUnavailable, "lock_unavailable"},
 	{inventory.ErrLockBusy, "lock_busy"},
 }

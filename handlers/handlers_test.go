@@ -515,6 +515,7 @@ func TestAdminRoutes(t *testing.T) {
 		{"reset with twin skus", "POST", "/api/admin/reset", `{"products":[{"sku":"a","name":"A","stock":1},{"sku":"a","name":"B","stock":1}]}`, admin, 422, "invalid_catalogue"},
 		{"reset with an unknown field", "POST", "/api/admin/reset", `{"products":[{"sku":"a","name":"A","stock":1,"colour":"red"}]}`, admin, 400, "unknown_field"},
 		{"reset with malformed json", "POST", "/api/admin/reset", `{"seats":`, admin, 400, "bad_json"},
+		{"fault after the lease check", "PUT", "/api/admin/faults", `{"seed":1,"faults":[{"point":"after-lease-check","action":"pause","p":0.1,"ms":10}],"watchdog":false}`, admin, 200, ""},
 		{"faults", "PUT", "/api/admin/faults", `{"seed":42,"work_ms":5,"faults":[{"point":"in-critical-section","action":"pause","p":0.5,"ms":10}]}`, admin, 200, ""},
 		{"faults read", "GET", "/api/admin/faults", "", admin, 200, ""},
 		{"fault with an unknown point", "PUT", "/api/admin/faults", `{"seed":1,"faults":[{"point":"nowhere","action":"crash","p":1}]}`, admin, 422, "invalid_fault"},
@@ -677,4 +678,57 @@ func TestStream(t *testing.T) {
 		}
 	}
 	t.Fatal("no seat event")
+}
+
+// lua+check: a holder paused past its TTL inside its work checks its lease
+// before the write, finds it gone and writes nothing (409 lease_lost); the
+// holder that took the lock meanwhile sells. The fault plan switches the
+// watchdog at run time and reports it.
+func TestLeaseLostAndTheWatchdogSwitch(t *testing.T) {
+	a := newApp(t, appOpts{nodes: 1, ttl: 150 * time.Millisecond, wait: 3 * time.Second})
+	a.reset(10, 3)
+	for _, on := range []bool{true, false} {
+		plan := fmt.Sprintf(`{"seed":1,"work_ms":0,"faults":[],"watchdog":%v}`, on)
+		want(t, "set watchdog", a.call("PUT", "/api/admin/faults", plan, admin...), 200, "")
+		var got struct {
+			Watchdog *bool `json:"watchdog"`
+		}
+		if err := json.Unmarshal(a.call("GET", "/api/admin/faults", nil, admin...).body, &got); err != nil {
+			t.Fatal(err)
+		}
+		if got.Watchdog == nil || *got.Watchdog != on {
+			t.Fatalf("the plan reports watchdog %v, want %v", got.Watchdog, on)
+		}
+	}
+
+	plan := `{"seed":3,"work_ms":0,"faults":[{"point":"in-critical-section","action":"pause","p":1,"ms":600}]}`
+	want(t, "set pause", a.call("PUT", "/api/admin/faults", plan, admin...), 200, "")
+	first := make(chan response, 1)
+	go func() {
+		first <- a.call("POST", "/api/orders", `{"sku":"hot","qty":1,"user":"ann"}`, "X-Lock-Variant", lock.LuaCheck)
+	}()
+	// Once the first holder is paused, the plan is cleared: the second
+	// holder works without a pause.
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		var got struct {
+			Fired map[string]int `json:"fired"`
+		}
+		if err := json.Unmarshal(a.call("GET", "/api/admin/faults", nil, admin...).body, &got); err != nil {
+			t.Fatal(err)
+		}
+		if got.Fired["in-critical-section"] > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the first holder never reached its pause")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	want(t, "clear faults", a.call("PUT", "/api/admin/faults", `{"seed":3,"work_ms":0,"faults":[]}`, admin...), 200, "")
+	second := a.call("POST", "/api/orders", `{"sku":"hot","qty":1,"user":"bob"}`, "X-Lock-Variant", lock.LuaCheck)
+	want(t, "newer holder", second, 201, "")
+	want(t, "holder whose lease ran out", <-first, 409, "lease_lost")
+	if au := a.audit(); !au.OK || au.SoldUnits != 1 {
+		t.Fatalf("audit %+v", au)
+	}
 }

@@ -20,8 +20,9 @@ type WorkshopRunner interface {
 	// Scenarios are the fault scenarios a run may name.
 	Scenarios() []string
 	// Start begins a run and returns its id; started is false, and nothing
-	// runs, while another run is in progress.
-	Start(variant, scenario string, rate, durationS int) (id string, started bool, err error)
+	// runs, while another run is in progress. watchdog turns the lease
+	// watchdog on for the run (its column may turn it on anyway).
+	Start(variant, scenario string, rate, durationS int, watchdog bool) (id string, started bool, err error)
 	// Runs are the records of every run, oldest first.
 	Runs() []any
 	// Run is the record of one run; ok is false when no run has this id.
@@ -43,6 +44,7 @@ type runRequest struct {
 	Scenario string `json:"scenario"`
 	Rate     int    `json:"rate"`
 	Duration int    `json:"duration_s"`
+	Watchdog bool   `json:"watchdog"`
 }
 
 func (s *Server) startWorkshopRun(c *gin.Context) error {
@@ -70,7 +72,7 @@ func (s *Server) startWorkshopRun(c *gin.Context) error {
 	if req.Duration < 1 || req.Duration > 60 {
 		return &Error{Code: "invalid_run", Detail: fmt.Sprintf("duration_s must be 1 to 60, got %d", req.Duration)}
 	}
-	id, started, err := s.workshop.Start(req.Variant, req.Scenario, req.Rate, req.Duration)
+	id, started, err := s.workshop.Start(req.Variant, req.Scenario, req.Rate, req.Duration, req.Watchdog)
 	return accepted(c, id, started, err)
 }
 

@@ -206,7 +206,10 @@ func (s *Service) registerFence(ctx context.Context, table, where string, token 
 }
 
 // doWork is the configured business work, then the in-critical-section fault
-// point, where an injected pause freezes the holder past its TTL.
+// point, where an injected pause freezes the holder past its TTL, then the
+// lease's check just before the write (lua+check refuses a lease it lost;
+// the other variants check nothing), which the after-lease-check fault
+// point follows. Both callers write right after it.
 func (s *Service) doWork(ctx context.Context, lease *lock.Lease) error {
 	if d := s.Work(); d > 0 {
 		t := time.NewTimer(d)
@@ -217,13 +220,18 @@ func (s *Service) doWork(ctx context.Context, lease *lock.Lease) error {
 			return context.Cause(ctx)
 		}
 	}
-	if err := lease.Checkpoint(ctx, lock.InCriticalSection); err != nil {
-		if errors.Is(err, lock.ErrCrashed) {
-			return fmt.Errorf("%w: %w", ErrHolderCrashed, err)
-		}
-		return err
+	err := lease.Checkpoint(ctx, lock.InCriticalSection)
+	if err == nil {
+		err = lease.CheckBeforeWrite(ctx)
 	}
-	return nil
+	switch {
+	case errors.Is(err, lock.ErrCrashed):
+		return fmt.Errorf("%w: %w", ErrHolderCrashed, err)
+	case errors.Is(err, lock.ErrLockLost):
+		s.log.Warn("lease lost before the write: nothing written", "lock", lease.Key(), "variant", lease.Variant(), "err", err)
+		return fmt.Errorf("%w: %w", ErrLeaseLost, err)
+	}
+	return err
 }
 
 // underLock runs fn holding the named lock, waiting at most the lock-wait

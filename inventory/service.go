@@ -64,6 +64,9 @@ var (
 	// ErrHolderCrashed means an injected crash abandoned the request; the lock
 	// was left as a dead process leaves it.
 	ErrHolderCrashed = errors.New("holder crashed")
+	// ErrLeaseLost means the holder's check just before its write found its
+	// lease gone (lua+check): nothing was written.
+	ErrLeaseLost = errors.New("lease lost before the write")
 )
 
 // Config configures a Service.

@@ -41,6 +41,8 @@ type FaultPlan struct {
 	Seed   uint64  `json:"seed"`
 	WorkMS int     `json:"work_ms"`
 	Faults []Fault `json:"faults"`
+	// Watchdog switches the instance's lease watchdog; nil leaves it as is.
+	Watchdog *bool `json:"watchdog,omitempty"`
 }
 
 // Audit is GET /api/admin/audit: the app's check of the database and the

@@ -45,6 +45,8 @@ var shortCells = []string{
 	"redlock/partition",
 	"attendee/clean", // the attendees' starter rung as shipped
 	"lua/failover", "lua+fence/failover",
+	"lua/long-work", "lua/long-work-watchdog",
+	"lua+check/pause-in-critical-section", "lua+check/pause-after-lease-check", "lua+fence/pause-after-lease-check",
 }
 
 // knownBugs are cells where the storefront, not the runner, is wrong today.

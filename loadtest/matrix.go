@@ -63,6 +63,13 @@ const (
 	// lock again (single-node variants only; Redlock's independent masters
 	// have no failover).
 	Failover = "failover"
+	// LongWork is a business step longer than the lease TTL, watchdog off.
+	LongWork = "long-work"
+	// LongWorkWatchdog is long-work with the lease watchdog on.
+	LongWorkWatchdog = "long-work-watchdog"
+	// PauseAfterLeaseCheck pauses holders after their last look at the
+	// lease (lua+check's check) and before their write.
+	PauseAfterLeaseCheck = "pause-after-lease-check"
 )
 
 // Fault is one entry of the app's fault plan (PUT /api/admin/faults).
@@ -102,6 +109,9 @@ type Scenario struct {
 	// Failover runs the cells on app instances whose first node is the
 	// master of a Sentinel cluster the runner starts (-redis-sentinel).
 	Failover bool `json:"failover,omitempty"`
+	// Watchdog runs the cells with the lease watchdog on, switched at run
+	// time with the fault plan (so it needs no instance restart).
+	Watchdog bool `json:"watchdog,omitempty"`
 }
 
 // Applies reports whether the scenario has a cell for variant.
@@ -205,6 +215,15 @@ func Scenarios(ttl time.Duration) []Scenario {
 			// command keeps at 500 ms by default.
 			MinDuration: 3 * time.Second,
 		},
+		longWork(ttl, false),
+		longWork(ttl, true),
+		{
+			Name: PauseAfterLeaseCheck,
+			Doc: fmt.Sprintf("10%% of holders pause %d ms (longer than the %v TTL) after their last look at the lease, just before writing stock "+
+				"(for a variant that does not check, the same place)", pause, ttl),
+			WorkMS: 5,
+			Faults: []Fault{{Point: "after-lease-check", Action: "pause", P: 0.1, MS: pause}},
+		},
 		{
 			Name:        Partition,
 			Doc:         "from 10% to 90% of the run, app instance 0 reaches only nodes 0–2 and instance 1 only nodes 2–4 (both ways cut); instance 2 reaches all",
@@ -233,7 +252,7 @@ func failoverScenario() Scenario {
 		LockTTL:     failoverTTL,
 		MinDuration: 8 * time.Second,
 		Failover:    true,
-		Only:        []string{"none", "setnx-expire", "get-del", "plain-del", "lua", "lua+fence"},
+		Only:        []string{"none", "setnx-expire", "get-del", "plain-del", "lua", "lua+check", "lua+fence"},
 	}
 }
 
@@ -242,6 +261,38 @@ const (
 	failoverWork = 8000
 	failoverTTL  = 30 * time.Second
 )
+
+// longWork is the watchdog's column: every critical section is two TTLs
+// long, so every lease runs out under its holder unless a watchdog extends
+// it; the second form has the watchdog on. Two TTLs, not a little over one,
+// so that the successor is in and has read before the first holder writes.
+func longWork(ttl time.Duration, watchdog bool) Scenario {
+	s := Scenario{
+		Name: LongWork,
+		Doc: fmt.Sprintf("every critical section works %v, twice the %v TTL, with no lease watchdog; no fault",
+			2*ttl, ttl),
+		WorkMS: int((2 * ttl).Milliseconds()),
+		// A critical section is a second long: a cell needs a few per key.
+		MinDuration: 3 * time.Second,
+	}
+	if watchdog {
+		s.Name, s.Watchdog = LongWorkWatchdog, true
+		s.Doc = fmt.Sprintf("as long-work, with the lease watchdog on (every lease extended every %v until released)", ttl/3)
+	}
+	return s
+}
+
+// WatchdogTwin is the column a scenario is judged as when a run turns the
+// watchdog on for every cell (Config.Watchdog): long-work becomes
+// long-work-watchdog; every other column keeps its expectation, since a
+// pause freezes the watchdog, a crash stops it and a release stops it before
+// its first step.
+func WatchdogTwin(scenario string) string {
+	if scenario == LongWork {
+		return LongWorkWatchdog
+	}
+	return scenario
+}
 
 // slowWork is the critical section of the node-restart scenarios: long
 // enough that a lease is still inside it when a restarted node answers
@@ -288,6 +339,19 @@ var expected = map[string][]string{
 	// store refuses them (and were its counter re-seeded above it, the
 	// store would refuse the lost holder instead): one writer either way.
 	Failover: {"none", "setnx-expire", "get-del", "plain-del", "lua"},
+	// Every lease runs out mid-work and a successor reads the same stock.
+	// lua+check's holder finds its validity gone before the write and
+	// writes nothing (409 lease_lost: safe, but nothing sells); a fenced
+	// holder's write carries an older token than the row's and is refused.
+	LongWork: {"none", "setnx-expire", "get-del", "plain-del", "lua", "redlock"},
+	// The watchdog keeps every lease while its holder works. The broken
+	// variants renew with PEXPIRE and no owner check, but that renews a
+	// successor's key only once a lease is lost, which nothing here causes
+	// (lock/watchdog_check_test.go shows it happen).
+	LongWorkWatchdog: {"none"},
+	// The pause lands after lua+check's look at its lease: it passed, and
+	// the stale write follows. Only the store's token check stops it.
+	PauseAfterLeaseCheck: {"none", "setnx-expire", "get-del", "plain-del", "lua", "redlock", "lua+check"},
 }
 
 // eitherWay are the cells whose outcome depends on timing, with why. The
@@ -300,14 +364,46 @@ var eitherWay = map[string]map[string]string{
 		// real flaw, but whether a deadline lands there is timing.
 		"setnx-expire": "a wait deadline can land between SETNX and EXPIRE and leave a key with no TTL (the variant's real flaw), or not",
 	},
+	LongWorkWatchdog: {
+		// Seen in quick runs: plain-del and get-del lost an update here. A
+		// watchdog extend that comes late (a busy machine; their waiters
+		// do not queue, they all keep trying) lets a successor in; the broken variants' PEXPIRE then
+		// renews the successor's key and never reports the lease lost, and a
+		// bare DEL frees the successor's lock for a third client.
+		"setnx-expire": "waiters reach their wait deadline all the time here, and one landing between SETNX and EXPIRE leaves a key with no TTL; " +
+			"and a late extend is renewed on the successor's key (PEXPIRE without owner check), whose lock the bare DEL then frees",
+		"get-del":   lateExtend,
+		"plain-del": lateExtend + ", whose lock the bare DEL then frees",
+	},
+	NodeRestart: {
+		"lua+check": "the check before the write finds a lease the restart erased, unless the restart lands between a holder's check and its write",
+	},
+	Failover: {
+		// The first holder's check asks the new master, which by then
+		// holds the second holder's value.
+		"lua+check": "the check before the write asks the promoted master and finds the second holder's value, unless the failover lands between a holder's check and its write",
+	},
+	ClockJump: {
+		// Seen in a quick run (seed 1): 30 holders refused by the check,
+		// and one lost update from a jump that landed after a check.
+		"lua+check": "the check before the write finds a lease a jump cut short, unless the jump lands between a holder's check and its write",
+	},
 }
+
+// lateExtend is why a broken variant's long-work-watchdog cell can go either
+// way.
+const lateExtend = "a watchdog extend that comes late (a busy machine, and this variant's waiters do not queue: they all keep trying) lets a successor in, " +
+	"and the broken renewal (PEXPIRE without owner check) extends the successor's key and never reports the lease lost; or no extend comes late"
 
 // noClaim are the cells the runner shows but docs/design.md makes no promise
 // about: redlock+fence is promised to hold under node-restart only "with
 // restart awareness", and docs/design.md warns that without it tokens can go
-// backwards.
+// backwards. lua+check under long-work sells nothing at all: every holder's
+// check finds its validity gone before the write (409 lease_lost), safe and
+// useless, so there is no sale to judge.
 var noClaim = map[string][]string{
 	NodeRestartUnaware: {"redlock+fence"},
+	LongWork:           {"lua+check"},
 }
 
 // sameRow are rows declared as another's. The attendees' starter rung

@@ -60,6 +60,11 @@ type Config struct {
 	// LockTTL is the instances' lease TTL: it sizes the pause faults and the
 	// node recipes. Default 500ms.
 	LockTTL time.Duration
+	// Watchdog turns the lease watchdog on in every cell, not only in the
+	// columns that ask for it; the cells are judged as WatchdogTwin says.
+	// Off, every cell runs with the watchdog its column asks for (off but
+	// in long-work-watchdog), whatever the instances were started with.
+	Watchdog bool
 
 	// Targets are running instances to attack instead of starting a local
 	// environment. They must share one database and one set of Redis
@@ -120,7 +125,7 @@ func (c *Config) defaults() error {
 	if c.Scenarios, err = pick(strings.Join(c.Scenarios, ","), ScenarioNames()); err != nil {
 		return fmt.Errorf("scenarios: %w", err)
 	}
-	for _, cell := range c.Cells {
+	for i, cell := range c.Cells {
 		v, sc, ok := strings.Cut(cell, "/")
 		if !ok || !slices.Contains(Variants, v) || !slices.Contains(ScenarioNames(), sc) {
 			return fmt.Errorf("cell %q: want variant/scenario, e.g. redlock/node-down", cell)
@@ -128,6 +133,18 @@ func (c *Config) defaults() error {
 		if _, ok := Expected(v, sc); !ok {
 			return fmt.Errorf("cell %q is not in the matrix", cell)
 		}
+		if c.Watchdog {
+			c.Cells[i] = v + "/" + WatchdogTwin(sc)
+		}
+	}
+	if c.Watchdog {
+		var twins []string
+		for _, sc := range c.Scenarios {
+			if t := WatchdogTwin(sc); !slices.Contains(twins, t) {
+				twins = append(twins, t)
+			}
+		}
+		c.Scenarios = twins
 	}
 	if c.JudgeAs != "" && !slices.Contains(Variants, c.JudgeAs) {
 		return fmt.Errorf("judge as %q: not a variant (known: %s)", c.JudgeAs, strings.Join(Variants, ", "))
@@ -248,6 +265,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	if len(e.redis) == 0 {
 		rep.Notes = append(rep.Notes, "no Redis URLs given: stuck locks are the audit's figure only")
+	}
+	if cfg.Watchdog {
+		rep.Notes = append(rep.Notes, "-watchdog: every cell ran with the lease watchdog on; long-work ran as long-work-watchdog, "+
+			"and every other column keeps its expectation (a pause freezes the watchdog, a crash stops it, a release stops it first)")
 	}
 
 	var plan []cellPlan
@@ -398,7 +419,8 @@ func runCell(ctx context.Context, cfg Config, e *env, p cellPlan, pl *plot.Plot,
 			mix.SeatShare = 0
 		}
 	}
-	faults := FaultPlan{Seed: cfg.Seed, WorkMS: sc.WorkMS, Faults: sc.Faults}
+	watchdog := sc.Watchdog || cfg.Watchdog
+	faults := FaultPlan{Seed: cfg.Seed, WorkMS: sc.WorkMS, Faults: sc.Faults, Watchdog: &watchdog}
 	if err := forAll(setup, apis, func(ctx context.Context, a API) error { return a.SetFaults(ctx, faults) }); err != nil {
 		return fail("%v", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 )
@@ -22,7 +23,16 @@ const (
 	BetweenReleaseSteps Point = "between-release-steps"
 	// InCriticalSection is inside the holder's work, between read and write.
 	InCriticalSection Point = "in-critical-section"
+	// AfterLeaseCheck is after the holder's last look at its lease
+	// (Lease.CheckBeforeWrite) and before its write: the window a lease
+	// check cannot close. Variants that do not check pass it all the same.
+	AfterLeaseCheck Point = "after-lease-check"
 )
+
+// Points lists every fault point.
+func Points() []Point {
+	return []Point{AfterAcquireStep1, BetweenReleaseSteps, InCriticalSection, AfterLeaseCheck}
+}
 
 // Action is what a fault does when it fires.
 type Action string
@@ -45,10 +55,8 @@ type Fault struct {
 }
 
 func (f Fault) validate() error {
-	switch f.Point {
-	case AfterAcquireStep1, BetweenReleaseSteps, InCriticalSection:
-	default:
-		return fmt.Errorf("unknown fault point %q (want %s, %s or %s)", f.Point, AfterAcquireStep1, BetweenReleaseSteps, InCriticalSection)
+	if !slices.Contains(Points(), f.Point) {
+		return fmt.Errorf("unknown fault point %q (want one of %v)", f.Point, Points())
 	}
 	switch f.Action {
 	case Crash:

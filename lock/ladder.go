@@ -10,6 +10,7 @@ const (
 	PlainDel     = "plain-del"
 	Lua          = "lua"
 	Redlock      = "redlock"
+	LuaCheck     = "lua+check"
 	LuaFence     = "lua+fence"
 	RedlockFence = "redlock+fence"
 	// Attendee is the rung the workshop's attendees write (attendee.go).
@@ -32,8 +33,9 @@ type Rung struct {
 }
 
 // ladder is the teaching order: no lock, the three broken patterns, the
-// correct single-node lock, Redlock, then both with fencing tokens; and
-// the rung the attendees write.
+// correct single-node lock, Redlock, the single-node lock that checks its
+// lease before writing, then both locks with fencing tokens; and the rung
+// the attendees write.
 var ladder = []Rung{
 	{Name: None, File: "none.go", Reference: "lua.go", build: func(*Lockers) variant { return noLock{} }},
 	{Name: SetNXExpire, File: "setnx_expire.go", Reference: "lua.go", build: func(s *Lockers) variant { return setnxExpire{s.first()} }},
@@ -41,6 +43,7 @@ var ladder = []Rung{
 	{Name: PlainDel, File: "plain_del.go", Reference: "lua.go", build: func(s *Lockers) variant { return plainDel{s.first()} }},
 	{Name: Lua, File: "lua.go", Reference: "lua.go", build: func(s *Lockers) variant { return luaLock{s.first()} }},
 	{Name: Redlock, File: "redlock.go", Reference: "redlock.go", build: func(s *Lockers) variant { return s.redlock() }},
+	{Name: LuaCheck, File: "lua_check.go", Reference: "lua.go", build: func(s *Lockers) variant { return luaCheck{luaLock{s.first()}} }},
 	{Name: LuaFence, File: "lua_fence.go", Reference: "lua.go", Fenced: true,
 		build: func(s *Lockers) variant { return luaFence{luaLock{s.first()}} }},
 	{Name: RedlockFence, File: "redlock_fence.go", Reference: "redlock.go", Fenced: true,

@@ -5,9 +5,10 @@
 // A variant is a small value that knows how to take, give back and extend one
 // lease on Redis, one file each, listed once in ladder.go: none.go,
 // setnx_expire.go, get_del.go, plain_del.go, lua.go, redlock.go,
-// lua_fence.go, redlock_fence.go. Everything they share — waiting for a busy
-// lock (wait.go), the watchdog, fault points, restart awareness (restart.go),
-// errors (errors.go) — lives beside them, so that two variants differ only in
+// lua_check.go, lua_fence.go, redlock_fence.go. Everything they share —
+// waiting for a busy lock (wait.go), the watchdog, the check before a write
+// (lease_check.go), fault points, restart awareness (restart.go), errors
+// (errors.go) — lives beside them, so that two variants differ only in
 // the lines that make one of them wrong. The wire protocol of the Redlock
 // votes is in internal/wire.
 package lock
@@ -122,7 +123,7 @@ func (l *Locker) try(ctx context.Context, name string) (*Lease, error) {
 	if _, ok := l.v.(ownerChecked); ok {
 		l.wake.hold(k.lock, lease)
 	}
-	if l.cfg.watchdog {
+	if l.cfg.watchdog.Load() {
 		lease.startWatchdog()
 	}
 	return lease, nil

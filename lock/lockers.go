@@ -112,6 +112,14 @@ func (s *Lockers) Get(name string) (*Locker, error) {
 // Faults is the fault plan every variant shares.
 func (s *Lockers) Faults() *Faults { return s.cfg.faults }
 
+// SetWatchdog switches the watchdog on or off for the leases granted from
+// now on (a lease keeps the watchdog it was granted with), so the workshop
+// can show the same cell with and without it on one running instance.
+func (s *Lockers) SetWatchdog(on bool) { s.cfg.watchdog.Store(on) }
+
+// Watchdog reports whether new leases get a watchdog.
+func (s *Lockers) Watchdog() bool { return s.cfg.watchdog.Load() }
+
 // TTL is the lease time to live.
 func (s *Lockers) TTL() time.Duration { return s.cfg.ttl }
 

@@ -30,8 +30,12 @@ func TestFaultMatrix(t *testing.T) {
 	}{
 		{"crash-between-steps", crashBetweenSteps, map[string]bool{lock.SetNXExpire: true}},
 		{"pause-between-release-steps", pauseBetweenReleaseSteps, map[string]bool{lock.GetDel: true}},
-		{"pause-in-critical-section", pauseInCriticalSection, map[string]bool{
+		{"pause-in-critical-section", pausedHolder(lock.InCriticalSection), map[string]bool{
 			lock.SetNXExpire: true, lock.GetDel: true, lock.PlainDel: true, lock.Lua: true, lock.Redlock: true,
+		}},
+		// The pause lands after lua+check's look at its lease: it passed.
+		{"pause-after-lease-check", pausedHolder(lock.AfterLeaseCheck), map[string]bool{
+			lock.SetNXExpire: true, lock.GetDel: true, lock.PlainDel: true, lock.Lua: true, lock.Redlock: true, lock.LuaCheck: true,
 		}},
 	}
 	for _, sc := range scenarios {
@@ -106,17 +110,25 @@ func pauseBetweenReleaseSteps(t *testing.T, e *env, l *lock.Locker) bool {
 	return err == nil
 }
 
-// The first holder reads, pauses inside its critical section past the TTL,
-// then writes. The store checks fencing tokens the way inventory does:
-// register the token, read, write only where the row still carries it. An
-// unfenced lease has no token, so its check cannot tell the holders apart.
-// Broken if an update is lost.
-func pauseInCriticalSection(t *testing.T, e *env, l *lock.Locker) bool {
+// pausedHolder is a scenario where the first holder reads, pauses past the
+// TTL at point (inside its critical section, or after its last look at the
+// lease), then writes, as inventory does: the lease check just before the
+// write, and a store that checks fencing tokens (register the token, read,
+// write only where the row still carries it). An unfenced lease has no
+// token, so the store cannot tell the holders apart. Broken if an update is
+// lost.
+func pausedHolder(point lock.Point) func(t *testing.T, e *env, l *lock.Locker) bool {
+	return func(t *testing.T, e *env, l *lock.Locker) bool {
+		return pausedAt(t, e, l, point)
+	}
+}
+
+func pausedAt(t *testing.T, e *env, l *lock.Locker, point lock.Point) bool {
 	ttl := e.ls.TTL()
 	var row fencedRow
 	row.stock = 10
 	first := mustAcquire(t, l, "sku", time.Second)
-	setFaults(t, e, lock.Fault{Point: lock.InCriticalSection, Action: lock.Pause, P: 1, MS: int(3 * ttl / time.Millisecond)})
+	setFaults(t, e, lock.Fault{Point: point, Action: lock.Pause, P: 1, MS: int(3 * ttl / time.Millisecond)})
 	done := make(chan bool, 1)
 	go func() {
 		token, _ := first.Token()
@@ -127,6 +139,10 @@ func pauseInCriticalSection(t *testing.T, e *env, l *lock.Locker) bool {
 		stock := row.read()
 		if err := first.Checkpoint(context.Background(), lock.InCriticalSection); err != nil {
 			t.Error(err)
+		}
+		if err := first.CheckBeforeWrite(context.Background()); err != nil {
+			done <- false // the lease check caught the lost lease: no write
+			return
 		}
 		done <- row.write(token, stock-1)
 	}()

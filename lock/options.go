@@ -2,6 +2,7 @@ package lock
 
 import (
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -12,7 +13,7 @@ type config struct {
 	ttl           time.Duration
 	nodeTimeout   time.Duration
 	namespace     string
-	watchdog      bool
+	watchdog      atomic.Bool // switched at run time (Lockers.SetWatchdog)
 	restartAware  bool
 	notifications bool
 	backoffMin    time.Duration
@@ -50,8 +51,9 @@ func WithNodeTimeout(d time.Duration) Option { return func(c *config) { c.nodeTi
 func WithNamespace(ns string) Option { return func(c *config) { c.namespace = ns } }
 
 // WithWatchdog makes every lease extend itself at a third of its TTL until it
-// is released, and report through Lease.Lost when it could not. Default off.
-func WithWatchdog(on bool) Option { return func(c *config) { c.watchdog = on } }
+// is released, and report through Lease.Lost when it could not. Default off;
+// Lockers.SetWatchdog switches it later.
+func WithWatchdog(on bool) Option { return func(c *config) { c.watchdog.Store(on) } }
 
 // WithRestartAwareness makes Redlock ignore a node whose uptime is below
 // TTL + drift (a node that just restarted, or just started), and re-seed a

@@ -2,13 +2,17 @@ package lock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 )
 
 // startWatchdog extends the lease every third of its TTL until it is
 // released. Each extend takes the lease's hold mutex, so an injected pause of
-// the holder freezes the watchdog too. A failed extend marks the lease lost.
+// the holder freezes the watchdog too. An extend the node refuses (the key is
+// gone or someone else's) marks the lease lost; one that failed otherwise (a
+// timeout on a busy node) is tried again at the next tick while the lease's
+// validity lasts, since the key may well still be there.
 func (l *Lease) startWatchdog() {
 	l.stopDog = make(chan struct{})
 	l.dogDone = make(chan struct{})
@@ -28,7 +32,7 @@ func (l *Lease) startWatchdog() {
 			err := l.Extend(ctx)
 			cancel()
 			l.hold.Unlock()
-			if err != nil {
+			if err != nil && (errors.Is(err, ErrNotHeld) || !time.Now().Before(l.ValidUntil())) {
 				l.markLost(err)
 				return
 			}

@@ -66,6 +66,15 @@ var ladder = []variantInfo{
 			"TTL + drift does not vote, whichever client asks. Like lua, it cannot stop a holder paused past its TTL from writing stale stock: that needs fencing.",
 	},
 	{
+		name: "lua+check", showsWith: "pause-after-lease-check",
+		why: "lua whose holder checks its lease just before it writes, as many implementations advise: is there validity " +
+			"left, and does GET k still return our value? A holder paused inside its work past the TTL wakes, checks, finds " +
+			"the lease gone and writes nothing (409 lease_lost), so pause-in-critical-section holds. But the check and the " +
+			"write are two steps: a pause between them (pause-after-lease-check) lets a holder check \"still mine\", stall " +
+			"past the TTL and write beside its successor. The check narrows the window; only the store's fencing-token " +
+			"check closes it. Under long-work it sells nothing at all: every lease has run out by the check; that needs the watchdog.",
+	},
+	{
 		name: "lua+fence", showsWith: "pause-in-critical-section",
 		why: "lua with fencing tokens: the same Lua step that sets the lock draws a token from a counter on the node, and the " +
 			"store raises the row's fence to that token before reading and writes only while the row still carries it. A " +

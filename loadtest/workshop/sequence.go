@@ -46,6 +46,10 @@ var Sequence = []Step{
 	{lock.Redlock, loadtest.NodeRestart, 200, 2000},
 	{lock.Redlock, loadtest.PauseInCriticalSection, 300, 2000},
 	{lock.RedlockFence, loadtest.PauseInCriticalSection, 300, 2000},
+	{lock.Lua, loadtest.LongWork, 300, 3000},
+	{lock.Lua, loadtest.LongWorkWatchdog, 300, 3000},
+	{lock.LuaCheck, loadtest.PauseAfterLeaseCheck, 300, 2000},
+	{lock.LuaFence, loadtest.PauseAfterLeaseCheck, 300, 2000},
 	{lock.Attendee, loadtest.Clean, 300, 1500},
 }
 

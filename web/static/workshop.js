@@ -17,6 +17,7 @@
     form: $("run-form"),
     variant: $("w-variant"),
     scenario: $("w-scenario"),
+    watchdog: $("w-watchdog"),
     scenarioDoc: $("w-scenario-doc"),
     rate: $("w-rate"),
     duration: $("w-duration"),
@@ -58,6 +59,9 @@
     "clock-jump": "Again and again, the clocks of a majority of the nodes jump ahead (every lock key's TTL there cut short): leases expire under their holders.",
     "network-delay": "Every reply from the nodes to one app instance arrives later than the lease TTL: a grant that comes after its lease ran out.",
     "partition": "App instance 0 reaches only nodes 0–2, instance 1 only nodes 2–4 (Redlock variants only).",
+    "long-work": "Every critical section works twice the lease TTL, with no watchdog: every lease runs out under its holder.",
+    "long-work-watchdog": "As long-work, with the lease watchdog on: every lease is extended while its holder works.",
+    "pause-after-lease-check": "Some holders pause longer than the TTL after their last look at the lease, just before writing stock.",
   };
 
   // runs: newest first; each {id, variant, scenario, rate, duration_s,
@@ -72,12 +76,13 @@
   for (const [k, input] of [["variant", ui.variant], ["scenario", ui.scenario], ["rate", ui.rate], ["duration_s", ui.duration]]) {
     if (saved[k] != null) input.value = saved[k];
   }
+  ui.watchdog.checked = saved.watchdog === true;
   if (ui.variant.selectedIndex < 0) ui.variant.value = "none";
   if (ui.scenario.selectedIndex < 0) ui.scenario.value = "clean";
   ui.token.value = session.get(KEY_TOKEN, "");
 
   function saveForm() {
-    local.set(KEY_FORM, { variant: ui.variant.value, scenario: ui.scenario.value, rate: ui.rate.value, duration_s: ui.duration.value });
+    local.set(KEY_FORM, { variant: ui.variant.value, scenario: ui.scenario.value, rate: ui.rate.value, duration_s: ui.duration.value, watchdog: ui.watchdog.checked });
   }
   ui.form.addEventListener("change", saveForm);
   ui.token.addEventListener("input", () => session.set(KEY_TOKEN, ui.token.value.trim()));
@@ -152,7 +157,7 @@
     const duration = readNumber(ui.duration, "the duration");
     if (duration === null) return;
     if (needToken()) return;
-    const body = { variant: ui.variant.value, scenario: ui.scenario.value, rate, duration_s: duration };
+    const body = { variant: ui.variant.value, scenario: ui.scenario.value, rate, duration_s: duration, watchdog: ui.watchdog.checked };
     setRunning(true);
     ui.notes.replaceChildren();
     setProgress(0, 1, `Starting ${body.variant} under ${body.scenario}…`);
@@ -168,7 +173,8 @@
     runs = [run].concat(runs.filter((x) => String(x.id) !== String(run.id)));
     shown = run;
     renderRuns();
-    say(ui.outcome, "info", `Run ${run.id} started: ${body.variant} under ${body.scenario}, ${rate} req/s for ${duration} s.`);
+    say(ui.outcome, "info", `Run ${run.id} started: ${body.variant} under ${body.scenario}` +
+      (body.watchdog ? " with the lease watchdog on" : "") + `, ${rate} req/s for ${duration} s.`);
     await follow(run);
     setRunning(false);
   });
@@ -296,7 +302,7 @@
         id: rec.id ?? (rec.cell && rec.cell.id) ?? `earlier-${i + 1}`,
         variant: rec.variant ?? (rec.cell && rec.cell.variant),
         scenario: rec.scenario ?? (rec.cell && rec.cell.scenario),
-        rate: rec.rate, duration_s: rec.duration_s, started_at: rec.started_at,
+        rate: rec.rate, duration_s: rec.duration_s, started_at: rec.started_at, watchdog: rec.watchdog === true,
         state: "running", done: 0, total: 0,
       };
       absorb(run, rec);
@@ -370,7 +376,7 @@
     tr.append(
       el("th", { scope: "row" }, pick),
       el("td", { text: (c && c.variant) || run.variant || dash }),
-      el("td", { text: (c && c.scenario) || run.scenario || dash }),
+      el("td", { text: ((c && c.scenario) || run.scenario || dash) + (run.watchdog ? " (watchdog on)" : "") }),
       el("td", { class: "num", text: load }),
       outcomeCell(c && c.expected),
       seen,

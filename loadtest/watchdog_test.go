@@ -1,0 +1,79 @@
+package loadtest
+
+import (
+	"slices"
+	"testing"
+	"time"
+)
+
+// The watchdog and lease-check columns, and lua+check's row, as
+// docs/design.md gives them.
+func TestWatchdogAndLeaseCheckCells(t *testing.T) {
+	h, b, e, n := Holds, Breaks, Either, NoClaim
+	cols := []string{LongWork, LongWorkWatchdog, PauseAfterLeaseCheck}
+	for v, row := range map[string][]Outcome{
+		"none":          {b, b, b},
+		"setnx-expire":  {b, e, b},
+		"get-del":       {b, e, b},
+		"plain-del":     {b, e, b},
+		"lua":           {b, h, b},
+		"redlock":       {b, h, b},
+		"lua+check":     {n, h, b},
+		"lua+fence":     {h, h, h},
+		"redlock+fence": {h, h, h},
+	} {
+		for i, want := range row {
+			if got, ok := Expected(v, cols[i]); !ok || got != want {
+				t.Errorf("%s × %s: %q (in matrix: %v), want %q", v, cols[i], got, ok, want)
+			}
+			if want == e && EitherWhy(v, cols[i]) == "" {
+				t.Errorf("%s × %s is either way without a why", v, cols[i])
+			}
+		}
+	}
+	for sc, want := range map[string]Outcome{
+		Clean: h, CrashBetweenSteps: h, PauseBetweenReleaseSteps: h, PauseInCriticalSection: h,
+		NodeDown: h, NodeRestart: e, ClockJump: e, NetworkDelay: h,
+	} {
+		if got, _ := Expected("lua+check", sc); got != want {
+			t.Errorf("lua+check × %s: %q, want %q", sc, got, want)
+		}
+	}
+	const ttl = 500 * time.Millisecond
+	for _, s := range Scenarios(ttl) {
+		if s.Watchdog != (s.Name == LongWorkWatchdog) {
+			t.Errorf("%s: watchdog %v", s.Name, s.Watchdog)
+		}
+		if (s.Name == LongWork || s.Name == LongWorkWatchdog) && s.WorkMS <= int(ttl.Milliseconds()) {
+			t.Errorf("%s: work %d ms is not longer than the %v TTL", s.Name, s.WorkMS, ttl)
+		}
+	}
+}
+
+// -watchdog runs every cell with the watchdog on, and long-work's cells as
+// long-work-watchdog's.
+func TestWatchdogSwitchJudgesLongWorkAsItsTwin(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		cfg       Config
+		scenarios []string
+		cells     []string
+	}{
+		{"off", Config{Scenarios: []string{LongWork, Clean}, Cells: []string{"lua/long-work"}},
+			[]string{Clean, LongWork}, []string{"lua/long-work"}},
+		{"on", Config{Watchdog: true, Scenarios: []string{LongWork, Clean}, Cells: []string{"lua/long-work"}},
+			[]string{Clean, LongWorkWatchdog}, []string{"lua/long-work-watchdog"}},
+		{"on, both columns", Config{Watchdog: true, Scenarios: []string{LongWork, LongWorkWatchdog}},
+			[]string{LongWorkWatchdog}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := tc.cfg
+			if err := cfg.defaults(); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(cfg.Scenarios, tc.scenarios) || !slices.Equal(cfg.Cells, tc.cells) {
+				t.Errorf("scenarios %v, cells %v; want %v, %v", cfg.Scenarios, cfg.Cells, tc.scenarios, tc.cells)
+			}
+		})
+	}
+}

@@ -1,0 +1,46 @@
+package lock
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// leaseChecked is a variant whose holder looks at its lease once more just
+// before it writes (lua+check).
+type leaseChecked interface {
+	// check reports ErrNotHeld when the key no longer carries value.
+	check(ctx context.Context, k keys, value string) error
+}
+
+// CheckBeforeWrite is the holder's last step before it writes what it
+// computed under the lock. A variant that checks its lease (lua+check)
+// refuses here, with ErrLockLost, a lease whose validity has run out, that
+// its watchdog found lost, or whose key no longer carries the holder's
+// value; the other variants check nothing. Then, for every variant, comes
+// the AfterLeaseCheck fault point: a pause there lands between the check
+// and the write, the window no check can close (only fencing, where the
+// store itself refuses the stale write).
+func (l *Lease) CheckBeforeWrite(ctx context.Context) error {
+	if c, ok := l.locker.v.(leaseChecked); ok {
+		if err := l.checkLease(ctx, c); err != nil {
+			return fmt.Errorf("check %q before writing: %w", l.name, err)
+		}
+	}
+	return l.Checkpoint(ctx, AfterLeaseCheck)
+}
+
+// checkLease asks the cheap questions first: what this process already
+// knows (the watchdog lost it, the validity ran out), then the node.
+func (l *Lease) checkLease(ctx context.Context, c leaseChecked) error {
+	if err := l.Err(); err != nil {
+		return err // already ErrLockLost
+	}
+	if late := time.Since(l.ValidUntil()); late >= 0 {
+		return fmt.Errorf("%w: its validity ran out %v ago", ErrLockLost, late.Round(time.Millisecond))
+	}
+	if err := c.check(ctx, l.k, l.value); err != nil {
+		return fmt.Errorf("%w: %w", ErrLockLost, err)
+	}
+	return nil
+}
