@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/mattn/go-sqlite3"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
@@ -35,6 +36,11 @@ import (
 // claimRow starts with a write that changes nothing, which takes the write
 // lock before the read in any case. Either way every other writer, in this
 // process or another, waits: a read-then-write cannot interleave.
+//
+// Like a lock rung's acquire, the wait for the row lock is bounded by the
+// lock-wait budget (503 lock_busy past it): a connection from the pool,
+// PostgreSQL's lock_timeout, SQLite's busy timeout. Unbounded, a slow
+// critical section would queue buyers until their clients gave up.
 
 // claimRow locks the row where the sale still owns it and reads it into
 // dst. A row gone, or belonging to another sale, is a reset in flight.
@@ -56,11 +62,56 @@ func claimRow(tx *gorm.DB, dst any, table, where string, sale int64, id ...any) 
 	return nil
 }
 
+// rowLocked runs fn in a transaction whose waits for a lock end after the
+// lock-wait budget, as ErrLockBusy. Once in, the transaction finishes
+// whatever the shopper does (it is atomic either way).
+func (s *Service) rowLocked(ctx context.Context, fn func(tx *gorm.DB) error) error {
+	wctx, cancel := context.WithTimeout(ctx, s.lockWait)
+	defer cancel()
+	wait := s.lockWait.Milliseconds()
+	err := s.db.WithContext(wctx).Connection(func(conn *gorm.DB) error {
+		conn = conn.WithContext(context.WithoutCancel(ctx))
+		if conn.Dialector.Name() == "sqlite" {
+			var was int64
+			if err := conn.Raw("PRAGMA busy_timeout").Scan(&was).Error; err != nil {
+				return err
+			}
+			if err := conn.Exec(fmt.Sprintf("PRAGMA busy_timeout = %d", wait)).Error; err != nil {
+				return err
+			}
+			defer conn.Exec(fmt.Sprintf("PRAGMA busy_timeout = %d", was))
+		}
+		return conn.Transaction(func(tx *gorm.DB) error {
+			if tx.Dialector.Name() == "postgres" {
+				if err := tx.Exec(fmt.Sprintf("SET LOCAL lock_timeout = %d", wait)).Error; err != nil {
+					return err
+				}
+			}
+			return fn(tx)
+		})
+	})
+	if lockTimedOut(err) || errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		return fmt.Errorf("%w: row lock not obtained within %v: %w", ErrLockBusy, s.lockWait, err)
+	}
+	return err
+}
+
+// lockTimedOut reports whether err is the database giving up on a lock:
+// PostgreSQL's lock_not_available, SQLite's busy.
+func lockTimedOut(err error) bool {
+	var pg interface{ SQLState() string }
+	if errors.As(err, &pg) && pg.SQLState() == "55P03" {
+		return true
+	}
+	var lite sqlite3.Error
+	return errors.As(err, &lite) && lite.Code == sqlite3.ErrBusy
+}
+
 // buyForUpdate sells under the row lock. The Idempotency-Key was checked
 // before; a twin that got in since fails the unique index at insert, and
 // the caller resolves the gorm.ErrDuplicatedKey.
 func (s *Service) buyForUpdate(ctx context.Context, p Purchase, hash string, sale int64, lease *lock.Lease, locker *lock.Locker) (order Order, after int64, err error) {
-	err = s.db.WithContext(context.WithoutCancel(ctx)).Transaction(func(tx *gorm.DB) error {
+	err = s.rowLocked(ctx, func(tx *gorm.DB) error {
 		var prod Product
 		if err := claimRow(tx, &prod, "products", "sku = ?", sale, p.SKU); err != nil {
 			return err
@@ -86,7 +137,7 @@ func (s *Service) buyForUpdate(ctx context.Context, p Purchase, hash string, sal
 // grabForUpdate books a seat under the seat row's lock: the booking check
 // and the insert cannot interleave with another grab of the seat.
 func (s *Service) grabForUpdate(ctx context.Context, r SeatRequest, hash string, sale int64, lease *lock.Lease, locker *lock.Locker) (booking Booking, err error) {
-	err = s.db.WithContext(context.WithoutCancel(ctx)).Transaction(func(tx *gorm.DB) error {
+	err = s.rowLocked(ctx, func(tx *gorm.DB) error {
 		var seat Seat
 		if err := claimRow(tx, &seat, "seats", "event_id = ? AND label = ?", sale, r.Event, r.Seat); err != nil {
 			return err

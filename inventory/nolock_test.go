@@ -60,7 +60,7 @@ func race(t *testing.T, ss []sale, n int, variant string, seats bool) (ok int, e
 func TestStoreGuardsNeverOversell(t *testing.T) {
 	for _, d := range testsupport.Databases() {
 		t.Run(d.Name, func(t *testing.T) {
-			ss := twoProcesses(t, d.DSN(t), inventory.Config{})
+			ss := twoProcesses(t, d.DSN(t), inventory.Config{LockWait: 10 * time.Second})
 			for _, p := range ss {
 				p.svc.SetWork(20 * time.Millisecond)
 			}
