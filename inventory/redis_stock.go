@@ -191,7 +191,7 @@ func (s *Service) seedRedis(ctx context.Context, overwrite bool) error {
 		if overwrite {
 			p.Set(ctx, key, v, 0)
 		} else {
-			p.SetNX(ctx, key, v, 0)
+			p.SetArgs(ctx, key, v, redis.SetArgs{Mode: "NX"}) // SET … NX: the ACL user has no SETNX
 		}
 	}
 	// The seats' seeded mark goes last: a grab finds it only once every

@@ -14,7 +14,7 @@ import (
 
 func TestAcquireReleaseExtend(t *testing.T) {
 	c := shared(t)
-	for _, name := range lock.Names() {
+	for _, name := range lockRungs() {
 		if name == lock.None {
 			continue
 		}
@@ -134,7 +134,7 @@ func TestStaleLease(t *testing.T) {
 func TestOneKeyManyClients(t *testing.T) {
 	c := shared(t)
 	const clients, rounds = 32, 8
-	for _, name := range lock.Names() {
+	for _, name := range lockRungs() {
 		t.Run(name, func(t *testing.T) {
 			e := newEnv(t, c, lock.WithTTL(2*time.Second))
 			l := e.locker(name)
