@@ -144,8 +144,10 @@ func New(ctx context.Context, db *gorm.DB, lockers *lock.Lockers, cfg Config) (*
 		return nil, fmt.Errorf("inventory: seed: %w", err)
 	}
 	// Only redis-stock needs this; the other variants sell without it, so a
-	// first node that is down now is a warning, not a failed start.
-	if err := s.seedRedis(ctx, false); err != nil {
+	// first node that is down now is a warning, not a failed (or slow) start.
+	sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := s.seedRedis(sctx, false); err != nil {
 		s.log.Warn("redis-stock: the sale is not in Redis; redis-stock sales answer 503 until a reset", "err", err)
 	}
 	return s, nil
