@@ -32,8 +32,9 @@ const (
 // refuse a request, so each series exists from the start.
 var limitNames = []string{"streams", "streams_per_client", "order_rate", "body_timeout", "variant"}
 
-// CorrectVariants are the rungs of the ladder that hold: the two whose file
-// is their own reference (lua, redlock) and the fenced ones. Every broken
+// CorrectVariants are the rungs of the ladder that hold: those whose file
+// is their own reference (lua, redlock, and the rungs without a lock, whose
+// file is the inventory code that guards instead) and the fenced ones. Every broken
 // rung is read beside a correct one and is not its own reference
 // (lock/ladder.go), so this needs no list of its own.
 func CorrectVariants() []string {

@@ -22,7 +22,7 @@ import (
 // The correct rungs are derived from the ladder; a new rung that breaks the
 // derivation shows up here.
 func TestCorrectVariants(t *testing.T) {
-	want := []string{lock.Lua, lock.Redlock, lock.LuaFence, lock.RedlockFence}
+	want := []string{lock.Lua, lock.Redlock, lock.LuaFence, lock.RedlockFence, lock.DBGuard, lock.DBForUpdate, lock.RedisStock}
 	got := handlers.CorrectVariants()
 	slices.Sort(want)
 	slices.Sort(got)

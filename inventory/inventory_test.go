@@ -92,30 +92,22 @@ func (s sale) audit(t *testing.T) inventory.Audit {
 // buyers runs n concurrent single-unit orders and counts the outcomes.
 func (s sale) buyers(t *testing.T, n int, variant string) (sold int, errs map[string]int) {
 	t.Helper()
-	var mu sync.Mutex
-	errs = map[string]int{}
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() {
-			_, _, err := s.svc.Buy(context.Background(), inventory.Purchase{SKU: "hot", Qty: 1, User: fmt.Sprintf("u%d", i), Lock: variant})
-			mu.Lock()
-			defer mu.Unlock()
-			switch {
-			case err == nil:
-				sold++
-			case errors.Is(err, inventory.ErrSoldOut):
-				errs["sold_out"]++
-			case errors.Is(err, inventory.ErrLockBusy):
-				errs["busy"]++
-			case errors.Is(err, inventory.ErrStaleFence):
-				errs["stale"]++
-			default:
-				errs[err.Error()]++
-			}
-		})
+	return race(t, []sale{s}, n, variant, false)
+}
+
+// outcome names a refused sale or seat grab for counting.
+func outcome(err error) string {
+	switch {
+	case errors.Is(err, inventory.ErrSoldOut):
+		return "sold_out"
+	case errors.Is(err, inventory.ErrSeatTaken):
+		return "seat_taken"
+	case errors.Is(err, inventory.ErrLockBusy):
+		return "busy"
+	case errors.Is(err, inventory.ErrStaleFence):
+		return "stale"
 	}
-	wg.Wait()
-	return sold, errs
+	return err.Error()
 }
 
 func TestCorrectLocksSellExactlyTheStock(t *testing.T) {

@@ -36,6 +36,9 @@ type Seat struct {
 	Number  int    `gorm:"not null" json:"number"`
 	Fence   int64  `gorm:"not null;default:0" json:"-"`
 	Sale    int64  `gorm:"not null;default:0" json:"-"` // as Product.Sale
+	// Booked is set by every booking's write; only db-guard's write is
+	// conditional on it (db_guard.go), so no lock rung is guarded by it.
+	Booked bool `gorm:"not null;default:false" json:"-"`
 }
 
 // Order is one sale. Lock and Fence record the variant and token that

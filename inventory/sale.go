@@ -11,6 +11,43 @@ import (
 	"flashsale/lock"
 )
 
+// buy is the sale under a lock rung (and db-guard, which holds a lock
+// that locks nothing): read, check, work, then write as writeFor says. It
+// returns the stock after the write; replay when the Idempotency-Key found
+// an earlier order; a gorm.ErrDuplicatedKey for the caller to resolve.
+func (s *Service) buy(ctx context.Context, p Purchase, hash string, sale int64, lease *lock.Lease, locker *lock.Locker) (order Order, replay bool, after int64, err error) {
+	token, fenced := lease.Token()
+	if fenced {
+		if err := s.registerFence(ctx, "products", "sku = ?", token, p.SKU); err != nil {
+			return Order{}, false, 0, err
+		}
+	}
+	if o, found, err := s.orderByKey(ctx, p.User, p.IdempotencyKey, hash); err != nil || found {
+		return o, found, 0, err
+	}
+	prod, err := s.product(ctx, p.SKU)
+	if err != nil {
+		return Order{}, false, 0, err
+	}
+	if prod.Stock < p.Qty {
+		return Order{}, false, 0, fmt.Errorf("%w: %s has %d left, %d asked", ErrSoldOut, p.SKU, prod.Stock, p.Qty)
+	}
+	if err := s.doWork(ctx, lease); err != nil {
+		return Order{}, false, 0, err
+	}
+	order = newOrder(p, hash, locker, prod.PriceCents, token, fenced)
+	after, err = s.commitOrder(ctx, &order, sale, prod.Stock, token, fenced, s.writeFor(locker), s.caught(locker))
+	return order, false, after, err
+}
+
+// newOrder is the order row a sale writes.
+func newOrder(p Purchase, hash string, locker *lock.Locker, price int64, token uint64, fenced bool) Order {
+	return Order{
+		SKU: p.SKU, Qty: p.Qty, User: p.User, Lock: locker.Name(), Fence: fencePtr(token, fenced),
+		IdempotencyKey: keyPtr(p.IdempotencyKey), RequestHash: hash, TotalCents: price * p.Qty,
+	}
+}
+
 // releaseTimeout bounds a release: it runs even when the shopper has gone,
 // so a lock is not left to its TTL just because a client hung up.
 const releaseTimeout = 2 * time.Second
@@ -47,6 +84,8 @@ func (p Purchase) hash() string {
 
 // Buy sells p.Qty units of p.SKU under the SKU's lock: read stock, do the
 // business work, then write stock − qty and the order in one transaction.
+// A store-guarded variant (lock.Guard) takes no Redis lock and writes its
+// own way: db_guard.go, for_update.go, redis_stock.go.
 // replay is true when an earlier order with the same Idempotency-Key and
 // request is returned instead of a new one.
 func (s *Service) Buy(ctx context.Context, p Purchase) (order Order, replay bool, err error) {
@@ -74,36 +113,20 @@ func (s *Service) Buy(ctx context.Context, p Purchase) (order Order, replay bool
 	}
 	sale := prod.Sale // read before the lock: the sale this request began in
 	err = s.underLock(ctx, locker, "sku:"+p.SKU, func(ctx context.Context, lease *lock.Lease) error {
-		token, fenced := lease.Token()
-		if fenced {
-			if err := s.registerFence(ctx, "products", "sku = ?", token, p.SKU); err != nil {
-				return err
-			}
+		var after int64
+		switch locker.Guard() {
+		case lock.GuardRowLock:
+			order, after, err = s.buyForUpdate(ctx, p, hash, sale, lease, locker)
+		case lock.GuardRedisStock:
+			order, replay, after, err = s.buyReserved(ctx, p, hash, sale, lease, locker)
+		default:
+			order, replay, after, err = s.buy(ctx, p, hash, sale, lease, locker)
 		}
-		if o, found, err := s.orderByKey(ctx, p.User, p.IdempotencyKey, hash); err != nil || found {
-			order, replay = o, found
-			return err
-		}
-		prod, err := s.product(ctx, p.SKU)
-		if err != nil {
-			return err
-		}
-		if prod.Stock < p.Qty {
-			return fmt.Errorf("%w: %s has %d left, %d asked", ErrSoldOut, p.SKU, prod.Stock, p.Qty)
-		}
-		if err := s.doWork(ctx, lease); err != nil {
-			return err
-		}
-		order = Order{
-			SKU: p.SKU, Qty: p.Qty, User: p.User, Lock: locker.Name(), Fence: fencePtr(token, fenced),
-			IdempotencyKey: keyPtr(p.IdempotencyKey), RequestHash: hash, TotalCents: prod.PriceCents * p.Qty,
-		}
-		after, err := s.commitOrder(ctx, &order, sale, prod.Stock, token, fenced)
 		if errors.Is(err, gorm.ErrDuplicatedKey) {
 			order, replay, err = s.duplicateOrder(ctx, p.User, p.IdempotencyKey, hash)
 			return err
 		}
-		if err != nil {
+		if err != nil || replay {
 			return err
 		}
 		s.notify(Change{Type: "stock", SKU: p.SKU, Stock: &after, Owner: lease.Owner()})
@@ -113,77 +136,6 @@ func (s *Service) Buy(ctx context.Context, p Purchase) (order Order, replay bool
 		return Order{}, false, err
 	}
 	return order, replay, nil
-}
-
-// commitOrder writes the new stock and the order in one transaction and
-// returns the stock after it. Workshop mode writes the value read minus qty,
-// exactly the read-modify-write a broken lock lets two holders interleave;
-// a fenced holder writes only where the row still carries its token;
-// production mode decrements in place and only while stock suffices.
-//
-// Every write also names the sale the request began in: a request in flight
-// across a reset writes nothing.
-func (s *Service) commitOrder(ctx context.Context, o *Order, sale, read int64, token uint64, fenced bool) (int64, error) {
-	after := read - o.Qty
-	// Once the write starts it finishes: a shopper hanging up now must not
-	// leave a sale half-decided (the transaction is atomic either way).
-	err := s.db.WithContext(context.WithoutCancel(ctx)).Transaction(func(tx *gorm.DB) error {
-		q, args := "UPDATE products SET stock = ? WHERE sku = ? AND sale = ?", []any{after, o.SKU, sale}
-		if s.production {
-			q, args = "UPDATE products SET stock = stock - ? WHERE sku = ? AND sale = ? AND stock >= ?", []any{o.Qty, o.SKU, sale, o.Qty}
-		}
-		if fenced {
-			q, args = q+" AND fence = ?", append(args, int64(token))
-		}
-		res := tx.Exec(q, args...)
-		if res.Error != nil {
-			return fmt.Errorf("write stock: %w", res.Error)
-		}
-		if res.RowsAffected == 0 {
-			return s.refused(tx, "products", "sku = ?", sale, token, fenced,
-				fmt.Errorf("%w: %s (the database guard refused the decrement)", ErrSoldOut, o.SKU), o.SKU)
-		}
-		if s.production {
-			var now Product
-			if err := tx.Select("stock").Where("sku = ?", o.SKU).Take(&now).Error; err != nil {
-				return fmt.Errorf("read stock: %w", err)
-			}
-			after = now.Stock
-		}
-		if err := tx.Create(o).Error; err != nil {
-			if errors.Is(err, gorm.ErrDuplicatedKey) {
-				return err
-			}
-			return fmt.Errorf("insert order: %w", err)
-		}
-		return nil
-	})
-	return after, err
-}
-
-// refused explains a conditional write that changed no row: the row gone or
-// belonging to a newer sale (a reset while the request was in flight), else a
-// newer fencing token on the row (stale holder), else a production guard that
-// caught what the lock let through (guardErr).
-func (s *Service) refused(tx *gorm.DB, table, where string, sale int64, token uint64, fenced bool, guardErr error, id ...any) error {
-	var row struct{ Fence, Sale int64 }
-	err := tx.Table(table).Select("fence", "sale").Where(where, id...).Take(&row).Error
-	switch {
-	case errors.Is(err, gorm.ErrRecordNotFound) || err == nil && row.Sale != sale:
-		s.log.Warn("a write from before a reset refused", "table", table, "row", id, "sale", sale)
-		return fmt.Errorf("%w: %s %v", ErrSaleReset, table, id)
-	case err != nil:
-		return fmt.Errorf("read %s: %w", table, err)
-	case fenced && row.Fence != int64(token):
-		s.stats.StaleFence.Add(1)
-		s.log.Warn("stale fencing token refused at write", "table", table, "row", id, "token", token, "row_fence", row.Fence)
-		return fmt.Errorf("%w: token %d, but %s %v carries %d", ErrStaleFence, token, table, id, row.Fence)
-	case s.production && guardErr != nil:
-		s.stats.GuardRejections.Add(1)
-		s.log.Warn("database guard caught a write the lock let through", "table", table, "row", id)
-		return guardErr
-	}
-	return fmt.Errorf("%s %v: the write changed no row", table, id)
 }
 
 // registerFence raises the row's fence to token before the holder reads it.

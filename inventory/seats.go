@@ -37,7 +37,9 @@ func (r SeatRequest) hash() string {
 // Grab books one seat under the seat's lock: read whether it is booked, do
 // the business work, then insert the booking. In workshop mode only the lock
 // (and a fence, when on) keeps a second booking out; production mode adds a
-// unique index on (event, seat).
+// unique index on (event, seat). A store-guarded variant (lock.Guard) takes
+// no Redis lock and books its own way: db_guard.go, for_update.go,
+// redis_stock.go.
 func (s *Service) Grab(ctx context.Context, r SeatRequest) (booking Booking, replay bool, err error) {
 	if err := r.Validate(); err != nil {
 		return Booking{}, false, err
@@ -62,36 +64,19 @@ func (s *Service) Grab(ctx context.Context, r SeatRequest) (booking Booking, rep
 	}
 	name := "seat:" + r.Event + ":" + r.Seat
 	err = s.underLock(ctx, locker, name, func(ctx context.Context, lease *lock.Lease) error {
-		token, fenced := lease.Token()
-		if fenced {
-			if err := s.registerFence(ctx, "seats", "event_id = ? AND label = ?", token, r.Event, r.Seat); err != nil {
-				return err
-			}
+		switch locker.Guard() {
+		case lock.GuardRowLock:
+			booking, err = s.grabForUpdate(ctx, r, hash, sale, lease, locker)
+		case lock.GuardRedisStock:
+			booking, replay, err = s.grabReserved(ctx, r, hash, sale, lease, locker)
+		default:
+			booking, replay, err = s.grab(ctx, r, hash, sale, lease, locker)
 		}
-		if b, found, err := s.bookingByKey(ctx, r.User, r.IdempotencyKey, hash); err != nil || found {
-			booking, replay = b, found
-			return err
-		}
-		taken, err := s.seatTaken(ctx, r.Event, r.Seat)
-		if err != nil {
-			return err
-		}
-		if taken {
-			return fmt.Errorf("%w: %s %s", ErrSeatTaken, r.Event, r.Seat)
-		}
-		if err := s.doWork(ctx, lease); err != nil {
-			return err
-		}
-		booking = Booking{
-			EventID: r.Event, Seat: r.Seat, User: r.User, Lock: locker.Name(), Fence: fencePtr(token, fenced),
-			IdempotencyKey: keyPtr(r.IdempotencyKey), RequestHash: hash,
-		}
-		err = s.commitBooking(ctx, &booking, sale, token, fenced)
 		if errors.Is(err, gorm.ErrDuplicatedKey) {
 			booking, replay, err = s.duplicateBooking(ctx, r, hash)
 			return err
 		}
-		if err != nil {
+		if err != nil || replay {
 			return err
 		}
 		s.notify(Change{Type: "seat", Event: r.Event, Seat: r.Seat, User: r.User, Owner: lease.Owner()})
@@ -103,31 +88,40 @@ func (s *Service) Grab(ctx context.Context, r SeatRequest) (booking Booking, rep
 	return booking, replay, nil
 }
 
-// commitBooking inserts the booking. First, in the same transaction, it
-// proves that the seat row still belongs to the sale the request began in
-// and, for a fenced holder, still carries its token; on PostgreSQL that
-// also locks the row against a reset until the booking is in.
-func (s *Service) commitBooking(ctx context.Context, b *Booking, sale int64, token uint64, fenced bool) error {
-	return s.db.WithContext(context.WithoutCancel(ctx)).Transaction(func(tx *gorm.DB) error {
-		q, args := "UPDATE seats SET sale = sale WHERE event_id = ? AND label = ? AND sale = ?", []any{b.EventID, b.Seat, sale}
-		if fenced {
-			q, args = q+" AND fence = ?", append(args, int64(token))
+// grab is the seat grab under a lock rung (and db-guard): check, work,
+// then book, guarded only for db-guard. replay when the Idempotency-Key
+// found an earlier booking; a gorm.ErrDuplicatedKey for the caller.
+func (s *Service) grab(ctx context.Context, r SeatRequest, hash string, sale int64, lease *lock.Lease, locker *lock.Locker) (Booking, bool, error) {
+	token, fenced := lease.Token()
+	if fenced {
+		if err := s.registerFence(ctx, "seats", "event_id = ? AND label = ?", token, r.Event, r.Seat); err != nil {
+			return Booking{}, false, err
 		}
-		res := tx.Exec(q, args...)
-		if res.Error != nil {
-			return fmt.Errorf("check seat: %w", res.Error)
-		}
-		if res.RowsAffected == 0 {
-			return s.refused(tx, "seats", "event_id = ? AND label = ?", sale, token, fenced, nil, b.EventID, b.Seat)
-		}
-		if err := tx.Create(b).Error; err != nil {
-			if errors.Is(err, gorm.ErrDuplicatedKey) {
-				return err
-			}
-			return fmt.Errorf("insert booking: %w", err)
-		}
-		return nil
-	})
+	}
+	if b, found, err := s.bookingByKey(ctx, r.User, r.IdempotencyKey, hash); err != nil || found {
+		return b, found, err
+	}
+	taken, err := s.seatTaken(ctx, r.Event, r.Seat)
+	if err != nil {
+		return Booking{}, false, err
+	}
+	if taken {
+		return Booking{}, false, fmt.Errorf("%w: %s %s", ErrSeatTaken, r.Event, r.Seat)
+	}
+	if err := s.doWork(ctx, lease); err != nil {
+		return Booking{}, false, err
+	}
+	b := newBooking(r, hash, locker, token, fenced)
+	guarded := locker.Guard() == lock.GuardConditional
+	return b, false, s.commitBooking(ctx, &b, sale, token, fenced, guarded, s.caught(locker))
+}
+
+// newBooking is the booking row a seat grab writes.
+func newBooking(r SeatRequest, hash string, locker *lock.Locker, token uint64, fenced bool) Booking {
+	return Booking{
+		EventID: r.Event, Seat: r.Seat, User: r.User, Lock: locker.Name(), Fence: fencePtr(token, fenced),
+		IdempotencyKey: keyPtr(r.IdempotencyKey), RequestHash: hash,
+	}
 }
 
 // duplicateBooking resolves a unique violation on insert: the idempotency

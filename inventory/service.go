@@ -123,6 +123,7 @@ type Service struct {
 	notify     func(Change)
 	work       atomic.Int64 // business work per sale, in nanoseconds
 	stats      Stats
+	keys       storeKeys // redis-stock's keys on the first node
 }
 
 // New migrates the schema and returns the service. A database without any
@@ -140,9 +141,17 @@ func New(ctx context.Context, db *gorm.DB, lockers *lock.Lockers, cfg Config) (*
 	if err := migrate(ctx, db, cfg.Production); err != nil {
 		return nil, fmt.Errorf("inventory: migrate: %w", err)
 	}
-	s := &Service{db: db, lockers: lockers, production: cfg.Production, lockWait: cfg.LockWait, log: cfg.Logger, notify: cfg.Notify}
+	s := &Service{db: db, lockers: lockers, production: cfg.Production, lockWait: cfg.LockWait, log: cfg.Logger, notify: cfg.Notify,
+		keys: storeKeys{ns: lockers.Namespace()}}
 	if err := s.seed(ctx); err != nil {
 		return nil, fmt.Errorf("inventory: seed: %w", err)
+	}
+	// Only redis-stock needs this; the other variants sell without it, so a
+	// first node that is down now is a warning, not a failed (or slow) start.
+	sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := s.seedRedis(sctx, false); err != nil {
+		s.log.Warn("redis-stock: the sale is not in Redis; redis-stock sales answer 503 until a reset", "err", err)
 	}
 	return s, nil
 }
@@ -310,11 +319,12 @@ type State struct {
 	Seats    int       `json:"seats"`
 }
 
-// Reset starts a clean sale: the lock keys go first (a Redis node that does
+// Reset starts a clean sale: the lock keys (and redis-stock's) go first (a Redis node that does
 // not answer stops the reset before the database is touched), then products,
 // seats, orders and bookings are replaced in one transaction, as a new sale
 // (Product.Sale). The fencing counters in Redis keep counting, so tokens
 // grow across resets; the new rows' fences start at zero, below any token.
+// redis-stock's stock and seats are seeded in Redis from the new rows.
 // Rows that requests write to are deleted first: on PostgreSQL that waits
 // for a write in flight to commit, and then deletes what it wrote too.
 func (s *Service) Reset(ctx context.Context, c Catalogue) (State, error) {
@@ -323,6 +333,9 @@ func (s *Service) Reset(ctx context.Context, c Catalogue) (State, error) {
 	}
 	if err := s.lockers.Reset(ctx); err != nil {
 		return State{}, fmt.Errorf("%w: reset lock keys: %w", ErrLockUnavailable, err)
+	}
+	if err := s.clearRedis(ctx); err != nil {
+		return State{}, fmt.Errorf("%w: reset redis-stock keys: %w", ErrLockUnavailable, err)
 	}
 	products, event, seats := rows(c)
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
@@ -358,6 +371,9 @@ func (s *Service) Reset(ctx context.Context, c Catalogue) (State, error) {
 	})
 	if err != nil {
 		return State{}, fmt.Errorf("reset database: %w", err)
+	}
+	if err := s.seedRedis(ctx, true); err != nil {
+		return State{}, fmt.Errorf("%w: %w", ErrLockUnavailable, err)
 	}
 	s.notify(Change{Type: "reset"})
 	ps, err := s.Products(ctx)

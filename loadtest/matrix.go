@@ -311,7 +311,12 @@ func ScenarioNames() []string {
 }
 
 // expected is docs/design.md's matrix, column by column: the variants that break
-// in it; every other variant the scenario applies to holds.
+// in it; every other variant the scenario applies to holds. The rungs
+// without a lock (db-guard, db-for-update, redis-stock) break in no column:
+// the store is their guard, so no fault on a lock or a Redis node can let
+// two buyers take one unit. redis-stock under node-restart holds by
+// refusing: node 0 comes back without the stock, and its sales answer 503
+// until a reset seeds it again (inventory/redis_stock.go).
 var expected = map[string][]string{
 	Clean:                    {"none"},
 	CrashBetweenSteps:        {"none", "setnx-expire"},

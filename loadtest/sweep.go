@@ -16,9 +16,11 @@ import (
 )
 
 // SweepVariants are the sweep's default rows: none is the ceiling of
-// everything but the lock (HTTP, the app, SQLite), the others what a
-// correct lock costs on one hot key.
-var SweepVariants = []string{"none", "lua", "redlock", "redlock+fence"}
+// everything but the lock (HTTP, the app, SQLite), lua, redlock and
+// redlock+fence what a correct lock costs on one hot key, and the three
+// designs without a lock (db-guard, db-for-update, redis-stock) what the
+// same sale costs when the store is the guard.
+var SweepVariants = []string{"none", "lua", "redlock", "redlock+fence", "db-guard", "db-for-update", "redis-stock"}
 
 // SweepRates are the sweep's default offered rates, rising past the point
 // where one hot key saturates.

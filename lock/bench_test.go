@@ -86,7 +86,7 @@ func BenchmarkUncontended(b *testing.B) {
 		}
 	})
 	b.Run("ref=sync.Mutex", func(b *testing.B) { loopPairs(b, mutexPair()) })
-	for _, name := range lock.Names() {
+	for _, name := range lockRungs() {
 		b.Run(name, func(b *testing.B) { loopPairs(b, variantPair(be.e.locker(name))) })
 	}
 	// Redlock over the first node alone: the same client code as the

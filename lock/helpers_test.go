@@ -196,3 +196,16 @@ func mustAcquire(t testing.TB, l *lock.Locker, key string, within time.Duration)
 }
 
 func isBusy(err error) bool { return errors.Is(err, lock.ErrNotAcquired) }
+
+// lockRungs are the variants that take a Redis lock, none first, in ladder
+// order. The rungs whose guard is the store take no lock: package
+// inventory tests them.
+func lockRungs() []string {
+	var out []string
+	for _, r := range lock.Ladder() {
+		if r.Guard == lock.GuardLock {
+			out = append(out, r.Name)
+		}
+	}
+	return out
+}

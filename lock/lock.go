@@ -78,6 +78,7 @@ type Locker struct {
 	name   string
 	v      variant
 	fenced bool
+	guard  Guard
 	cfg    *config
 	wake   *waker
 	// reach checks that the nodes this variant needs answer now: none for
@@ -90,6 +91,10 @@ func (l *Locker) Name() string { return l.name }
 
 // Fenced reports whether leases carry fencing tokens the store must check.
 func (l *Locker) Fenced() bool { return l.fenced }
+
+// Guard is what keeps this variant's sale correct: GuardLock for the Redis
+// lock rungs, else the store-side guard the inventory must apply instead.
+func (l *Locker) Guard() Guard { return l.guard }
 
 // TTL is the lease time to live this locker asks for.
 func (l *Locker) TTL() time.Duration { return l.cfg.ttl }

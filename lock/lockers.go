@@ -73,7 +73,7 @@ func NewLockers(nodes []*redis.Options, opts ...Option) (*Lockers, error) {
 	s.byName = make(map[string]*Locker, len(ladder))
 	for _, r := range ladder {
 		v := r.build(s)
-		s.byName[r.Name] = &Locker{name: r.Name, v: v, fenced: r.Fenced, cfg: cfg, wake: s.wake, reach: s.reach(v)}
+		s.byName[r.Name] = &Locker{name: r.Name, v: v, fenced: r.Fenced, guard: r.Guard, cfg: cfg, wake: s.wake, reach: s.reach(v)}
 	}
 	return s, nil
 }
@@ -108,6 +108,10 @@ func (s *Lockers) Get(name string) (*Locker, error) {
 	}
 	return l, nil
 }
+
+// Namespace is the prefix of every Redis key the lockers use; the store's
+// own keys on the first node (redis-stock) share it.
+func (s *Lockers) Namespace() string { return s.cfg.namespace }
 
 // Faults is the fault plan every variant shares.
 func (s *Lockers) Faults() *Faults { return s.cfg.faults }

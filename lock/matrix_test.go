@@ -40,7 +40,7 @@ func TestFaultMatrix(t *testing.T) {
 	}
 	for _, sc := range scenarios {
 		t.Run(sc.name, func(t *testing.T) {
-			for _, name := range lock.Names()[1:] {
+			for _, name := range lockRungs()[1:] {
 				if name == lock.Attendee {
 					continue
 				}

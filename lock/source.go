@@ -8,7 +8,8 @@ import "embed"
 //go:embed none.go setnx_expire.go get_del.go plain_del.go lua.go redlock.go lua_check.go lease_check.go lua_fence.go redlock_fence.go restart.go single.go scripts.go attendee.go
 var Source embed.FS
 
-// SourceFile names the file in Source that implements a variant.
+// SourceFile names the file that implements a variant: a file of Source,
+// or, for a rung without a lock, "inventory/<file>" (inventory.Source).
 func SourceFile(variant string) (string, bool) {
 	for _, r := range ladder {
 		if r.Name == variant {

@@ -393,6 +393,13 @@ func TestBrowserWorkshopRun(t *testing.T) {
 	if why := eval[string](t, tab, `document.querySelector("#src-why").textContent`); !strings.Contains(why, "GET") {
 		t.Errorf("the paragraph for get-del is %q", why)
 	}
+	// A rung without a lock shows the inventory code that guards instead.
+	do(t, tab, "pick db-guard",
+		choose("#w-variant", "db-guard"),
+		waitJS(`document.querySelector("#src-file").textContent.includes("inventory/db_guard.go")`, stepTimeout))
+	if cmp := eval[string](t, tab, `document.querySelector("#src-compare").textContent`); !strings.Contains(cmp, "takes no lock") {
+		t.Errorf("the comparison line for db-guard is %q", cmp)
+	}
 
 	// An admin action with the wrong token says so.
 	do(t, tab, "run with a wrong token",

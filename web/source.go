@@ -91,6 +91,31 @@ var ladder = []variantInfo{
 			"so neither a paused holder nor a restarted node can oversell.",
 	},
 	{
+		name: "db-guard", showsWith: "pause-in-critical-section",
+		why: "No Redis lock at all: one conditional statement in the order's transaction, UPDATE products SET stock = stock − q " +
+			"WHERE sku = ? AND stock >= q (a seat: UPDATE seats SET booked = TRUE WHERE … AND booked = FALSE). The database applies " +
+			"it atomically, so the last unit is sold once whoever pauses where: a refused statement is a 409, never an oversell, " +
+			"in every scenario. What it does not do is keep the business work (a payment call) from running for two buyers of " +
+			"the last unit: both work, then one of them finds the stock gone. A lock still buys that.",
+	},
+	{
+		name: "db-for-update", showsWith: "pause-in-critical-section",
+		why: "The database's own lock: SELECT … FOR UPDATE locks the product's row inside the transaction, which then checks, " +
+			"works and writes stock read − q. Nobody else can read that row until the commit, so the read-modify-write is safe " +
+			"without Redis. On SQLite there are no row locks: the immediate transaction takes the database's one write lock, " +
+			"so every writer waits, not just the SKU's buyers. The cost is the lock held for the whole business work: a pause " +
+			"in the critical section stalls every buyer of the SKU (on SQLite, every buyer), slow but never oversold.",
+	},
+	{
+		name: "redis-stock", showsWith: "node-restart",
+		why: "The flash-sale guides' design: the stock lives in Redis, and a Lua script checks and DECRBYs it in one step, so " +
+			"no unit is reserved twice; then the order is written to the database, and a failed write gives the units back " +
+			"(INCRBY). No lock, and the database is touched only by buyers who got a unit. Redis is the guard, so Redis's " +
+			"state is the sale's: a node restarted without its data has lost the stock, and sales answer 503 until a reset " +
+			"re-seeds it (re-seeding from the database mid-sale would sell the units still in flight twice). The audit's " +
+			"redis_stock_drift says when Redis and the database differ.",
+	},
+	{
 		name: "attendee", showsWith: "clean",
 		why: "Your rung (docs/workshop.md, Lab 14), shipped with two flaws. Its acquire reads SET NX's redis.Nil the way GET's " +
 			"is read, as \"no such key\"; for SET NX it means nothing was set because someone holds the lock, so as shipped " +
@@ -138,9 +163,9 @@ type sourceView struct {
 
 // loadSources reads the variant files and diffs each against its reference
 // once, at start-up: the files are embedded, so the answers never change.
-func loadSources(src fs.FS, log *slog.Logger) map[string]sourceView {
+func loadSources(src sourceFS, log *slog.Logger) map[string]sourceView {
 	out := map[string]sourceView{}
-	if src == nil {
+	if src.lock == nil && src.store == nil {
 		log.Warn("web: no lock variant sources given; the workshop will not show code")
 		return out
 	}
@@ -169,6 +194,22 @@ func loadSources(src fs.FS, log *slog.Logger) map[string]sourceView {
 		}
 	}
 	return out
+}
+
+// sourceFS is where a rung's files are: the lock package's at the root,
+// the inventory's (the store-guarded rungs) under "inventory/".
+type sourceFS struct{ lock, store fs.FS }
+
+// Open opens a file of either package; a package not given has no files.
+func (s sourceFS) Open(name string) (fs.File, error) {
+	src := s.lock
+	if rest, ok := strings.CutPrefix(name, "inventory/"); ok {
+		src, name = s.store, rest
+	}
+	if src == nil {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
+	}
+	return src.Open(name)
 }
 
 // splitLines splits a file into lines without their line endings; a final

@@ -41,6 +41,11 @@ type Options struct {
 	// GET /workshop/source/{variant} answers 404 for the variants affected
 	// and the rest of the pages work as usual.
 	LockSource fs.FS
+	// StoreSource holds the inventory files of the rungs that take no lock
+	// (db_guard.go, for_update.go, redis_stock.go): pass inventory.Source.
+	// Their rungs name them "inventory/<file>". When nil, those variants'
+	// sources answer 404.
+	StoreSource fs.FS
 	// Logger receives the one warning about missing variant files; nil
 	// means slog.Default().
 	Logger *slog.Logger
@@ -73,7 +78,7 @@ func Handler(opts Options) http.Handler {
 		log = slog.Default()
 	}
 	assets := loadAssets()
-	sources := loadSources(opts.LockSource, log)
+	sources := loadSources(sourceFS{lock: opts.LockSource, store: opts.StoreSource}, log)
 
 	mux := http.NewServeMux()
 	page := func(name string) http.HandlerFunc {

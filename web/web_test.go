@@ -13,6 +13,7 @@ import (
 	"testing"
 	"testing/fstest"
 
+	"flashsale/inventory"
 	"flashsale/lock"
 )
 
@@ -30,7 +31,7 @@ func get(t *testing.T, h http.Handler, method, target string, header http.Header
 }
 
 func TestPages(t *testing.T) {
-	h := Handler(Options{LockSource: lock.Source, Logger: quiet()})
+	h := Handler(Options{LockSource: lock.Source, StoreSource: inventory.Source, Logger: quiet()})
 	for _, tc := range []struct {
 		method, path string
 		status       int
@@ -120,7 +121,7 @@ func TestLadderMatchesLock(t *testing.T) {
 }
 
 func TestSource(t *testing.T) {
-	h := Handler(Options{LockSource: lock.Source, Logger: quiet()})
+	h := Handler(Options{LockSource: lock.Source, StoreSource: inventory.Source, Logger: quiet()})
 	read := func(variant string) sourceView {
 		res := get(t, h, "GET", "/workshop/source/"+variant, nil)
 		if res.StatusCode != 200 {
@@ -211,7 +212,7 @@ func TestDiffLines(t *testing.T) {
 // Both pages offer every rung of the lock package's ladder, in its order,
 // and list no variant of their own.
 func TestPagesOfferTheLadder(t *testing.T) {
-	h := Handler(Options{LockSource: lock.Source, Logger: quiet()})
+	h := Handler(Options{LockSource: lock.Source, StoreSource: inventory.Source, Logger: quiet()})
 	for _, page := range []string{"/", "/workshop"} {
 		res := get(t, h, "GET", page, nil)
 		body, _ := io.ReadAll(res.Body)

@@ -643,7 +643,9 @@
     ui.srcFile.textContent = `${s.file} (${s.variant})`;
     const n = (s.differs || []).length;
     ui.srcCompare.textContent = s.file === s.reference
-      ? `This is the correct ${s.reference === "redlock.go" ? "multi-node" : "single-node"} variant's own file.`
+      ? (s.file.startsWith("inventory/")
+        ? "This variant takes no lock: this is the store's own code that guards the sale instead."
+        : `This is the correct ${s.reference === "redlock.go" ? "multi-node" : "single-node"} variant's own file.`)
       : `Compared with ${s.reference}: ${n} highlighted line${n === 1 ? "" : "s"} differ (comments in a lighter shade).`;
     ui.srcWhy.textContent = s.why || "";
     ui.srcScenario.textContent = s.shows_with || "";
