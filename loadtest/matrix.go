@@ -252,7 +252,7 @@ func failoverScenario() Scenario {
 		LockTTL:     failoverTTL,
 		MinDuration: 8 * time.Second,
 		Failover:    true,
-		Only:        []string{"none", "setnx-expire", "get-del", "plain-del", "lua", "lua+check", "lua+fence"},
+		Only:        []string{"none", "setnx-expire", "get-del", "plain-del", "lua", "lua+check", "lua+fence", "db-guard", "redis-stock"},
 	}
 }
 
@@ -387,6 +387,10 @@ var eitherWay = map[string]map[string]string{
 		// The first holder's check asks the new master, which by then
 		// holds the second holder's value.
 		"lua+check": "the check before the write asks the promoted master and finds the second holder's value, unless the failover lands between a holder's check and its write",
+		// Seen in a run: 39 of 40 sold, none oversold. The column's 8 s
+		// sales are slow; the stale stock shows only if the SKU sells out.
+		"redis-stock": "the promoted replica has the stock as it was when replication stopped, so the units sold since are sold again " +
+			"(oversold) if the SKU sells out after the failover; with this column's slow sales it may not",
 	},
 	ClockJump: {
 		// Seen in a quick run (seed 1): 30 holders refused by the check,

@@ -50,6 +50,9 @@ var Sequence = []Step{
 	{lock.Lua, loadtest.LongWorkWatchdog, 300, 3000},
 	{lock.LuaCheck, loadtest.PauseAfterLeaseCheck, 300, 2000},
 	{lock.LuaFence, loadtest.PauseAfterLeaseCheck, 300, 2000},
+	{lock.DBGuard, loadtest.PauseInCriticalSection, 300, 2000},
+	{lock.DBForUpdate, loadtest.PauseInCriticalSection, 300, 2000},
+	{lock.RedisStock, loadtest.PauseInCriticalSection, 300, 2000},
 	{lock.Attendee, loadtest.Clean, 300, 1500},
 }
 
