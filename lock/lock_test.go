@@ -140,7 +140,7 @@ func TestOneKeyManyClients(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			e := newEnv(t, c, lock.WithTTL(2*time.Second))
 			l := e.locker(name)
-			var counter, holders, overlaps atomic.Int64
+			var counter, holders, overlaps, lostReleases atomic.Int64
 			var wg sync.WaitGroup
 			errs := make(chan error, clients*rounds)
 			for range clients {
@@ -162,6 +162,10 @@ func TestOneKeyManyClients(t *testing.T) {
 						counter.Store(v + 1)
 						holders.Add(-1)
 						if err := lease.Release(context.Background()); err != nil {
+							if errors.Is(err, lock.ErrNotHeld) {
+								lostReleases.Add(1) // someone else's release freed it: a lock that broke
+								continue
+							}
 							errs <- err
 							return
 						}
@@ -173,7 +177,7 @@ func TestOneKeyManyClients(t *testing.T) {
 			for err := range errs {
 				t.Fatalf("client error: %v", err)
 			}
-			broke := overlaps.Load() > 0 || counter.Load() != clients*rounds
+			broke := overlaps.Load() > 0 || counter.Load() != clients*rounds || lostReleases.Load() > 0
 			t.Logf("%s: %d overlaps, counter %d of %d", name, overlaps.Load(), counter.Load(), clients*rounds)
 			// attendee as shipped grants a held lock (its flaw to spot).
 			if want := name == lock.None || name == lock.Attendee; broke != want {
