@@ -158,6 +158,60 @@ func TestUnseenWaiterWakesAtRelease(t *testing.T) {
 	}
 }
 
+// Waiting processes in a key's line do not listen for its delete events:
+// the line wakes them, and hearing every release of a hot key would cost
+// each waiting process a wake-up per grant. Only the head of a line that was
+// empty when it joined listens, since the holder may not know it waits. And
+// both waiters still get the lock: the head by the delete, the other by the
+// line.
+func TestOnlyTheHeadOfAnEmptyLineListens(t *testing.T) {
+	c := shared(t)
+	for _, variant := range []string{lock.Lua, lock.Redlock} {
+		t.Run(variant, func(t *testing.T) {
+			a := newEnv(t, c)
+			a.voting()
+			ctx := context.Background()
+			holder := mustAcquire(t, a.locker(variant), "k", time.Second)
+			got := make(chan error, 2)
+			for i := range 2 {
+				ls, err := lock.NewLockers(redistest.Options(c), lock.WithNamespace(a.ns), lock.WithNodeTimeout(100*time.Millisecond), noTimers)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer ls.Close()
+				l, _ := ls.Get(variant)
+				go func() {
+					wctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+					defer cancel()
+					lease, err := l.Acquire(wctx, "k")
+					if err == nil {
+						time.Sleep(time.Millisecond) // the critical section
+						err = lease.Release(ctx)
+					}
+					got <- err
+				}()
+				a.inLine("k", int64(i+1), 2*time.Second)
+			}
+			channel := "__keyspace@0__:" + a.ns + "lock:k"
+			subs, err := a.raw[0].PubSubNumSub(ctx, channel).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if subs[channel] != 1 {
+				t.Errorf("%d processes listen for the key's events while two stand in its line, want 1 (the head)", subs[channel])
+			}
+			if err := holder.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			for range 2 {
+				if err := <-got; err != nil {
+					t.Fatalf("a waiter in line was not woken: %v", err)
+				}
+			}
+		})
+	}
+}
+
 // When a process passes the key to the next process in line, its own
 // waiters, asleep behind its lease, must keep a place in the line: else
 // nothing wakes them but their timers (a lease's validity, here longer than
@@ -207,17 +261,23 @@ func TestStreakEndKeepsTheWaitersPlace(t *testing.T) {
 // queued waits until some process stands in the key's line on the first node.
 func (e *env) queued(key string, within time.Duration) {
 	e.t.Helper()
+	e.inLine(key, 1, within)
+}
+
+// inLine waits until at least n processes stand in the key's line.
+func (e *env) inLine(key string, n int64, within time.Duration) {
+	e.t.Helper()
 	deadline := time.Now().Add(within)
 	for {
-		n, err := e.raw[0].LLen(context.Background(), e.ns+"line:"+key).Result()
+		got, err := e.raw[0].LLen(context.Background(), e.ns+"line:"+key).Result()
 		if err != nil {
 			e.t.Fatalf("LLEN: %v", err)
 		}
-		if n > 0 {
+		if got >= n {
 			return
 		}
 		if time.Now().After(deadline) {
-			e.t.Fatalf("nobody joined the line of %q within %v", key, within)
+			e.t.Fatalf("%d of %d processes joined the line of %q within %v", got, n, key, within)
 		}
 		time.Sleep(time.Millisecond)
 	}

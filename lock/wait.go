@@ -14,10 +14,11 @@ import (
 )
 
 // waker turns Redis keyspace notifications (a lock key deleted or expired)
-// into wake-ups for the waiters of this process, so waiting costs one
-// attempt per release instead of a polling storm. It subscribes to a key's
-// events only while someone here waits for it: an uncontended lock causes no
-// notification traffic at all.
+// and the wake-ups of a key's line (queue.go) into wake-ups for the waiters
+// of this process, so waiting costs one attempt per release instead of a
+// polling storm. It subscribes to a key's events only while someone here
+// waits for it and no line wakes them: an uncontended lock causes no
+// notification traffic at all, and a hot key in line causes none either.
 type waker struct {
 	cancel context.CancelFunc
 	ctx    context.Context
@@ -28,7 +29,10 @@ type waker struct {
 	// waiting room (sync); subscribed is, under it, the keys subscribed now.
 	subMu      sync.Mutex
 	subscribed map[string]int // how many of subs, from the first, listen
-	syncs      sync.WaitGroup // the syncs a closing room started
+	// confirmed is, by channel, closed when the node confirms a
+	// subscription to it: only then is no later event missed.
+	confirmed map[string]chan struct{}
+	syncs     sync.WaitGroup // the syncs a closing room started
 	// beforeSync, if set, runs as sync starts: tests use it to hold one
 	// sync back while another room opens or closes.
 	beforeSync func(key string)
@@ -65,9 +69,14 @@ type keyWait struct {
 	turn chan struct{}
 	// freed is closed, and replaced, whenever the key is deleted or expires.
 	freed chan struct{}
-	// line: the waiters use Redlock and stand in the key's line across
-	// processes (queue.go); a delete event does not wake them, the line does.
+	// line: the waiters stand in the key's line across processes
+	// (queue.go); a delete event does not wake them, the line does, and
+	// the room does not even listen for the key's events unless head or
+	// unlined says it must.
 	line bool
+	// unlined: the line could not be asked (its node does not answer), so
+	// the waiters fall back to the key's events and the backoff.
+	unlined bool
 	// streak counts the grants passed from waiter to waiter here since the
 	// line last woke this process: after maxStreak the lock goes to the
 	// line's head, so other processes get their turn.
@@ -76,13 +85,21 @@ type keyWait struct {
 	// again only after the line woke it.
 	queued bool
 	// head: this process joined an empty line, so the holder may not know
-	// anyone waits (see passOn): a delete event wakes it too.
+	// anyone waits (see passOn): it listens for the key's delete event.
 	head bool
 	// taken is freed as it was when a waiter of this process last acquired:
 	// the next waiter knows the lock is held and waits for it to be freed
 	// instead of trying straight away.
 	taken chan struct{}
 }
+
+// listens reports whether the room needs the key's delete and expiry
+// events: a room whose waiters are not in a line, the head of a line the
+// holder may not know about, and a room whose line cannot be asked. The
+// others are woken by the line; hearing every release of a hot key in every
+// waiting process would cost each of them a wake-up per grant, CPU the
+// holder needs.
+func (kw *keyWait) listens() bool { return !kw.line || kw.head || kw.unlined }
 
 // wake lets the room's next waiter try: it closes freed and puts a new one
 // in its place. Called with the waker's mu held.
@@ -93,7 +110,8 @@ func (kw *keyWait) wake() {
 
 func newWaker(cfg *config, nodes []*node) *waker {
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &waker{ctx: ctx, cancel: cancel, keys: map[string]*keyWait{}, held: map[string]*Lease{}, subscribed: map[string]int{}, contended: map[string]time.Time{}}
+	w := &waker{ctx: ctx, cancel: cancel, keys: map[string]*keyWait{}, held: map[string]*Lease{}, subscribed: map[string]int{},
+		confirmed: map[string]chan struct{}{}, contended: map[string]time.Time{}}
 	if !cfg.notifications {
 		return w
 	}
@@ -110,14 +128,21 @@ func newWaker(cfg *config, nodes []*node) *waker {
 		w.subs = append(w.subs, sub)
 		w.wg.Go(func() {
 			defer sub.ps.Close()
-			ch := sub.ps.Channel()
+			ch := sub.ps.ChannelWithSubscriptions()
 			for {
 				select {
 				case <-ctx.Done():
 					return
-				case m, ok := <-ch:
+				case msg, ok := <-ch:
 					if !ok {
 						return
+					}
+					m, ok := msg.(*redis.Message)
+					if !ok {
+						if s, ok := msg.(*redis.Subscription); ok && s.Kind == "subscribe" {
+							w.confirm(s.Channel)
+						}
+						continue
 					}
 					if m.Channel == w.line.channel {
 						w.handoff(m.Payload, false)
@@ -153,7 +178,8 @@ func (w *waker) sync(key string) {
 	w.subMu.Lock()
 	defer w.subMu.Unlock()
 	w.mu.Lock()
-	want := w.keys[key] != nil
+	kw := w.keys[key]
+	want := kw != nil && kw.listens()
 	w.mu.Unlock()
 	n, had := w.subscribed[key]
 	if want == had {
@@ -176,14 +202,58 @@ func (w *waker) sync(key string) {
 	// next node is asked only while the one before it does not answer.
 	for _, s := range w.subs {
 		n++
-		ctx, cancel := context.WithTimeout(w.ctx, 100*time.Millisecond)
-		err := s.ps.Subscribe(ctx, s.prefix+key)
-		cancel()
-		if err == nil {
+		if w.subscribe(s, s.prefix+key) {
 			break
 		}
 	}
 	w.subscribed[key] = n
+}
+
+// subscribe subscribes s to channel and waits, 100 ms at most, until the
+// node confirms it: from then on no event of the channel is missed.
+func (w *waker) subscribe(s subscription, channel string) bool {
+	ctx, cancel := context.WithTimeout(w.ctx, 100*time.Millisecond)
+	defer cancel()
+	done := make(chan struct{})
+	w.mu.Lock()
+	w.confirmed[channel] = done
+	w.mu.Unlock()
+	defer func() {
+		w.mu.Lock()
+		if w.confirmed[channel] == done {
+			delete(w.confirmed, channel)
+		}
+		w.mu.Unlock()
+	}()
+	if err := s.ps.Subscribe(ctx, channel); err != nil {
+		return false
+	}
+	select {
+	case <-done:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// confirm is a node's confirmation of a subscription to channel.
+func (w *waker) confirm(channel string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if done := w.confirmed[channel]; done != nil {
+		close(done)
+		delete(w.confirmed, channel)
+	}
+}
+
+// resync brings the key's subscription in line with its room off the
+// caller's path, after the room's need of the key's events changed.
+func (w *waker) resync(key string) {
+	w.syncs.Add(1)
+	go func() {
+		defer w.syncs.Done()
+		w.sync(key)
+	}()
 }
 
 // waiting reports whether anyone in this process waits for the key; a
@@ -200,12 +270,14 @@ func (w *waker) close() {
 	w.wg.Wait()
 }
 
-func (w *waker) join(key string) *keyWait {
+// join enters the key's waiting room, opening it if nobody here waits yet;
+// lined says the variant's waiters stand in the key's line.
+func (w *waker) join(key string, lined bool) *keyWait {
 	w.mu.Lock()
 	kw := w.keys[key]
 	opened := kw == nil
 	if opened {
-		kw = &keyWait{turn: make(chan struct{}, 1), freed: make(chan struct{})}
+		kw = &keyWait{turn: make(chan struct{}, 1), freed: make(chan struct{}), line: lined && w.line != nil}
 		w.keys[key] = kw
 	}
 	kw.refs++
@@ -227,11 +299,7 @@ func (w *waker) leave(key string, kw *keyWait) {
 	if closed {
 		// Off the caller's path: a node that does not answer would hold a
 		// lease back from its holder while its validity runs.
-		w.syncs.Add(1)
-		go func() {
-			defer w.syncs.Done()
-			w.sync(key)
-		}()
+		w.resync(key)
 	}
 }
 
@@ -277,7 +345,7 @@ func (w *waker) heldUntil(key string) (time.Time, bool) {
 func (w *waker) deleted(key string) {
 	w.mu.Lock()
 	kw := w.keys[key]
-	waitsForLine := kw != nil && kw.line && !kw.head
+	waitsForLine := kw != nil && !kw.listens()
 	w.mu.Unlock()
 	if !waitsForLine && !w.echo(key) {
 		w.freed(key)
@@ -332,10 +400,11 @@ func (w *waker) passOn(key string) {
 func (w *waker) passed(key, head string, requeued bool) {
 	w.mu.Lock()
 	kw := w.keys[key]
-	requeue := false
+	requeue, deaf := false, false
 	if kw != nil {
 		switch head {
 		case "", w.line.id: // no place of ours is left in the line
+			deaf = kw.head
 			kw.queued, kw.head = false, false
 			requeue = true
 		default:
@@ -343,6 +412,9 @@ func (w *waker) passed(key, head string, requeued bool) {
 		}
 	}
 	w.mu.Unlock()
+	if deaf {
+		w.resync(key)
+	}
 	switch head {
 	case "":
 		w.freed(key)
@@ -358,12 +430,17 @@ func (w *waker) passed(key, head string, requeued bool) {
 func (w *waker) handoff(key string, empty bool) {
 	w.mu.Lock()
 	kw := w.keys[key]
+	deaf := false
 	if kw != nil {
+		deaf = kw.head
 		kw.streak, kw.queued, kw.head = 0, false, false
 		kw.wake()
 	}
 	w.contended[key] = time.Now()
 	w.mu.Unlock()
+	if deaf {
+		w.resync(key)
+	}
 	if kw == nil && !empty {
 		w.line.next(key, false, func(key, head string, _ bool) {
 			if head == "" || head == w.line.id {
@@ -375,7 +452,12 @@ func (w *waker) handoff(key string, empty bool) {
 
 // queue puts this process in the key's line, unless it stands there already,
 // and reports its place as line.join does: above 0 it stands in the line, 0
-// the key is gone (try now), below 0 the line could not be asked.
+// try now, below 0 the line could not be asked.
+//
+// A process that joins an empty line listens for the key's delete event,
+// since the holder may not know anyone waits; and since the key may have
+// gone while the subscription was on its way, it says try now once the
+// node has confirmed it: a try that fails then is followed by the event.
 func (w *waker) queue(ctx context.Context, key string, kw *keyWait) int64 {
 	if w.line == nil {
 		return noLine
@@ -388,19 +470,23 @@ func (w *waker) queue(ctx context.Context, key string, kw *keyWait) int64 {
 	}
 	place := w.line.join(ctx, key)
 	w.mu.Lock()
-	kw.queued, kw.head = place > 0, place == 1
+	was := kw.listens()
+	kw.queued, kw.head, kw.unlined = place > 0, place == 1, place == noLine
 	if place > 0 {
 		w.contended[key] = time.Now()
 	}
+	now := kw.listens()
 	w.mu.Unlock()
+	switch {
+	case now && !was:
+		w.sync(key) // on the waiter's path: it must not miss the event
+		if place == 1 {
+			return 0
+		}
+	case was && !now:
+		w.resync(key)
+	}
 	return place
-}
-
-// inLine marks the waiters of a key as standing in its line.
-func (w *waker) inLine(kw *keyWait) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	kw.line = true
 }
 
 // echo reports whether a delete of key can only be the echo of an earlier
@@ -453,15 +539,12 @@ func (l *Locker) acquire(ctx context.Context, name string) (*Lease, int, error) 
 			return nil, tries, errors.Join(telling(err, ErrNotAcquired), context.Cause(ctx))
 		}
 	}
-	kw := l.wake.join(key)
-	defer l.wake.leave(key, kw)
 	// Waiters in several processes must not all try at once: Redlock's votes
 	// would split, and every failed try costs CPU the holder needs. The
 	// owner-checked variants' waiters stand in the key's line (queue.go).
 	inLine := l.lined()
-	if inLine {
-		l.wake.inLine(kw)
-	}
+	kw := l.wake.join(key, inLine)
+	defer l.wake.leave(key, kw)
 
 	select {
 	case kw.turn <- struct{}{}:
@@ -471,6 +554,11 @@ func (l *Locker) acquire(ctx context.Context, name string) (*Lease, int, error) 
 	defer func() { <-kw.turn }()
 
 	wait := l.wake.lastTaken(kw)
+	if wait == nil && inLine {
+		// A room that does not hear the key's events has nothing to gain
+		// from a second try now: it joins the line first.
+		wait = l.wake.current(kw)
+	}
 	backoff := l.cfg.backoffMin
 	var last error = ErrNotAcquired
 	for {

@@ -12,6 +12,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-redsync/redsync/v4"
@@ -46,6 +47,7 @@ type section struct {
 	Wait  int64 `json:"w"`
 	Start int64 `json:"s"`
 	End   int64 `json:"e"`
+	proc  int   // which contender process, set by the parent
 }
 
 // childReport is what one contender process did.
@@ -57,7 +59,10 @@ type childReport struct {
 	Cut int `json:"cut"`
 	// GaveUp counts acquires the library gave up on before the end (redsync
 	// after its tries), and ReleaseErrors failed releases; both by message.
-	GaveUp        map[string]int `json:"gave_up,omitempty"`
+	GaveUp map[string]int `json:"gave_up,omitempty"`
+	// Tries is how many attempts the granted acquires made in all (the
+	// project's lock only: redsync does not say).
+	Tries         int64          `json:"tries,omitempty"`
 	ReleaseErrors map[string]int `json:"release_errors,omitempty"`
 }
 
@@ -105,7 +110,12 @@ func runChild(ctx context.Context, args []string, stdin io.Reader, stdout io.Wri
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	p, closeLock, err := newPair(ctx, f, nodes)
+	var tries atomic.Int64
+	p, closeLock, err := newPair(ctx, f, nodes, func(e lock.Event) {
+		if e.Kind == lock.Acquired {
+			tries.Add(int64(e.Tries))
+		}
+	})
 	if err != nil {
 		return err
 	}
@@ -136,8 +146,10 @@ func runChild(ctx context.Context, args []string, stdin io.Reader, stdout io.Wri
 	case <-ctx.Done():
 		return fmt.Errorf("no start from the parent: %w", ctx.Err())
 	}
+	warmTries := tries.Load()
 	rep := contend(ctx, p, f.key, f.goroutines, f.section, start, end)
 	rep.PID = os.Getpid()
+	rep.Tries = tries.Load() - warmTries
 	return json.NewEncoder(stdout).Encode(rep)
 }
 
@@ -188,7 +200,7 @@ func contend(ctx context.Context, p pair, key string, goroutines int, d time.Dur
 
 // newPair builds the lock a contender uses and waits until it can be taken:
 // the nodes vote (restart awareness) and each node has a warm connection.
-func newPair(ctx context.Context, f childFlags, nodes []*redis.Options) (pair, func(), error) {
+func newPair(ctx context.Context, f childFlags, nodes []*redis.Options, observe func(lock.Event)) (pair, func(), error) {
 	ready, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if f.variant == Redsync {
@@ -202,7 +214,7 @@ func newPair(ctx context.Context, f childFlags, nodes []*redis.Options) (pair, f
 	}
 	// The child's stderr reaches the user only when the run fails.
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	ls, err := votingLockers(ready, nodes, f.namespace, f.ttl, f.nodeTimeout, log)
+	ls, err := votingLockers(ready, nodes, f.namespace, f.ttl, f.nodeTimeout, log, lock.WithObserver(observe))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -220,8 +232,8 @@ func newPair(ctx context.Context, f childFlags, nodes []*redis.Options) (pair, f
 
 // votingLockers builds the project's locks over nodes and waits until a
 // quorum of them votes.
-func votingLockers(ctx context.Context, nodes []*redis.Options, namespace string, ttl, nodeTimeout time.Duration, log *slog.Logger) (*lock.Lockers, error) {
-	opts := []lock.Option{lock.WithTTL(ttl), lock.WithNamespace(namespace), lock.WithLogger(log)}
+func votingLockers(ctx context.Context, nodes []*redis.Options, namespace string, ttl, nodeTimeout time.Duration, log *slog.Logger, more ...lock.Option) (*lock.Lockers, error) {
+	opts := append([]lock.Option{lock.WithTTL(ttl), lock.WithNamespace(namespace), lock.WithLogger(log)}, more...)
 	if nodeTimeout > 0 {
 		opts = append(opts, lock.WithNodeTimeout(nodeTimeout))
 	}

@@ -67,6 +67,12 @@ func TestSmoke(t *testing.T) {
 			if r.Ceiling <= 0 || r.Uncontended <= 0 {
 				t.Errorf("redlock: ceiling %.0f/s from uncontended %v", r.Ceiling, r.Uncontended)
 			}
+			if h := r.Handoffs; h.Local+h.Across != r.Sections-1 || h.Across == 0 {
+				t.Errorf("redlock: %d hand-offs here and %d across for %d sections over 2 processes", h.Local, h.Across, r.Sections)
+			}
+			if r.TriesPerGrant < 1 {
+				t.Errorf("redlock: %.2f tries per grant; every grant takes at least one", r.TriesPerGrant)
+			}
 		}
 	}
 }

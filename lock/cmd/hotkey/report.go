@@ -40,6 +40,10 @@ type Row struct {
 	// one got nothing.
 	ProcessSpread Spread `json:"busiest_idlest_process"`
 	ClientSpread  Spread `json:"busiest_idlest_client"`
+	// TriesPerGrant is the attempts each granted acquire made, on average
+	// (0 where the library does not say): 1 means every waiter was woken
+	// only when it could win.
+	TriesPerGrant float64 `json:"tries_per_grant,omitempty"`
 	// Cut is the acquires still waiting when the window closed; GaveUp the
 	// acquires the library itself gave up on (redsync after its 32 tries).
 	Cut    int `json:"cut"`
@@ -51,6 +55,21 @@ type Row struct {
 	Overlaps int `json:"overlaps"`
 	// Overlap is the longest time two sections were both inside.
 	Overlap time.Duration `json:"longest_overlap_ns"`
+	// Handoffs splits the gaps between one section's end and the next one's
+	// start by whether the next holder was in the same process or another:
+	// where a lock loses time across processes.
+	Handoffs Handoffs `json:"handoffs"`
+}
+
+// Handoffs are the gaps between consecutive sections: Local when the next
+// holder ran in the same process, Across when it ran in another.
+type Handoffs struct {
+	Local      int           `json:"local"`
+	Across     int           `json:"across"`
+	LocalMean  time.Duration `json:"local_mean_ns"`
+	AcrossMean time.Duration `json:"across_mean_ns"`
+	AcrossP99  time.Duration `json:"across_p99_ns"`
+	LocalP99   time.Duration `json:"local_p99_ns"`
 }
 
 // aggregate makes a row out of the contenders' reports of one run.
@@ -59,7 +78,9 @@ func aggregate(variant string, perProcess int, reps []childReport, start, end in
 		Uncontended: uncontended, Errors: map[string]int{}}
 	var all []section
 	var perProc, perClient []int
-	for _, rep := range reps {
+	var tries int64
+	grants := 0
+	for p, rep := range reps {
 		done := 0
 		for _, c := range rep.Clients {
 			n := 0
@@ -70,10 +91,15 @@ func aggregate(variant string, perProcess int, reps []childReport, start, end in
 			}
 			perClient = append(perClient, n)
 			done += n
-			all = append(all, c...)
+			grants += len(c)
+			for _, s := range c {
+				s.proc = p
+				all = append(all, s)
+			}
 		}
 		perProc = append(perProc, done)
 		r.Cut += rep.Cut
+		tries += rep.Tries
 		for msg, n := range rep.GaveUp {
 			r.Errors["acquire: "+msg] += n
 			r.GaveUp += n
@@ -84,6 +110,10 @@ func aggregate(variant string, perProcess int, reps []childReport, start, end in
 	}
 	r.ProcessSpread, r.ClientSpread = spread(perProc), spread(perClient)
 	r.Overlaps, r.Overlap = overlaps(all)
+	r.Handoffs = handoffs(all, end)
+	if tries > 0 && grants > 0 {
+		r.TriesPerGrant = float64(tries) / float64(grants)
+	}
 
 	var waits []time.Duration
 	var ran time.Duration
@@ -165,6 +195,38 @@ func overlaps(all []section) (int, time.Duration) {
 	return n, time.Duration(longest)
 }
 
+// handoffs measures the gap from each section's end to the start of the
+// next section, in start order, among the sections that began before end.
+func handoffs(all []section, end int64) Handoffs {
+	s := slices.Clone(all)
+	slices.SortFunc(s, func(a, b section) int { return cmp.Compare(a.Start, b.Start) })
+	var local, across []time.Duration
+	for i := 1; i < len(s) && s[i].Start < end; i++ {
+		gap := time.Duration(s[i].Start - s[i-1].End)
+		if s[i].proc == s[i-1].proc {
+			local = append(local, gap)
+		} else {
+			across = append(across, gap)
+		}
+	}
+	h := Handoffs{Local: len(local), Across: len(across)}
+	h.LocalMean, h.LocalP99 = meanP99(local)
+	h.AcrossMean, h.AcrossP99 = meanP99(across)
+	return h
+}
+
+func meanP99(d []time.Duration) (mean, p99 time.Duration) {
+	if len(d) == 0 {
+		return 0, 0
+	}
+	slices.Sort(d)
+	var sum time.Duration
+	for _, x := range d {
+		sum += x
+	}
+	return sum / time.Duration(len(d)), d[len(d)*99/100]
+}
+
 // Report is a whole benchmark run.
 type Report struct {
 	Command    string        `json:"command"`
@@ -189,11 +251,12 @@ func (r *Report) WriteText(w io.Writer) error {
 		r.Contenders, r.Section, r.Duration, r.TTL, r.Nodes, r.CPUs)
 	fmt.Fprintf(&ew, "load average %s before, %s after\n\n", r.LoadBefore, r.LoadAfter)
 	tw := tabwriter.NewWriter(&ew, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "contenders\tvariant\tsections/s\tceiling/s\t% of ceiling\tp50 wait\tp99 wait\tbusiest/idlest process\tbusiest/idlest client\tgave up\toverlaps\t")
+	fmt.Fprintln(tw, "contenders\tvariant\tsections/s\tceiling/s\t% of ceiling\tp50 wait\tp99 wait\tbusiest/idlest process\tbusiest/idlest client\tgave up\toverlaps\ttries/grant\thand-off here\thand-off across\t")
 	for _, row := range r.Rows {
-		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.0f\t%.0f %%\t%s\t%s\t%s\t%s\t%d\t%d\t\n",
+		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.0f\t%.0f %%\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t\n",
 			split(row.Processes, row.PerProcess), row.Variant, row.Rate, row.Ceiling, row.OfCeiling,
-			ms(row.P50Wait), ms(row.P99Wait), row.ProcessSpread, row.ClientSpread, row.GaveUp, row.Overlaps)
+			ms(row.P50Wait), ms(row.P99Wait), row.ProcessSpread, row.ClientSpread, row.GaveUp, row.Overlaps, perGrant(row.TriesPerGrant),
+			handoff(row.Handoffs.Local, row.Handoffs.LocalMean), handoff(row.Handoffs.Across, row.Handoffs.AcrossMean))
 	}
 	tw.Flush()
 	fmt.Fprintf(&ew, "\nceiling = 1 / (critical section as it ran + that lock's uncontended acquire+release, mean of %d, measured just before the run);\n"+
@@ -205,6 +268,22 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	_, err := io.WriteString(w, ew.String())
 	return err
+}
+
+// perGrant is tries per grant, or a dash where the library does not say.
+func perGrant(t float64) string {
+	if t == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.2f", t)
+}
+
+// handoff is a mean gap and how many gaps it is over.
+func handoff(n int, mean time.Duration) string {
+	if n == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.2f ms ×%d", float64(mean)/float64(time.Millisecond), n)
 }
 
 func split(procs, per int) string {
