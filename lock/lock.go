@@ -120,6 +120,11 @@ func (l *Locker) try(ctx context.Context, name string) (*Lease, error) {
 	if err != nil {
 		return nil, err
 	}
+	return l.newLease(name, k, value, g, start), nil
+}
+
+// newLease is the lease of a grant whose first command was sent at start.
+func (l *Locker) newLease(name string, k keys, value string, g grant, start time.Time) *Lease {
 	lease := &Lease{
 		locker: l, name: name, k: k, value: value,
 		token: g.token, validUntil: start.Add(g.validity), acquired: time.Now(),
@@ -131,7 +136,7 @@ func (l *Locker) try(ctx context.Context, name string) (*Lease, error) {
 	if l.cfg.watchdog.Load() {
 		lease.startWatchdog()
 	}
-	return lease, nil
+	return lease
 }
 
 // Acquire waits for the lock until ctx is done. A waiter does not poll: it is
@@ -279,25 +284,46 @@ func (l *Lease) Release(ctx context.Context) error {
 	l.mu.Unlock()
 	l.stopWatchdog()
 	l.locker.wake.unhold(l.k.lock, l)
-	// Wake this process's next waiter now rather than after the keyspace
-	// event's round trip; other processes still get the event. A variant
-	// whose commands reach each node in order wakes it as soon as the
-	// release is on its way, since the waiter's acquire cannot overtake it.
-	wake := func() { l.locker.wake.deleted(l.k.lock) }
-	var err error
-	if o, ok := l.locker.v.(orderedRelease); ok {
-		// Redlock: the next waiter here, or the head of the key's line.
-		err = o.releaseThen(ctx, l.k, l.value, time.Now().Before(l.ValidUntil()), func() { l.locker.wake.passOn(l.k.lock) })
-	} else if err = l.locker.v.release(ctx, l.locker.cfg.faults.gapFor(l.locker, l.name, l), l.k, l.value); err == nil {
-		if l.locker.lined() {
-			l.locker.wake.passOn(l.k.lock) // lua: the next waiter here, or the line's head
-		} else {
-			wake()
-		}
-	}
+	err := l.giveBack(ctx)
 	l.locker.observe(Event{Time: begun, Kind: Released, Variant: l.locker.name, Key: l.name, Lease: l, Err: err})
 	if err != nil {
 		return fmt.Errorf("release %q: %w", l.name, err)
 	}
 	return nil
+}
+
+// giveBack releases the lease and lets the next waiter in: one here, or,
+// for a variant whose waiters stand in line, the head of the key's line.
+func (l *Lease) giveBack(ctx context.Context) error {
+	lk, key := l.locker, l.k.lock
+	if !lk.lined() {
+		// Wake this process's next waiter now rather than after the
+		// keyspace event's round trip; other processes still get the event.
+		err := lk.v.release(ctx, lk.cfg.faults.gapFor(lk, l.name, l), l.k, l.value)
+		if err == nil {
+			lk.wake.deleted(key)
+		}
+		return err
+	}
+	valid := time.Now().Before(l.ValidUntil())
+	next := func() { lk.wake.toLine(key) }
+	if kw, direct := lk.wake.nextHere(key, lk); kw != nil {
+		// A waiter here is next: the lease passes to it in one step
+		// (handover.go), else it tries once the release is on its way.
+		if h, ok := lk.v.(handingOver); ok && direct && valid && l.handOver(ctx, h, kw) {
+			return nil
+		}
+		next = func() { lk.wake.freed(key) }
+	}
+	if o, ok := lk.v.(orderedRelease); ok {
+		// Redlock: its commands reach each node in order, so the next
+		// waiter may go as soon as the release is on its way: its acquire
+		// cannot overtake it.
+		return o.releaseThen(ctx, l.k, l.value, valid, next)
+	}
+	err := lk.v.release(ctx, lk.cfg.faults.gapFor(lk, l.name, l), l.k, l.value)
+	if err == nil {
+		next()
+	}
+	return err
 }

@@ -140,7 +140,7 @@ func TestOneKeyManyClients(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			e := newEnv(t, c, lock.WithTTL(2*time.Second))
 			l := e.locker(name)
-			var counter, holders, overlaps, lostReleases atomic.Int64
+			var counter, holders, overlaps, lostReleases, lastToken, staleTokens atomic.Int64
 			var wg sync.WaitGroup
 			errs := make(chan error, clients*rounds)
 			for range clients {
@@ -155,6 +155,13 @@ func TestOneKeyManyClients(t *testing.T) {
 						}
 						if holders.Add(1) > 1 {
 							overlaps.Add(1)
+						}
+						if token, fenced := lease.Token(); fenced {
+							// Grant after grant, tokens grow: leases handed
+							// straight to a waiter here draw theirs too.
+							if int64(token) <= lastToken.Swap(int64(token)) {
+								staleTokens.Add(1)
+							}
 						}
 						v := counter.Load()
 						runtime.Gosched()
@@ -176,6 +183,9 @@ func TestOneKeyManyClients(t *testing.T) {
 			close(errs)
 			for err := range errs {
 				t.Fatalf("client error: %v", err)
+			}
+			if staleTokens.Load() > 0 {
+				t.Errorf("%d grants carried a token no larger than the grant before", staleTokens.Load())
 			}
 			broke := overlaps.Load() > 0 || counter.Load() != clients*rounds || lostReleases.Load() > 0
 			t.Logf("%s: %d overlaps, counter %d of %d", name, overlaps.Load(), counter.Load(), clients*rounds)

@@ -20,12 +20,19 @@ import (
 type redlockFence struct{ *redlock }
 
 func (r redlockFence) acquire(ctx context.Context, at gap, k keys, value string, ttl time.Duration) (grant, error) {
-	start := time.Now()
 	ms := strconv.FormatInt(ttl.Milliseconds(), 10)
+	return r.fencedTake(ctx, at, k, value, ttl, acquireFenced.eval([]string{k.lock, k.fence}, value, ms))
+}
+
+// fencedTake sends cmd, a step that takes the lock and draws a token on each
+// node, and writes the largest token of the quorum back before the lease is
+// used.
+func (r redlockFence) fencedTake(ctx context.Context, at gap, k keys, value string, ttl time.Duration, cmd []string) (grant, error) {
+	start := time.Now()
 	// A grant waits for the first node's answer too: lua+fence draws from
 	// that node's counter alone, and only its answer makes this token pass it.
 	drawn, _, err := r.take(ctx, at, k, value, start, ttl,
-		ask{cmd: acquireFenced.eval([]string{k.lock, k.fence}, value, ms), want: wire.Integer, read: readToken, decided: r.wins, first: true})
+		ask{cmd: cmd, want: wire.Integer, read: readToken, decided: r.wins, first: true})
 	if err != nil {
 		return grant{}, err
 	}

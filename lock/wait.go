@@ -91,6 +91,14 @@ type keyWait struct {
 	// the next waiter knows the lock is held and waits for it to be freed
 	// instead of trying straight away.
 	taken chan struct{}
+	// by is the locker of the room's waiters, unless mixed: waiters of
+	// several variants wait for the key, and no lease is handed over.
+	by    *Locker
+	mixed bool
+	// given holds a lease handed over by the holder here (handover.go)
+	// until the waiter whose turn it is takes it; a room that closes with
+	// one in it releases it.
+	given chan *Lease
 }
 
 // listens reports whether the room needs the key's delete and expiry
@@ -270,16 +278,18 @@ func (w *waker) close() {
 	w.wg.Wait()
 }
 
-// join enters the key's waiting room, opening it if nobody here waits yet;
-// lined says the variant's waiters stand in the key's line.
-func (w *waker) join(key string, lined bool) *keyWait {
+// join enters a waiter of by, whose waiters stand in the key's line if lined,
+// in the key's waiting room, opening it if nobody here waits yet.
+func (w *waker) join(key string, by *Locker, lined bool) *keyWait {
 	w.mu.Lock()
 	kw := w.keys[key]
 	opened := kw == nil
 	if opened {
-		kw = &keyWait{turn: make(chan struct{}, 1), freed: make(chan struct{}), line: lined && w.line != nil}
+		kw = &keyWait{turn: make(chan struct{}, 1), freed: make(chan struct{}), given: make(chan *Lease, 1),
+			line: lined && w.line != nil, by: by}
 		w.keys[key] = kw
 	}
+	kw.mixed = kw.mixed || kw.by != by
 	kw.refs++
 	w.mu.Unlock()
 	if opened {
@@ -292,10 +302,23 @@ func (w *waker) leave(key string, kw *keyWait) {
 	w.mu.Lock()
 	kw.refs--
 	closed := kw.refs == 0
+	var orphan *Lease
 	if closed {
 		delete(w.keys, key)
+		select {
+		case orphan = <-kw.given:
+		default:
+		}
 	}
 	w.mu.Unlock()
+	if orphan != nil {
+		// Handed over as the last waiter here gave up: nobody will use it.
+		go func() {
+			ctx, cancel := context.WithTimeout(w.ctx, orphan.locker.cfg.ttl)
+			defer cancel()
+			_ = orphan.Release(ctx)
+		}()
+	}
 	if closed {
 		// Off the caller's path: a node that does not answer would hold a
 		// lease back from its holder while its validity runs.
@@ -356,29 +379,80 @@ func (w *waker) deleted(key string) {
 // waiters before the next process in the line gets the key.
 const maxStreak = 4
 
-// passOn hands a key this process just released, with a variant whose
-// waiters stand in line, to its next waiter: one here, while the streak
-// lasts, else the head of the key's line.
+// nextHere is the waiting room of the waiter here that the key, about to be
+// released by a lease of lk, a variant whose waiters stand in line, should go
+// to next; nil when nobody here waits, or when this process has passed the
+// key among its own waiters maxStreak times in a row and the line's head is
+// next. handOver says whether the lease may pass to that waiter directly:
+// not to a waiter of another variant.
+func (w *waker) nextHere(key string, lk *Locker) (kw *keyWait, handOver bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	kw = w.keys[key]
+	if kw == nil {
+		return nil, false
+	}
+	if kw.streak >= maxStreak {
+		kw.streak = 0
+		return nil, false
+	}
+	kw.streak++
+	return kw, !kw.mixed && kw.by == lk
+}
+
+// give puts a lease handed over by the holder here in kw for the waiter
+// whose turn it is, and reports whether it could: not once the room closed.
+func (w *waker) give(kw *keyWait, lease *Lease) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if kw.refs == 0 {
+		return false
+	}
+	select {
+	case kw.given <- lease:
+	default: // cannot happen: only the lease's holder hands it over
+		return false
+	}
+	kw.wake()
+	return true
+}
+
+// received takes a lease handed over to the room, if one is there, for the
+// waiter whose turn it is. A lease of another variant on the same key (a
+// room serves every variant) is not this waiter's: it is given back.
+func (l *Locker) received(kw *keyWait) (*Lease, bool) {
+	select {
+	case lease := <-kw.given:
+		if lease.locker != l {
+			go func() {
+				ctx, cancel := context.WithTimeout(l.wake.ctx, l.cfg.ttl)
+				defer cancel()
+				_ = lease.Release(ctx)
+			}()
+			return nil, false
+		}
+		l.wake.markTaken(kw)
+		return lease, true
+	default:
+		return nil, false
+	}
+}
+
+// toLine wakes the head of the key's line once the key, held with a variant
+// whose waiters stand in line, is released and no waiter here is next.
 //
 // Asking the line costs a round trip to the first node, so a release that
 // has seen no contention skips it: nobody waits here, and this process has
 // not stood in the key's line for a TTL. Another process may have joined
 // the line while this one held the key, unseen; but then it joined an empty
 // line, and the head of an empty line also wakes at the key's delete event.
-func (w *waker) passOn(key string) {
+func (w *waker) toLine(key string) {
 	if w.line == nil {
 		w.deleted(key)
 		return
 	}
 	w.mu.Lock()
 	kw := w.keys[key]
-	local := kw != nil && kw.streak < maxStreak
-	if local {
-		kw.streak++
-		kw.wake()
-	} else if kw != nil {
-		kw.streak = 0
-	}
 	seen, ok := w.contended[key]
 	if ok && time.Since(seen) > w.line.ttl {
 		delete(w.contended, key)
@@ -386,7 +460,7 @@ func (w *waker) passOn(key string) {
 	}
 	requeue := kw != nil && !kw.queued
 	w.mu.Unlock()
-	if !local && (kw != nil || ok) {
+	if kw != nil || ok {
 		w.line.next(key, requeue, w.passed)
 	}
 }
@@ -543,7 +617,7 @@ func (l *Locker) acquire(ctx context.Context, name string) (*Lease, int, error) 
 	// would split, and every failed try costs CPU the holder needs. The
 	// owner-checked variants' waiters stand in the key's line (queue.go).
 	inLine := l.lined()
-	kw := l.wake.join(key, inLine)
+	kw := l.wake.join(key, l, inLine)
 	defer l.wake.leave(key, kw)
 
 	select {
@@ -562,6 +636,9 @@ func (l *Locker) acquire(ctx context.Context, name string) (*Lease, int, error) 
 	backoff := l.cfg.backoffMin
 	var last error = ErrNotAcquired
 	for {
+		if lease, ok := l.received(kw); ok {
+			return l.receive(ctx, lease, tries+1)
+		}
 		if wait != nil && !closed(wait) {
 			// A lease held here ends with a release that wakes us directly,
 			// or at its validity: no try before then can succeed. Anyone
@@ -587,9 +664,15 @@ func (l *Locker) acquire(ctx context.Context, name string) (*Lease, int, error) 
 				backoff = min(2*backoff, l.cfg.backoffMax)
 			case <-ctx.Done():
 				t.Stop()
+				if lease, ok := l.received(kw); ok { // handed over in time
+					return l.receive(ctx, lease, tries+1)
+				}
 				return nil, tries, errors.Join(last, context.Cause(ctx))
 			}
 			t.Stop()
+			if lease, ok := l.received(kw); ok { // a hand-over wakes the room too
+				return l.receive(ctx, lease, tries+1)
+			}
 		}
 		freed := l.wake.current(kw) // before trying, so a release during the try is not missed
 		lease, err := l.try(ctx, name)

@@ -31,7 +31,7 @@ func TestReopenedWaitingRoomStaysSubscribed(t *testing.T) {
 	const key = "w:lock:k"
 	channel := "__keyspace@0__:" + key
 
-	old := w.join(key, false)
+	old := w.join(key, nil, false)
 	held, release := make(chan struct{}), make(chan struct{})
 	syncs := 0
 	w.beforeSync = func(string) {
@@ -46,7 +46,7 @@ func TestReopenedWaitingRoomStaysSubscribed(t *testing.T) {
 		close(closed)
 	}()
 	<-held
-	room := w.join(key, false) // opens a new room; its sync runs first
+	room := w.join(key, nil, false) // opens a new room; its sync runs first
 	defer w.leave(key, room)
 	close(release)
 	<-closed
