@@ -9,8 +9,10 @@
 // waiting for a busy lock (wait.go), the watchdog, the check before a write
 // (lease_check.go), fault points, restart awareness (restart.go), errors
 // (errors.go) — lives beside them, so that two variants differ only in
-// the lines that make one of them wrong. The wire protocol of the Redlock
-// votes is in internal/wire.
+// the lines that make one of them wrong. Waiting across processes stands
+// in a line per hot key (queue.go), and a release with a waiter of the same
+// process hands the lease straight to it (handover.go). The wire protocol of
+// the Redlock votes is in internal/wire.
 package lock
 
 import (
