@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -147,6 +148,36 @@ func (a API) do(ctx context.Context, op, method, path string, in, out any, auth 
 		return fmt.Errorf("%s: decode answer: %w", op, err)
 	}
 	return nil
+}
+
+// LockHold is how long this instance's leases of variant were held in all,
+// and how many there were, as its /metrics histogram
+// flashsale_lock_hold_seconds counts them since it started.
+func (a API) LockHold(ctx context.Context, variant string) (seconds, leases float64, err error) {
+	var raw json.RawMessage
+	if err := a.do(ctx, "metrics", http.MethodGet, "/metrics", nil, &raw, false); err != nil {
+		return 0, 0, err
+	}
+	label := `{variant="` + variant + `"}`
+	for line := range strings.SplitSeq(string(raw), "\n") {
+		name, value, ok := strings.Cut(line, label+" ")
+		if !ok {
+			continue
+		}
+		var dst *float64
+		switch name {
+		case "flashsale_lock_hold_seconds_sum":
+			dst = &seconds
+		case "flashsale_lock_hold_seconds_count":
+			dst = &leases
+		default:
+			continue
+		}
+		if *dst, err = strconv.ParseFloat(strings.TrimSpace(value), 64); err != nil {
+			return 0, 0, fmt.Errorf("metrics: %s: %w", name, err)
+		}
+	}
+	return seconds, leases, nil
 }
 
 // ResetState is what the runner needs from a reset's answer.

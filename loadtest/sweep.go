@@ -137,6 +137,13 @@ type SweepStep struct {
 	Sales float64 `json:"sales_per_second"`
 	// Unavailable is the share of requests answered 503, in percent.
 	Unavailable float64 `json:"percent_503"`
+	// Hold is the mean time a lease was held during the step (grant to
+	// release, from the instances' metrics): the critical section with its
+	// database reads and writes. One hot key cannot sell faster than
+	// 1/Hold (HoldCeiling) whatever the lock, so where the sales meet it,
+	// the section is the limit, not the hand-off.
+	Hold        time.Duration `json:"hold_ns,omitempty"`
+	HoldCeiling float64       `json:"hold_ceiling_per_second,omitempty"`
 	// LostUpdates is the audit's count after the step: none loses updates,
 	// a correct lock must not.
 	LostUpdates int64 `json:"lost_updates"`
@@ -272,6 +279,7 @@ func sweepStep(ctx context.Context, cfg SweepConfig, e *env, cat Catalogue, mix 
 	if err != nil {
 		return fail(err)
 	}
+	held0, leases0 := lockHold(setup, apis, variant)
 	bar := newBar(cfg.Progress, requests, fmt.Sprintf("[%2d/%d] %-13s × %5d/s", n, total, variant, rate))
 	tally := NewTally()
 	attack(ctx, cfg.workers(rate), tr.Targeter(), pacer, cfg.Duration, fmt.Sprintf("%s@%d", variant, rate), func(r *vegeta.Result) {
@@ -299,7 +307,23 @@ func sweepStep(ctx context.Context, cfg SweepConfig, e *env, cat Catalogue, mix 
 	}
 	st.LostUpdates = audit.LostUpdates
 	st.CrossCheck = CrossCheck(st.Summary, audit)
+	if held1, leases1 := lockHold(after, apis, variant); leases1 > leases0 {
+		st.Hold = time.Duration((held1 - held0) / (leases1 - leases0) * float64(time.Second))
+		st.HoldCeiling = 1 / st.Hold.Seconds()
+	}
 	return st
+}
+
+// lockHold adds up the lease hold times of variant over every instance; an
+// instance whose metrics cannot be read counts nothing.
+func lockHold(ctx context.Context, apis []API, variant string) (seconds, leases float64) {
+	for _, a := range apis {
+		s, n, err := a.LockHold(ctx, variant)
+		if err == nil {
+			seconds, leases = seconds+s, leases+n
+		}
+	}
+	return seconds, leases
 }
 
 // target is redlock against lua at the top rate, when both ran there.

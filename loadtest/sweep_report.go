@@ -23,7 +23,7 @@ func (r *SweepReport) WriteText(w io.Writer) error {
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprint(tw, "offered/s →\t")
 	for _, rate := range r.Rates {
-		fmt.Fprintf(tw, "%d: sent/s\t201/s\t%% 503\tp99\t", rate)
+		fmt.Fprintf(tw, "%d: sent/s\t201/s\t%% 503\tp99\thold\t", rate)
 	}
 	fmt.Fprintln(tw)
 	for _, v := range r.Variants {
@@ -31,16 +31,21 @@ func (r *SweepReport) WriteText(w io.Writer) error {
 		for _, rate := range r.Rates {
 			st := r.Step(v, rate)
 			if st == nil || st.Err != "" {
-				fmt.Fprint(tw, "ERROR\t\t\t\t")
+				fmt.Fprint(tw, "ERROR\t\t\t\t\t")
 				continue
 			}
-			fmt.Fprintf(tw, "%.0f\t%.0f\t%.0f %%\t%s\t", st.Summary.Rate, st.Sales, st.Unavailable, ms(st.Summary.P99))
+			hold := "—"
+			if st.Hold > 0 {
+				hold = ms(st.Hold)
+			}
+			fmt.Fprintf(tw, "%.0f\t%.0f\t%.0f %%\t%s\t%s\t", st.Summary.Rate, st.Sales, st.Unavailable, ms(st.Summary.P99), hold)
 		}
 		fmt.Fprintln(tw)
 	}
 	tw.Flush()
 	fmt.Fprintf(&b, "\nsent/s: the rate vegeta really sent (below the offered rate when the machine could not keep up); 201/s: distinct orders confirmed per second of the send window; %% 503: lock_busy and lock_unavailable answers "+
-		"(a request waits at most the lock wait); p99: latency of every request\n")
+		"(a request waits at most the lock wait); p99: latency of every request; hold: mean time a lease was held (grant to release: "+
+		"the critical section with its database reads and writes), so 1 / hold is as fast as one hot key can sell with any lock\n")
 	if t := r.Target; t != nil {
 		verdict := "NOT MET"
 		if t.Met {

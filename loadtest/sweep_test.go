@@ -125,6 +125,11 @@ func TestSweep(t *testing.T) {
 		if st.Variant == "redlock" && (st.LostUpdates > 0 || len(st.CrossCheck) > 0) {
 			t.Errorf("redlock × %d/s: %d lost updates, cross-check %v", st.Rate, st.LostUpdates, st.CrossCheck)
 		}
+		// Every lease holds the 1 ms of work at least, read from the
+		// instances' metrics.
+		if st.Variant == "redlock" && (st.Hold < time.Millisecond || st.HoldCeiling <= 0) {
+			t.Errorf("redlock × %d/s: mean hold %v (ceiling %.0f/s), want at least the 1 ms of work", st.Rate, st.Hold, st.HoldCeiling)
+		}
 	}
 	out := t.TempDir()
 	if err := rep.WriteFiles(out); err != nil {
