@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -606,6 +607,52 @@ func TestMigrationScopesOldIdempotencyKeys(t *testing.T) {
 			}
 			if a := s.audit(t); a.Orders != 2 {
 				t.Fatalf("audit %+v", a)
+			}
+		})
+	}
+}
+
+// Buyers who keep coming back to a hot SKU faster than it can sell: once the
+// line here is longer than a third of the wait budget, a newcomer is told
+// busy at once (ErrLineTooLong) instead of waiting out the budget, and the
+// sale stays exact.
+func TestLongLineIsToldBusyAtOnce(t *testing.T) {
+	nodes := testsupport.Redis(t, 3)
+	s := newSale(t, testsupport.SQLite(t), nodes, inventory.Config{LockWait: 150 * time.Millisecond})
+	s.svc.SetWork(5 * time.Millisecond)
+	for _, v := range []string{lock.Lua, lock.Redlock} {
+		t.Run(v, func(t *testing.T) {
+			s.reset(t, 100_000, 0)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			var sold, early, late atomic.Int64
+			var wg sync.WaitGroup
+			for i := range 24 {
+				wg.Go(func() {
+					for ctx.Err() == nil {
+						_, _, err := s.svc.Buy(context.Background(), inventory.Purchase{SKU: "hot", Qty: 1, User: fmt.Sprintf("u%d", i), Lock: v})
+						switch {
+						case err == nil:
+							sold.Add(1)
+						case errors.Is(err, inventory.ErrLineTooLong):
+							early.Add(1)
+							time.Sleep(time.Millisecond) // a shopper clicks again
+						case errors.Is(err, inventory.ErrLockBusy):
+							late.Add(1)
+						default:
+							t.Error(err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			t.Logf("%s: %d sold, %d told busy at once, %d busy after the wait", v, sold.Load(), early.Load(), late.Load())
+			if early.Load() == 0 {
+				t.Errorf("nobody was told busy at once, though 24 buyers queued behind 5 ms sections with a 150 ms budget")
+			}
+			if a := s.audit(t); !a.OK || a.SoldUnits != sold.Load() {
+				t.Errorf("audit %+v, want OK with %d sold", a, sold.Load())
 			}
 		})
 	}

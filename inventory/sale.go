@@ -48,6 +48,12 @@ func newOrder(p Purchase, hash string, locker *lock.Locker, price int64, token u
 	}
 }
 
+// admitShare: a request joins the line for a lock only while the waiters
+// ahead of it are expected to take at most 1/admitShare of its wait budget.
+// A third keeps the key busy (the line then still holds a third of a
+// budget's worth of sales) and the slowest answers well inside the budget.
+const admitShare = 3
+
 // releaseTimeout bounds a release: it runs even when the shopper has gone,
 // so a lock is not left to its TTL just because a client hung up.
 const releaseTimeout = 2 * time.Second
@@ -192,6 +198,13 @@ func (s *Service) doWork(ctx context.Context, lease *lock.Lease) error {
 // release error after the work is logged and counted, not returned: what was
 // committed stands.
 func (s *Service) underLock(ctx context.Context, locker *lock.Locker, name string, fn func(context.Context, *lock.Lease) error) error {
+	// Past saturation a longer line adds latency, never sales (the lock is
+	// busy all the same), so a request that would wait behind it for more
+	// than a third of its budget is told busy now rather than at the end.
+	if ahead := locker.ExpectedWait(name); ahead > s.lockWait/admitShare {
+		return fmt.Errorf("%w: %s: about %v of waiters ahead, more than a third of the %v wait", ErrLineTooLong, name,
+			ahead.Round(time.Millisecond), s.lockWait)
+	}
 	wctx, cancel := context.WithTimeout(ctx, s.lockWait)
 	lease, err := locker.Acquire(wctx, name)
 	cancel()

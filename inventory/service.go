@@ -59,6 +59,9 @@ var (
 	ErrIdempotencyKeyReused = errors.New("idempotency key reused with a different request")
 	// ErrLockBusy means the lock was not obtained within the wait budget.
 	ErrLockBusy = errors.New("lock busy")
+	// ErrLineTooLong is ErrLockBusy said at once: the waiters already in
+	// line would keep the request waiting past a third of its budget.
+	ErrLineTooLong = fmt.Errorf("%w: the line is longer than the wait", ErrLockBusy)
 	// ErrLockUnavailable means too few Redis nodes answered to decide.
 	ErrLockUnavailable = errors.New("lock unavailable")
 	// ErrHolderCrashed means an injected crash abandoned the request; the lock

@@ -282,3 +282,43 @@ func (e *env) inLine(key string, n int64, within time.Duration) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// ExpectedWait tells a newcomer how long the waiters already here will
+// keep it: positive while clients queue for a hot key, and zero once nobody
+// waits.
+func TestExpectedWait(t *testing.T) {
+	e := newEnv(t, shared(t))
+	for _, variant := range []string{lock.Lua, lock.Redlock} {
+		t.Run(variant, func(t *testing.T) {
+			l := e.locker(variant)
+			ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
+			defer cancel()
+			var wg sync.WaitGroup
+			for range 8 {
+				wg.Go(func() {
+					for ctx.Err() == nil {
+						lease, err := l.Acquire(ctx, "hot")
+						if err != nil {
+							continue
+						}
+						time.Sleep(2 * time.Millisecond) // the critical section
+						_ = lease.Release(context.Background())
+					}
+				})
+			}
+			var most time.Duration
+			for ctx.Err() == nil {
+				most = max(most, l.ExpectedWait("hot"))
+				time.Sleep(5 * time.Millisecond)
+			}
+			wg.Wait()
+			// Seven waiters behind 2 ms sections: some ms, far from seconds.
+			if most <= 0 || most > time.Second {
+				t.Errorf("expected wait while 8 clients queue: at most %v, want some ms", most)
+			}
+			if d := l.ExpectedWait("hot"); d != 0 {
+				t.Errorf("expected wait with nobody waiting: %v, want 0", d)
+			}
+		})
+	}
+}

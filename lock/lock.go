@@ -171,6 +171,16 @@ func (l *Locker) Acquire(ctx context.Context, name string) (*Lease, error) {
 	return lease, err
 }
 
+// ExpectedWait is how long an Acquire of name that starts now can expect to
+// wait behind the waiters of this process that are already there, at the
+// pace they have lately been served (which counts the turns of other
+// processes too). Zero when nobody here waits, or before the pace is known.
+// A caller whose budget is shorter can answer busy at once instead of
+// waiting it out: past saturation, a longer queue adds latency, not sales.
+func (l *Locker) ExpectedWait(name string) time.Duration {
+	return l.wake.expectedWait(l.keysFor(name).lock)
+}
+
 // reachable reports whether the nodes this variant needs answer now, asked
 // under a short timeout of its own: the caller's context is already done.
 func (l *Locker) reachable(ctx context.Context) bool {

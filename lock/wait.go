@@ -95,6 +95,11 @@ type keyWait struct {
 	// several variants wait for the key, and no lease is handed over.
 	by    *Locker
 	mixed bool
+	// lastGrant is when a waiter here last got the lock, and every the
+	// moving mean of the time between such grants: how fast this room's
+	// waiters are served, whatever share of the key other processes get.
+	lastGrant time.Time
+	every     time.Duration
 	// given holds a lease handed over by the holder here (handover.go)
 	// until the waiter whose turn it is takes it; a room that closes with
 	// one in it releases it.
@@ -587,10 +592,35 @@ func (w *waker) current(kw *keyWait) <-chan struct{} {
 	return kw.freed
 }
 
+// markTaken notes a grant to a waiter of the room: the next waiter waits for
+// the key to be freed, and the room's pace is measured.
 func (w *waker) markTaken(kw *keyWait) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	kw.taken = kw.freed
+	now := time.Now()
+	if !kw.lastGrant.IsZero() {
+		gap := now.Sub(kw.lastGrant)
+		if kw.every == 0 {
+			kw.every = gap
+		} else {
+			kw.every += (gap - kw.every) / 8
+		}
+	}
+	kw.lastGrant = now
+}
+
+// expectedWait is how long a waiter that joins the key's room now can expect
+// to wait: the waiters ahead of it times the room's pace. Zero when nobody
+// here waits, or before the room has seen two grants.
+func (w *waker) expectedWait(key string) time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	kw := w.keys[key]
+	if kw == nil {
+		return 0
+	}
+	return time.Duration(kw.refs) * kw.every
 }
 
 func (w *waker) lastTaken(kw *keyWait) <-chan struct{} {
