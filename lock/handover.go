@@ -86,13 +86,20 @@ func (l *Lease) handOver(ctx context.Context, h handingOver, kw *keyWait) bool {
 	next := lk.newLease(l.name, l.k, value, g, start)
 	if !lk.wake.give(kw, next) {
 		// Every waiter here left while the lease was on its way.
-		go func() {
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lk.cfg.ttl)
-			defer cancel()
-			_ = next.Release(rctx)
-		}()
+		next.releaseLater(ctx)
 	}
 	return true
+}
+
+// releaseLater gives back, off the caller's path and within a TTL, a lease
+// nobody will use: one that ran out before its acquire returned, or one
+// handed over to a waiter that is gone or of another variant.
+func (l *Lease) releaseLater(ctx context.Context) {
+	go func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.locker.cfg.ttl)
+		defer cancel()
+		_ = l.Release(rctx)
+	}()
 }
 
 // receive is the waiter's side of a hand-over: the lease is its own now,

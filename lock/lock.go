@@ -154,12 +154,7 @@ func (l *Locker) Acquire(ctx context.Context, name string) (*Lease, error) {
 		// that ran out before it reached the caller (a stalled process, a
 		// slow node on the way out of the wait) is a lock that is nobody's
 		// any more. The single-node rungs do not check, as taught.
-		late := lease
-		go func() {
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.ttl)
-			defer cancel()
-			_ = late.Release(rctx)
-		}()
+		lease.releaseLater(ctx)
 		lease, err = nil, fmt.Errorf("%w: the lease ran out before it was handed over", ErrNotAcquired)
 	}
 	if errors.Is(err, ErrUnavailable) && ctx.Err() != nil && l.reachable(ctx) {

@@ -318,11 +318,7 @@ func (w *waker) leave(key string, kw *keyWait) {
 	w.mu.Unlock()
 	if orphan != nil {
 		// Handed over as the last waiter here gave up: nobody will use it.
-		go func() {
-			ctx, cancel := context.WithTimeout(w.ctx, orphan.locker.cfg.ttl)
-			defer cancel()
-			_ = orphan.Release(ctx)
-		}()
+		orphan.releaseLater(w.ctx)
 	}
 	if closed {
 		// Off the caller's path: a node that does not answer would hold a
@@ -433,11 +429,7 @@ func (l *Locker) received(kw *keyWait) (*Lease, bool) {
 	select {
 	case lease := <-kw.given:
 		if lease.locker != l {
-			go func() {
-				ctx, cancel := context.WithTimeout(l.wake.ctx, l.cfg.ttl)
-				defer cancel()
-				_ = lease.Release(ctx)
-			}()
+			lease.releaseLater(l.wake.ctx)
 			return nil, false
 		}
 		l.wake.markTaken(kw)
