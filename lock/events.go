@@ -15,7 +15,8 @@ const (
 	Unavailable EventKind = "unavailable" // not acquired: too few nodes answered
 	Crashed     EventKind = "crashed"     // abandoned by an injected crash
 	Released    EventKind = "released"
-	Lost        EventKind = "lost" // the watchdog could not keep the lease
+	Lost        EventKind = "lost"     // the watchdog could not keep the lease
+	Extended    EventKind = "extended" // the watchdog sent an extend (Time: when)
 	FaultFired  EventKind = "fault"
 )
 

@@ -139,10 +139,15 @@ func (f *Faults) decide(p Point) (Fault, bool) {
 }
 
 // gapFor is the fault hook for one operation of lk on name; lease is nil
-// before the lease exists. A pause holds the lease's hold mutex so its
-// watchdog cannot extend meanwhile.
+// before the lease exists. A fault is decided and acts with the lease's hold
+// mutex held, as the watchdog extends: a pause freezes the watchdog too, and
+// a crash is decided either after an extend or before one that never comes.
 func (f *Faults) gapFor(lk *Locker, name string, l *Lease) gap {
 	return func(ctx context.Context, p Point) error {
+		if l != nil {
+			l.hold.Lock()
+			defer l.hold.Unlock()
+		}
 		fl, ok := f.decide(p)
 		if !ok {
 			return nil
@@ -153,10 +158,6 @@ func (f *Faults) gapFor(lk *Locker, name string, l *Lease) gap {
 				l.crashed()
 			}
 			return fmt.Errorf("%w (%s)", ErrCrashed, p)
-		}
-		if l != nil {
-			l.hold.Lock()
-			defer l.hold.Unlock()
 		}
 		t := time.NewTimer(time.Duration(fl.MS) * time.Millisecond)
 		defer t.Stop()

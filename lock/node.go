@@ -126,7 +126,13 @@ func (n *node) onConnect(ctx context.Context, cn *redis.Conn) error {
 	if err := connectionError(err); err != nil {
 		return err
 	}
-	return n.meet(info, seeded, func() (string, error) {
+	// After the marker: a re-seed between the two reads then leaves a
+	// record at least as large as the marker promises.
+	recorded, err := cn.Eval(ctx, recordTTL.src, []string{n.cfg.ttlKey()}, n.cfg.ttl.Milliseconds()).Int64()
+	if err := connectionError(err); err != nil {
+		return err
+	}
+	return n.meet(info, seeded, time.Duration(recorded)*time.Millisecond, func() (string, error) {
 		cur, err := cn.ConfigGet(ctx, "notify-keyspace-events").Result()
 		return cur["notify-keyspace-events"], err
 	}, func(want string) error {
@@ -187,19 +193,23 @@ func (n *node) handshake(ctx context.Context, nc net.Conn, r *bufio.Reader, o *r
 	if o.DB != 0 {
 		cmds = append(cmds, wire.Command{Args: []string{"SELECT", strconv.Itoa(o.DB)}, Want: wire.Bulk})
 	}
-	cmds = append(cmds, wire.Command{Args: []string{"INFO", "server"}, Want: wire.Bulk}, wire.Command{Args: []string{"GET", n.cfg.seededKey()}, Want: wire.BulkOrNil})
+	// The TTL record after the seeded marker, as onConnect reads them.
+	cmds = append(cmds, wire.Command{Args: []string{"INFO", "server"}, Want: wire.Bulk},
+		wire.Command{Args: []string{"GET", n.cfg.seededKey()}, Want: wire.BulkOrNil},
+		wire.Command{Args: recordTTL.eval([]string{n.cfg.ttlKey()}, strconv.FormatInt(n.cfg.ttl.Milliseconds(), 10)), Want: wire.Integer})
 	replies, err := wire.Exchange(ctx, nc, r, cmds...)
 	if err != nil {
 		return err
 	}
-	for _, v := range replies[:len(replies)-2] {
+	for _, v := range replies[:len(replies)-3] {
 		if se, ok := v.(wire.ServerError); ok {
 			return se
 		}
 	}
-	info, _ := replies[len(replies)-2].(string)
-	seeded, _ := replies[len(replies)-1].(string)
-	return n.meet(info, seeded, func() (string, error) {
+	info, _ := replies[len(replies)-3].(string)
+	seeded, _ := replies[len(replies)-2].(string)
+	recorded, _ := replies[len(replies)-1].(int64)
+	return n.meet(info, seeded, time.Duration(recorded)*time.Millisecond, func() (string, error) {
 		replies, err := wire.Exchange(ctx, nc, r, wire.Command{Args: []string{"CONFIG", "GET", "notify-keyspace-events"}, Want: wire.Array})
 		if err != nil {
 			return "", err

@@ -17,17 +17,28 @@ import (
 //
 // A node that restarts without its data forgets the locks it granted. If it
 // votes again at once, a lease that held a bare quorum can be granted a
-// second time: two holders. So a node whose uptime is below TTL + drift does
-// not vote. Every lease its old incarnation granted was granted before it
-// died, and has run out by then.
+// second time: two holders. So a restarted node does not vote until every
+// lease its old incarnation can have granted has run out: for a bit more
+// than the largest TTL any client of these nodes uses (the Redis distlock
+// page asks for "a bit more than the maximum TTL we use").
 //
-// The rule reads the node's own uptime (INFO server, uptime_in_seconds,
-// rounded down, so the node sits out a little longer, never shorter) each
-// time a connection to it opens. Votes travel on connections opened after
-// that check, and a restart breaks every connection, so a process that
-// starts at any moment, or meets the node for the first time, applies it
-// too. A node cannot tell a first start from a restart that lost its data:
-// a freshly started node sits out one TTL as well.
+// The largest TTL: every client records its TTL on every node it connects
+// to, as max(record, ttl), before its first vote there; a lease's quorum
+// therefore carries its holder's TTL. A node that lost its data lost the
+// record too, so before it votes its record is re-seeded with its fencing
+// counters, from N−quorum+1 other nodes: at least one of them voted for any
+// lease the old incarnation voted for, and holds that holder's TTL.
+//
+// When the sit-out starts: the node's own INFO uptime_in_seconds is whole
+// wall-clock seconds now minus whole seconds at start, so it reads 1 as soon
+// as a second boundary passes, possibly a few milliseconds after the start.
+// The start is therefore taken as now − (uptime − 1 s), never earlier; and a
+// client that knew the node's previous incarnation takes the later of that
+// and the moment it first saw the new run_id. Votes travel on connections
+// opened after that check, and a restart breaks every connection, so a
+// process that starts at any moment, or meets the node for the first time,
+// applies the rule too. A node cannot tell a first start from a restart that
+// lost its data: a freshly started node sits out as well.
 //
 // Fencing counters get the same care. A node whose counters may be gone does
 // not vote until they are re-seeded: raised to the largest value read from
@@ -36,9 +47,18 @@ import (
 // (run_id) it was seeded for; an incarnation without it — restarted, with
 // or without data — is re-seeded by whichever client meets it first.
 
-// MinUptime is the uptime a node needs before it may vote in a Redlock with
-// this TTL: TTL + drift.
-func MinUptime(ttl time.Duration) time.Duration { return ttl + drift(ttl) }
+// MinUptime is the uptime a node must report (INFO uptime_in_seconds) before
+// it may vote in a Redlock whose largest TTL is ttl: TTL + drift, plus the
+// second by which a whole-second uptime can overstate the real one.
+func MinUptime(ttl time.Duration) time.Duration { return sitOut(ttl) + time.Second }
+
+// sitOut is how long a restarted node stays out after its start, for a
+// largest TTL of ttl.
+func sitOut(ttl time.Duration) time.Duration { return ttl + drift(ttl) }
+
+// ttlKey is where every client records the largest lease TTL it uses on a
+// node (recordTTL), so that a restarted node sits out the largest of them.
+func (c *config) ttlKey() string { return c.namespace + "ttl" }
 
 // seededKey marks a node whose fencing counters were re-seeded for its
 // current incarnation; its value is that incarnation's run_id.
@@ -48,21 +68,25 @@ func (c *config) seededKey() string { return c.namespace + "seeded" }
 type incarnation struct {
 	mu        sync.Mutex
 	runID     string
-	back      time.Time // does not vote before this (uptime reached TTL + drift)
-	reseed    bool      // counters not yet re-seeded for this incarnation
-	seededFor string    // the run_id whose counters are known re-seeded
-	reseeding bool      // a re-seed loop is running
-	notified  bool      // keyspace notifications turned on for this incarnation
-	blind     bool      // the node would not tell its uptime: warned once
+	gone      map[string]bool // run_ids of earlier incarnations: met late, they change nothing
+	start     time.Time       // the latest the current incarnation can have started
+	ttl       time.Duration   // the largest lease TTL known in use on these nodes
+	back      time.Time       // does not vote before this: start + ttl + drift
+	reseed    bool            // counters not yet re-seeded for this incarnation
+	seededFor string          // the run_id whose counters are known re-seeded
+	reseeding bool            // a re-seed loop is running
+	notified  bool            // keyspace notifications turned on for this incarnation
+	blind     bool            // the node would not tell its uptime: warned once
 }
 
 // meet records the incarnation that a new connection found: info is its
-// INFO server reply (empty if refused) and seeded the value of the seeded
-// marker. The first time this process meets an incarnation, it also adds
+// INFO server reply (empty if refused), seeded the value of the seeded
+// marker and recorded the largest TTL recorded on the node (this client's
+// included). The first time this process meets an incarnation, it also adds
 // the keyspace events the waiters need, through get and set on that
 // connection. It returns an error only if the connection failed; an error
 // reply to get or set is no reason to drop it.
-func (n *node) meet(info, seeded string, get func() (string, error), set func(flags string) error) error {
+func (n *node) meet(info, seeded string, recorded time.Duration, get func() (string, error), set func(flags string) error) error {
 	now := time.Now()
 	id := infoField(info, "run_id")
 	uptime, err := strconv.ParseInt(infoField(info, "uptime_in_seconds"), 10, 64)
@@ -70,13 +94,33 @@ func (n *node) meet(info, seeded string, get func() (string, error), set func(fl
 
 	inc := &n.inc
 	inc.mu.Lock()
+	if known && inc.gone[id] {
+		// A connection to an incarnation this process has seen replaced,
+		// met late: it must not turn the node's state back.
+		inc.mu.Unlock()
+		return nil
+	}
 	met := known && id != inc.runID // first connection to this incarnation
 	if known {
+		// Whole seconds now minus whole seconds at start: the real uptime
+		// is more than one second short of the reported one at most.
+		start := now.Add(-time.Duration(max(uptime-1, 0)) * time.Second)
 		if met {
-			inc.runID, inc.notified = id, false
+			if inc.runID != "" {
+				// This process saw the incarnation before: the new one
+				// started after that, and no later than now.
+				if inc.gone == nil {
+					inc.gone = map[string]bool{}
+				}
+				inc.gone[inc.runID] = true
+				start = now
+			}
+			inc.runID, inc.notified, inc.start = id, false, start
+		} else if start.After(inc.start) {
+			inc.start = start
 		}
-		back := now.Add(-time.Duration(uptime)*time.Second + MinUptime(n.cfg.ttl))
-		if back.After(inc.back) {
+		inc.ttl = max(inc.ttl, recorded, n.cfg.ttl)
+		if back := inc.start.Add(sitOut(inc.ttl)); back.After(inc.back) {
 			inc.back = back
 		}
 		if seeded == id {
@@ -91,15 +135,15 @@ func (n *node) meet(info, seeded string, get func() (string, error), set func(fl
 	startReseed := n.cfg.restartAware && inc.reseed && !inc.reseeding
 	inc.reseeding = inc.reseeding || startReseed
 	notify := n.cfg.notifications && !inc.notified
-	back := inc.back
+	back, ttl := inc.back, inc.ttl
 	inc.mu.Unlock()
 
 	switch {
 	case warn && n.cfg.restartAware:
 		n.cfg.logger.Warn("redis node does not tell its run_id and uptime (INFO refused?): it votes without restart awareness", "node", n.addr)
 	case met && young && n.cfg.restartAware:
-		n.cfg.logger.Warn("redis node restarted: not counted toward a quorum until its uptime reaches the TTL",
-			"node", n.addr, "run_id", id, "uptime_s", uptime, "counts_from", back)
+		n.cfg.logger.Warn("redis node restarted: not counted toward a quorum until the largest TTL in use has passed since its start",
+			"node", n.addr, "run_id", id, "uptime_s", uptime, "largest_ttl", ttl, "counts_from", back)
 	}
 	if startReseed {
 		go n.reseedLoop()
@@ -120,6 +164,17 @@ func (n *node) meet(info, seeded string, get func() (string, error), set func(fl
 		inc.mu.Unlock()
 	}
 	return err
+}
+
+// raiseTTL notes a larger TTL in use on these nodes, learnt while
+// re-seeding: the node sits out at least that long after its start.
+func (n *node) raiseTTL(ttl time.Duration) {
+	n.inc.mu.Lock()
+	defer n.inc.mu.Unlock()
+	n.inc.ttl = max(n.inc.ttl, ttl)
+	if back := n.inc.start.Add(sitOut(n.inc.ttl)); back.After(n.inc.back) {
+		n.inc.back = back
+	}
 }
 
 // connectionError is err unless it is only the node's answer (an error
@@ -175,9 +230,10 @@ func (n *node) reseedLoop() {
 	}
 }
 
-// reseed raises the node's fencing counters to the largest value that
-// N−quorum+1 of the other nodes hold, and marks the node seeded for its
-// incarnation, in one script. (The other nodes need not be seeded
+// reseed raises the node's fencing counters and its TTL record to the
+// largest values that N−quorum+1 of the other nodes hold, and marks the node
+// seeded for its incarnation, in one script; the node then sits out at least
+// the largest TTL it learnt. (The other nodes need not be seeded
 // themselves: on a new set none is, and a node that restarted with its data
 // still holds its counters.)
 func (n *node) reseed(ctx context.Context) error {
@@ -198,6 +254,12 @@ func (n *node) reseed(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		// The largest TTL recorded there rides along as one more counter.
+		ttl, err := p.rdb.Get(ctx, n.cfg.ttlKey()).Uint64()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return err
+		}
+		counters[n.cfg.ttlKey()] = ttl
 		mu.Lock()
 		defer mu.Unlock()
 		for key, c := range counters {
@@ -229,6 +291,7 @@ func (n *node) reseed(ctx context.Context) error {
 	if err := reseedCounters.Run(ctx, n.rdb, keys, args...).Err(); err != nil {
 		return fmt.Errorf("node %s: %w", n.addr, err)
 	}
+	n.raiseTTL(time.Duration(highest[n.cfg.ttlKey()]) * time.Millisecond)
 	n.inc.mu.Lock()
 	n.inc.seededFor = id
 	if n.inc.runID == id {

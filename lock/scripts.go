@@ -73,6 +73,17 @@ end
 redis.call("set", KEYS[1], ARGV[2], "PX", ARGV[3])
 return redis.call("incr", KEYS[2])`)
 
+	// recordTTL records a client's lease TTL on a node as max(record, ttl),
+	// so that a restarted node sits out the largest TTL any client uses
+	// (restart.go). KEYS[1] the record; ARGV[1] ttl ms. Returns the record.
+	recordTTL = newScript(`
+local cur = tonumber(redis.call("get", KEYS[1]) or "0")
+if cur < tonumber(ARGV[1]) then
+	redis.call("set", KEYS[1], ARGV[1])
+	return tonumber(ARGV[1])
+end
+return cur`)
+
 	// reseedCounters raises a node's fencing counters to at least the values
 	// read from the other nodes and marks the node seeded for its
 	// incarnation, in one atomic step (one script: an ACL user need not be

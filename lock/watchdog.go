@@ -28,6 +28,15 @@ func (l *Lease) startWatchdog() {
 			case <-t.C:
 			}
 			l.hold.Lock()
+			select {
+			case <-l.stopDog:
+				// Stopped while this tick waited for hold (a paused holder
+				// that then crashed, or released): no extend after that.
+				l.hold.Unlock()
+				return
+			default:
+			}
+			l.locker.observe(Event{Kind: Extended, Variant: l.locker.name, Key: l.name, Lease: l})
 			ctx, cancel := context.WithTimeout(context.Background(), every)
 			err := l.Extend(ctx)
 			cancel()
@@ -46,19 +55,31 @@ func (l *Lease) stopWatchdog() {
 	if l.stopDog == nil {
 		return
 	}
-	l.stopOnce.Do(func() { close(l.stopDog) })
+	l.hold.Lock()
+	l.signalStop()
+	l.hold.Unlock()
 	<-l.dogDone
 }
 
-// crashed is what an injected crash does to a lease: its holder is dead, so
-// the watchdog dies with it and nothing will release it. The lease runs out
-// at its TTL, as a dead process's would; a watchdog left running would keep
-// it alive for ever.
+// signalStop tells the watchdog to stop, with hold held by the caller: a
+// tick that waits for hold finds it stopped once it gets it, so no extend
+// starts after the decision to stop.
+func (l *Lease) signalStop() {
+	if l.stopDog != nil {
+		l.stopOnce.Do(func() { close(l.stopDog) })
+	}
+}
+
+// crashed is what an injected crash does to a lease, with hold held by the
+// fault point that decided it: its holder is dead, so the watchdog dies
+// with it and nothing will release it. The lease runs out at its TTL, as a
+// dead process's would; a watchdog left running would keep it alive for
+// ever, and one extend sent after the crash would stretch it by a TTL.
 func (l *Lease) crashed() {
 	l.mu.Lock()
 	l.released = true // nothing of a dead holder releases it later
 	l.mu.Unlock()
-	l.stopWatchdog()
+	l.signalStop()
 }
 
 func (l *Lease) markLost(err error) {

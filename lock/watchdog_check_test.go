@@ -3,6 +3,7 @@ package lock_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -141,6 +142,53 @@ func TestLeaseCheckBeforeWrite(t *testing.T) {
 			}
 			if !tc.refused && err != nil {
 				t.Fatalf("check before the write: %v, want nil", err)
+			}
+		})
+	}
+}
+
+// A holder paused inside its critical section, then crashed: its watchdog,
+// whose tick waited out the pause, must not send an extend once the crash
+// is decided. One extend after it would keep a dead holder's lease alive
+// for a further TTL.
+func TestNoExtendAfterTheCrash(t *testing.T) {
+	for _, name := range []string{lock.Lua, lock.Redlock} {
+		t.Run(name, func(t *testing.T) {
+			const ttl = 600 * time.Millisecond
+			var mu sync.Mutex
+			var crashedAt time.Time
+			var extends []time.Time
+			e := newEnv(t, shared(t), lock.WithTTL(ttl), lock.WithWatchdog(true), lock.WithObserver(func(ev lock.Event) {
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case ev.Kind == lock.Extended:
+					extends = append(extends, ev.Time)
+				case ev.Kind == lock.FaultFired && ev.Fault.Action == lock.Crash:
+					crashedAt = ev.Time
+				}
+			}))
+			e.voting()
+			// The pause outlasts a watchdog tick (TTL/3), which then waits
+			// for the holder to wake; the crash comes right after it.
+			setFaults(t, e,
+				lock.Fault{Point: lock.InCriticalSection, Action: lock.Pause, P: 1, MS: 250},
+				lock.Fault{Point: lock.AfterLeaseCheck, Action: lock.Crash, P: 1})
+			ctx := context.Background()
+			dead := mustAcquire(t, e.locker(name), "k", time.Second)
+			if err := dead.Checkpoint(ctx, lock.InCriticalSection); err != nil {
+				t.Fatal(err)
+			}
+			if err := dead.CheckBeforeWrite(ctx); !errors.Is(err, lock.ErrCrashed) {
+				t.Fatalf("check before write: %v, want ErrCrashed", err)
+			}
+			e.waitGone(0, "k", 3*ttl)
+			mu.Lock()
+			defer mu.Unlock()
+			for _, at := range extends {
+				if at.After(crashedAt) {
+					t.Fatalf("an extend was sent %v after the holder crashed", at.Sub(crashedAt))
+				}
 			}
 		})
 	}
