@@ -62,11 +62,13 @@ func (s *Server) reset(c *gin.Context) error {
 // fault routes. Fired counts the faults fired so far, by point. Watchdog,
 // when given, switches the lease watchdog for the leases granted from now
 // on (the -watchdog flag is only where it starts); absent, it stays as it is.
+// Fast switches the locks' speed layer the same way (-fast).
 type faultPlan struct {
 	Seed     uint64                `json:"seed"`
 	WorkMS   int                   `json:"work_ms"`
 	Faults   []lock.Fault          `json:"faults"`
 	Watchdog *bool                 `json:"watchdog,omitempty"`
+	Fast     *bool                 `json:"fast,omitempty"`
 	Fired    map[lock.Point]uint64 `json:"fired,omitempty"`
 }
 
@@ -88,7 +90,11 @@ func (s *Server) setFaults(c *gin.Context) error {
 	if req.Watchdog != nil {
 		s.lockers.SetWatchdog(*req.Watchdog)
 	}
-	s.log.Info("fault plan set", "seed", req.Seed, "work_ms", req.WorkMS, "faults", fmt.Sprint(req.Faults), "watchdog", s.lockers.Watchdog())
+	if req.Fast != nil {
+		s.lockers.SetFast(*req.Fast)
+	}
+	s.log.Info("fault plan set", "seed", req.Seed, "work_ms", req.WorkMS, "faults", fmt.Sprint(req.Faults),
+		"watchdog", s.lockers.Watchdog(), "fast", s.lockers.Fast())
 	return s.getFaults(c)
 }
 
@@ -97,9 +103,10 @@ func (s *Server) getFaults(c *gin.Context) error {
 	if plan == nil {
 		plan = []lock.Fault{}
 	}
-	watchdog := s.lockers.Watchdog()
+	watchdog, fast := s.lockers.Watchdog(), s.lockers.Fast()
 	c.JSON(http.StatusOK, faultPlan{
-		Seed: seed, WorkMS: int(s.inv.Work() / time.Millisecond), Faults: plan, Watchdog: &watchdog, Fired: s.lockers.Faults().Fired(),
+		Seed: seed, WorkMS: int(s.inv.Work() / time.Millisecond), Faults: plan, Watchdog: &watchdog, Fast: &fast,
+		Fired: s.lockers.Faults().Fired(),
 	})
 	return nil
 }

@@ -166,7 +166,7 @@ func TestStreamLimitIgnoresForwardedForByDefault(t *testing.T) {
 type stubRunner struct{ never chan struct{} }
 
 func (stubRunner) Scenarios() []string { return []string{"clean"} }
-func (stubRunner) Start(string, string, int, int, bool) (string, bool, error) {
+func (stubRunner) Start(string, string, int, int, bool, bool) (string, bool, error) {
 	return "", false, nil
 }
 func (stubRunner) Runs() []any { return []any{} }

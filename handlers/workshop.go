@@ -21,8 +21,9 @@ type WorkshopRunner interface {
 	Scenarios() []string
 	// Start begins a run and returns its id; started is false, and nothing
 	// runs, while another run is in progress. watchdog turns the lease
-	// watchdog on for the run (its column may turn it on anyway).
-	Start(variant, scenario string, rate, durationS int, watchdog bool) (id string, started bool, err error)
+	// watchdog on for the run (its column may turn it on anyway); fast
+	// false runs it with the locks' speed layer off (the taught code).
+	Start(variant, scenario string, rate, durationS int, watchdog, fast bool) (id string, started bool, err error)
 	// Runs are the records of every run, oldest first.
 	Runs() []any
 	// Run is the record of one run; ok is false when no run has this id.
@@ -45,6 +46,7 @@ type runRequest struct {
 	Rate     int    `json:"rate"`
 	Duration int    `json:"duration_s"`
 	Watchdog bool   `json:"watchdog"`
+	Fast     *bool  `json:"fast"` // absent: on
 }
 
 func (s *Server) startWorkshopRun(c *gin.Context) error {
@@ -72,7 +74,8 @@ func (s *Server) startWorkshopRun(c *gin.Context) error {
 	if req.Duration < 1 || req.Duration > 60 {
 		return &Error{Code: "invalid_run", Detail: fmt.Sprintf("duration_s must be 1 to 60, got %d", req.Duration)}
 	}
-	id, started, err := s.workshop.Start(req.Variant, req.Scenario, req.Rate, req.Duration, req.Watchdog)
+	fast := req.Fast == nil || *req.Fast
+	id, started, err := s.workshop.Start(req.Variant, req.Scenario, req.Rate, req.Duration, req.Watchdog, fast)
 	return accepted(c, id, started, err)
 }
 

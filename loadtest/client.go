@@ -44,6 +44,8 @@ type FaultPlan struct {
 	Faults []Fault `json:"faults"`
 	// Watchdog switches the instance's lease watchdog; nil leaves it as is.
 	Watchdog *bool `json:"watchdog,omitempty"`
+	// Fast switches the instance's lock speed layer; nil leaves it as is.
+	Fast *bool `json:"fast,omitempty"`
 }
 
 // Audit is GET /api/admin/audit: the app's check of the database and the

@@ -65,6 +65,10 @@ type Config struct {
 	// Off, every cell runs with the watchdog its column asks for (off but
 	// in long-work-watchdog), whatever the instances were started with.
 	Watchdog bool
+	// Taught runs every cell with the locks' speed layer off (-fast=false):
+	// exactly the taught code, a waiter retrying after a random delay and
+	// every release the rung's own. The expected outcomes are the same.
+	Taught bool
 
 	// Targets are running instances to attack instead of starting a local
 	// environment. They must share one database and one set of Redis
@@ -266,6 +270,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if len(e.redis) == 0 {
 		rep.Notes = append(rep.Notes, "no Redis URLs given: stuck locks are the audit's figure only")
 	}
+	if cfg.Taught {
+		rep.Notes = append(rep.Notes, "-fast=false: every cell ran with the locks' speed layer off (the taught code: retry after a random delay, each rung's own release)")
+	}
 	if cfg.Watchdog {
 		rep.Notes = append(rep.Notes, "-watchdog: every cell ran with the lease watchdog on; long-work ran as long-work-watchdog, "+
 			"and every other column keeps its expectation (a pause freezes the watchdog, a crash stops it, a release stops it first)")
@@ -419,8 +426,8 @@ func runCell(ctx context.Context, cfg Config, e *env, p cellPlan, pl *plot.Plot,
 			mix.SeatShare = 0
 		}
 	}
-	watchdog := sc.Watchdog || cfg.Watchdog
-	faults := FaultPlan{Seed: cfg.Seed, WorkMS: sc.WorkMS, Faults: sc.Faults, Watchdog: &watchdog}
+	watchdog, fast := sc.Watchdog || cfg.Watchdog, !cfg.Taught
+	faults := FaultPlan{Seed: cfg.Seed, WorkMS: sc.WorkMS, Faults: sc.Faults, Watchdog: &watchdog, Fast: &fast}
 	if err := forAll(setup, apis, func(ctx context.Context, a API) error { return a.SetFaults(ctx, faults) }); err != nil {
 		return fail("%v", err)
 	}

@@ -18,7 +18,7 @@ import (
 type getDel struct{ rdb *redis.Client }
 
 func (v getDel) acquire(ctx context.Context, at gap, k keys, value string, ttl time.Duration) (grant, error) {
-	return setNXPX(ctx, v.rdb, at, k, value, ttl)
+	return luaLock(v).acquire(ctx, at, k, value, ttl) // SET k v NX PX ttl, as lua.go
 }
 
 func (v getDel) release(ctx context.Context, at gap, k keys, value string) error {

@@ -322,3 +322,53 @@ func TestExpectedWait(t *testing.T) {
 		})
 	}
 }
+
+// A place in a key's line whose process gave up (stale) does not strand the
+// process behind it: that one is not the line's head, so it does not hear
+// the key's delete event, and a holder whose process never waited releases
+// without asking the line. It still finds the key free within the line's
+// slack, not at the end of its backoff (20 s here).
+func TestStalePlaceNeverStrandsAWaiter(t *testing.T) {
+	c := shared(t)
+	for _, variant := range []string{lock.Lua, lock.Redlock} {
+		t.Run(variant, func(t *testing.T) {
+			h := newEnv(t, c)
+			h.voting()
+			s := newEnvOn(t, redistest.Options(c), lock.WithNamespace(h.ns), noTimers)
+			p := newEnvOn(t, redistest.Options(c), lock.WithNamespace(h.ns), noTimers)
+			ctx := context.Background()
+			holder := mustAcquire(t, h.locker(variant), "k", time.Second)
+
+			// S waits, gives up, and leaves its place in the line.
+			sctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+			if lease, err := s.locker(variant).Acquire(sctx, "k"); err == nil {
+				_ = lease.Release(ctx)
+				t.Fatal("S got a lock that is held")
+			}
+			cancel()
+			h.inLine("k", 1, time.Second)
+
+			got := make(chan error, 1)
+			go func() {
+				wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				defer cancel()
+				lease, err := p.locker(variant).Acquire(wctx, "k")
+				if err == nil {
+					_ = lease.Release(ctx)
+				}
+				got <- err
+			}()
+			h.inLine("k", 2, 2*time.Second)
+			released := time.Now()
+			if err := holder.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-got; err != nil {
+				t.Fatalf("the waiter behind a stale place slept while the key was free: %v", err)
+			}
+			if waited := time.Since(released); waited > 2*time.Second {
+				t.Errorf("the waiter got the free key %v after its release", waited)
+			}
+		})
+	}
+}

@@ -2,17 +2,24 @@
 // ladder: the broken ones the articles warn about and the correct ones, all
 // behind one Locker type so a caller can switch between them at run time.
 //
-// A variant is a small value that knows how to take, give back and extend one
-// lease on Redis, one file each, listed once in ladder.go: none.go,
-// setnx_expire.go, get_del.go, plain_del.go, lua.go, redlock.go,
-// lua_check.go, lua_fence.go, redlock_fence.go. Everything they share —
-// waiting for a busy lock (wait.go), the watchdog, the check before a write
-// (lease_check.go), fault points, restart awareness (restart.go), errors
-// (errors.go) — lives beside them, so that two variants differ only in
-// the lines that make one of them wrong. Waiting across processes stands
-// in a line per hot key (queue.go), and a release with a waiter of the same
-// process hands the lease straight to it (handover.go). The wire protocol of
-// the Redlock votes is in internal/wire.
+// The package has two layers. The ladder is what is taught: a variant is a
+// small value that takes, gives back and extends one lease on Redis, one
+// file each, listed once in ladder.go (none.go, setnx_expire.go, get_del.go,
+// plain_del.go, lua.go, redlock.go, lua_check.go, lua_fence.go,
+// redlock_fence.go, attendee.go). Under it is the plain machinery every rung
+// needs: the lease and its release (this file), waiting for a busy lock as
+// the Redis distlock page describes it (retry.go), fault points
+// (faults.go), the watchdog, the check before a write (lease_check.go),
+// restart awareness (restart.go), errors. Two variants differ only in the
+// lines that make one of them wrong.
+//
+// Beside the ladder is the speed layer (fast.go and the fast_*.go files):
+// a waiting line per hot key across processes, keyspace wake-ups, a
+// hand-over to the next waiter of the same process, pipelined connections
+// for Redlock, an early busy answer. It decides who tries next and how the
+// commands travel; it never grants. fast.go says what it changes and what
+// it never does. Switched off (WithFast, Lockers.SetFast), what runs is
+// exactly the ladder and the machinery.
 package lock
 
 import (
@@ -50,13 +57,6 @@ type variant interface {
 	extend(ctx context.Context, k keys, value string, ttl time.Duration) (time.Duration, error)
 }
 
-// orderedRelease is a variant whose commands reach every node in the order
-// this process sent them (redlock, over the node pipes): its release can let
-// the next waiter go as soon as the deletes are queued.
-type orderedRelease interface {
-	releaseThen(ctx context.Context, k keys, value string, valid bool, queued func()) error
-}
-
 // validityChecked is a variant that measures how long its lease is valid
 // and hands it over only while it is (redlock and redlock+fence).
 type validityChecked interface{ checksValidity() }
@@ -65,15 +65,6 @@ type validityChecked interface{ checksValidity() }
 // carries the holder's value, in one atomic step (lua, redlock and their
 // fenced rungs): nobody can delete a lease of it but its holder or its TTL.
 type ownerChecked interface{ checksOwner() }
-
-// lined reports whether the variant's waiters stand in a key's line across
-// processes (queue.go): the owner-checked variants, whose keys only a
-// release by the holder or the TTL can free, so a release that wakes the
-// line's head wakes the one waiter that should try.
-func (l *Locker) lined() bool {
-	_, ok := l.v.(ownerChecked)
-	return ok
-}
 
 // Locker hands out leases on named keys with one variant.
 type Locker struct {
@@ -132,23 +123,27 @@ func (l *Locker) newLease(name string, k keys, value string, g grant, start time
 		token: g.token, validUntil: start.Add(g.validity), acquired: time.Now(),
 		lost: make(chan struct{}),
 	}
-	if _, ok := l.v.(ownerChecked); ok {
-		l.wake.hold(k.lock, lease)
-	}
 	if l.cfg.watchdog.Load() {
 		lease.startWatchdog()
 	}
 	return lease
 }
 
-// Acquire waits for the lock until ctx is done. A waiter does not poll: it is
-// woken when the key is deleted or expires (Redis keyspace notifications),
-// with a jittered backoff as the fallback, and waiters in this process take
-// turns in arrival order so one hot key does not become a storm of attempts.
-// A cancelled or timed-out wait returns errors.Join(ErrNotAcquired, ctx.Err()).
+// Acquire waits for the lock until ctx is done, trying again whenever the
+// lock is busy or too few nodes answer. With the speed layer off a waiter
+// retries after a random delay (retry.go); on, the speed layer wakes it
+// when the lock is likely free (fast.go). A cancelled or timed-out wait
+// returns errors.Join(ErrNotAcquired, ctx.Err()).
 func (l *Locker) Acquire(ctx context.Context, name string) (*Lease, error) {
 	start := time.Now()
-	lease, tries, err := l.acquire(ctx, name)
+	var lease *Lease
+	var tries int
+	var err error
+	if l.fast() {
+		lease, tries, err = l.acquireFast(ctx, name)
+	} else {
+		lease, tries, err = l.retry(ctx, name)
+	}
 	if _, checks := l.v.(validityChecked); checks && err == nil && !time.Now().Before(lease.ValidUntil()) {
 		// Redlock hands a lease over only while its validity lasts: one
 		// that ran out before it reached the caller (a stalled process, a
@@ -166,13 +161,20 @@ func (l *Locker) Acquire(ctx context.Context, name string) (*Lease, error) {
 	return lease, err
 }
 
+// fast reports whether the speed layer is on.
+func (l *Locker) fast() bool { return l.cfg.fast.Load() }
+
 // ExpectedWait is how long an Acquire of name that starts now can expect to
 // wait behind the waiters of this process that are already there, at the
 // pace they have lately been served (which counts the turns of other
 // processes too). Zero when nobody here waits, or before the pace is known.
 // A caller whose budget is shorter can answer busy at once instead of
 // waiting it out: past saturation, a longer queue adds latency, not sales.
+// Always zero with the speed layer off: nobody is told busy early then.
 func (l *Locker) ExpectedWait(name string) time.Duration {
+	if !l.fast() {
+		return 0
+	}
 	return l.wake.expectedWait(l.keysFor(name).lock)
 }
 
@@ -290,47 +292,27 @@ func (l *Lease) Release(ctx context.Context) error {
 	l.released = true
 	l.mu.Unlock()
 	l.stopWatchdog()
-	l.locker.wake.unhold(l.k.lock, l)
-	err := l.giveBack(ctx)
-	l.locker.observe(Event{Time: begun, Kind: Released, Variant: l.locker.name, Key: l.name, Lease: l, Err: err})
+	lk := l.locker
+	var err error
+	if lk.fast() {
+		err = l.releaseFast(ctx)
+	} else {
+		err = lk.v.release(ctx, lk.cfg.faults.gapFor(lk, l.name, l), l.k, l.value)
+	}
+	lk.observe(Event{Time: begun, Kind: Released, Variant: lk.name, Key: l.name, Lease: l, Err: err})
 	if err != nil {
 		return fmt.Errorf("release %q: %w", l.name, err)
 	}
 	return nil
 }
 
-// giveBack releases the lease and lets the next waiter in: one here, or,
-// for a variant whose waiters stand in line, the head of the key's line.
-func (l *Lease) giveBack(ctx context.Context) error {
-	lk, key := l.locker, l.k.lock
-	if !lk.lined() {
-		// Wake this process's next waiter now rather than after the
-		// keyspace event's round trip; other processes still get the event.
-		err := lk.v.release(ctx, lk.cfg.faults.gapFor(lk, l.name, l), l.k, l.value)
-		if err == nil {
-			lk.wake.deleted(key)
-		}
-		return err
-	}
-	valid := time.Now().Before(l.ValidUntil())
-	next := func() { lk.wake.toLine(key) }
-	if kw, direct := lk.wake.nextHere(key, lk); kw != nil {
-		// A waiter here is next: the lease passes to it in one step
-		// (handover.go), else it tries once the release is on its way.
-		if h, ok := lk.v.(handingOver); ok && direct && valid && l.handOver(ctx, h, kw) {
-			return nil
-		}
-		next = func() { lk.wake.freed(key) }
-	}
-	if o, ok := lk.v.(orderedRelease); ok {
-		// Redlock: its commands reach each node in order, so the next
-		// waiter may go as soon as the release is on its way: its acquire
-		// cannot overtake it.
-		return o.releaseThen(ctx, l.k, l.value, valid, next)
-	}
-	err := lk.v.release(ctx, lk.cfg.faults.gapFor(lk, l.name, l), l.k, l.value)
-	if err == nil {
-		next()
-	}
-	return err
+// releaseLater gives back, off the caller's path and within a TTL, a lease
+// nobody will use: one that ran out before its acquire returned, or one
+// handed over to a waiter that is gone or of another variant.
+func (l *Lease) releaseLater(ctx context.Context) {
+	go func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.locker.cfg.ttl)
+		defer cancel()
+		_ = l.Release(rctx)
+	}()
 }

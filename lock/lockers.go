@@ -82,7 +82,13 @@ func NewLockers(nodes []*redis.Options, opts ...Option) (*Lockers, error) {
 func (s *Lockers) first() *redis.Client { return s.nodes[0].rdb }
 
 // redlock is the Redlock core over every node.
-func (s *Lockers) redlock() *redlock { return &redlock{nodes: s.nodes, cfg: s.cfg} }
+func (s *Lockers) redlock() *redlock {
+	r := &redlock{nodes: s.nodes, cfg: s.cfg}
+	for _, n := range s.nodes {
+		r.clients, r.pipes = append(r.clients, client{n}), append(r.pipes, piped{n})
+	}
+	return r
+}
 
 // reach is how to check that the nodes a variant needs answer.
 func (s *Lockers) reach(v variant) func(context.Context) error {
@@ -124,6 +130,14 @@ func (s *Lockers) SetWatchdog(on bool) { s.cfg.watchdog.Store(on) }
 // Watchdog reports whether new leases get a watchdog.
 func (s *Lockers) Watchdog() bool { return s.cfg.watchdog.Load() }
 
+// SetFast switches the speed layer (fast.go) on or off for every variant,
+// from the next acquire and release on: off, what runs is exactly the
+// taught code. The expected outcome of every fault is the same either way.
+func (s *Lockers) SetFast(on bool) { s.cfg.fast.Store(on) }
+
+// Fast reports whether the speed layer is on.
+func (s *Lockers) Fast() bool { return s.cfg.fast.Load() }
+
 // TTL is the lease time to live.
 func (s *Lockers) TTL() time.Duration { return s.cfg.ttl }
 
@@ -142,7 +156,7 @@ func (s *Lockers) Clients() []*redis.Client {
 func (s *Lockers) Voting() int {
 	now, n := time.Now(), 0
 	for _, nd := range s.nodes {
-		if nd.counts(now) {
+		if nd.counts("", now) {
 			n++
 		}
 	}
@@ -160,7 +174,7 @@ func (s *Lockers) Ping(ctx context.Context) error {
 		if err := n.rdb.Ping(ctx).Err(); err != nil {
 			return err
 		}
-		if !n.counts(time.Now()) {
+		if !n.counts("", time.Now()) {
 			return errors.New("restarted less than a TTL ago, or fencing counters not re-seeded yet: does not vote")
 		}
 		return nil

@@ -101,7 +101,7 @@ func (n *node) openPipe() {
 		Dial:         func(ctx context.Context) (net.Conn, error) { return dialNode(ctx, o) },
 		DialTimeout:  o.DialTimeout,
 		WriteTimeout: n.cfg.nodeTimeout + time.Second,
-		Handshake: func(ctx context.Context, nc net.Conn, r *bufio.Reader) error {
+		Handshake: func(ctx context.Context, nc net.Conn, r *bufio.Reader) (string, error) {
 			return n.handshake(ctx, nc, r, o)
 		},
 	})
@@ -180,8 +180,9 @@ func dialNode(ctx context.Context, o *redis.Options) (net.Conn, error) {
 // a reader started on it would hand each vote the answer to the command
 // before it. Only error replies to INFO and CONFIG are tolerated (an ACL
 // user may not be allowed them): the node then still takes votes, without
-// restart awareness or wake-ups.
-func (n *node) handshake(ctx context.Context, nc net.Conn, r *bufio.Reader, o *redis.Options) error {
+// restart awareness or wake-ups. It returns the incarnation (run_id) it met,
+// which every vote on the connection carries.
+func (n *node) handshake(ctx context.Context, nc net.Conn, r *bufio.Reader, o *redis.Options) (string, error) {
 	var cmds []wire.Command
 	if o.Password != "" {
 		auth := []string{"AUTH", o.Password}
@@ -199,17 +200,17 @@ func (n *node) handshake(ctx context.Context, nc net.Conn, r *bufio.Reader, o *r
 		wire.Command{Args: recordTTL.eval([]string{n.cfg.ttlKey()}, strconv.FormatInt(n.cfg.ttl.Milliseconds(), 10)), Want: wire.Integer})
 	replies, err := wire.Exchange(ctx, nc, r, cmds...)
 	if err != nil {
-		return err
+		return "", err
 	}
 	for _, v := range replies[:len(replies)-3] {
 		if se, ok := v.(wire.ServerError); ok {
-			return se
+			return "", se
 		}
 	}
 	info, _ := replies[len(replies)-3].(string)
 	seeded, _ := replies[len(replies)-2].(string)
 	recorded, _ := replies[len(replies)-1].(int64)
-	return n.meet(info, seeded, time.Duration(recorded)*time.Millisecond, func() (string, error) {
+	err = n.meet(info, seeded, time.Duration(recorded)*time.Millisecond, func() (string, error) {
 		replies, err := wire.Exchange(ctx, nc, r, wire.Command{Args: []string{"CONFIG", "GET", "notify-keyspace-events"}, Want: wire.Array})
 		if err != nil {
 			return "", err
@@ -230,4 +231,41 @@ func (n *node) handshake(ctx context.Context, nc net.Conn, r *bufio.Reader, o *r
 		}
 		return nil
 	})
+	return infoField(info, "run_id"), err
+}
+
+// client is the plain transport of a Redlock instance: each command on the
+// node's go-redis client, in a goroutine of its own, under the per-node
+// timeout. A caller that stops waiting does not cut it short: the command
+// finishes, as one already on the wire would.
+type client struct{ n *node }
+
+func (c client) setNX(ctx context.Context, key, value string, ttl time.Duration, reply func(answer)) {
+	go func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.n.cfg.nodeTimeout)
+		defer cancel()
+		set, err := c.n.rdb.SetNX(ctx, key, value, ttl).Result() // SET key value NX PX ttl
+		reply(answer{n: one(set), err: err})
+	}()
+}
+
+func (c client) eval(ctx context.Context, s script, keys []string, args []string, reply func(answer)) {
+	go func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.n.cfg.nodeTimeout)
+		defer cancel()
+		argv := make([]any, len(args))
+		for i, a := range args {
+			argv[i] = a
+		}
+		n, err := s.Run(ctx, c.n.rdb, keys, argv...).Int64()
+		reply(answer{n: n, err: err})
+	}()
+}
+
+// one is 1 for true, 0 for false.
+func one(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -14,6 +14,7 @@ type config struct {
 	nodeTimeout   time.Duration
 	namespace     string
 	watchdog      atomic.Bool // switched at run time (Lockers.SetWatchdog)
+	fast          atomic.Bool // the speed layer (fast.go), switched at run time (Lockers.SetFast)
 	restartAware  bool
 	notifications bool
 	backoffMin    time.Duration
@@ -25,7 +26,7 @@ type config struct {
 }
 
 func defaultConfig() *config {
-	return &config{
+	c := &config{
 		ttl:           2 * time.Second,
 		namespace:     "flashsale:",
 		restartAware:  true,
@@ -34,6 +35,8 @@ func defaultConfig() *config {
 		faults:        NewFaults(),
 		logger:        slog.Default(),
 	}
+	c.fast.Store(true)
+	return c
 }
 
 // Option configures a Lockers set.
@@ -62,8 +65,15 @@ func WithWatchdog(on bool) Option { return func(c *config) { c.watchdog.Store(on
 // grant it prevents.
 func WithRestartAwareness(on bool) Option { return func(c *config) { c.restartAware = on } }
 
-// WithNotifications turns waking waiters by keyspace notifications on or off.
-// Off leaves only the jittered backoff. Default on.
+// WithFast switches the speed layer (fast.go) on or off. Off, every variant
+// runs exactly its taught code: a waiter retries after a random delay, a
+// release is the variant's own, Redlock's commands travel on go-redis.
+// Default on; Lockers.SetFast switches it later.
+func WithFast(on bool) Option { return func(c *config) { c.fast.Store(on) } }
+
+// WithNotifications turns waking waiters by keyspace notifications, and the
+// waiting line across processes, on or off: off, the speed layer's waiters
+// fall back to the jittered backoff. Default on.
 func WithNotifications(on bool) Option { return func(c *config) { c.notifications = on } }
 
 // WithBackoff bounds the fallback retry delay of a waiting Acquire: it starts

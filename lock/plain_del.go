@@ -17,7 +17,7 @@ import (
 type plainDel struct{ rdb *redis.Client }
 
 func (v plainDel) acquire(ctx context.Context, at gap, k keys, value string, ttl time.Duration) (grant, error) {
-	return setNXPX(ctx, v.rdb, at, k, value, ttl)
+	return luaLock(v).acquire(ctx, at, k, value, ttl) // SET k v NX PX ttl, as lua.go
 }
 
 func (v plainDel) release(ctx context.Context, _ gap, k keys, _ string) error {

@@ -3,83 +3,178 @@ package lock
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
-
-	"flashsale/lock/internal/wire"
 )
 
-// redlock is the Redlock algorithm of the Redis documentation over N
-// independent masters: SET k v NX PX ttl on all of them at once, with a
-// short per-node timeout; the lock is ours if a quorum (N/2+1) granted it and
-// time is left: validity = ttl − elapsed − drift. A failed try releases on
-// every node. Release and extend use the same Lua scripts as lua, on every
-// node; extend needs a quorum too. Each call returns as soon as its outcome
-// is decided (a quorum said yes, or a quorum is out of reach; for a release,
-// one node deleted our value): the other nodes' commands are already on
-// their connections, in order (internal/wire).
+// redlock is the Redlock algorithm of the Redis distlock page ("Distributed
+// Locks with Redis", redis.io/docs/latest/develop/use/patterns/distributed-locks/)
+// over N independent masters, written as the page's steps, numbered as
+// there. It talks to each master through instance, a small interface of
+// the two commands it needs: SET NX PX and EVAL of a Lua script. Beneath it
+// the commands travel on go-redis clients (node.go) or, with the speed layer
+// on, on one pipelined connection per node (fast_pipe.go).
 //
-// Where it breaks: a node that restarts without its data forgets the locks it
-// granted. If a lease held a bare quorum, the restarted node can vote for a
-// second client: two holders. Restart awareness (restart.go: a node whose
-// uptime is below TTL + drift does not vote, and its fencing counters are
-// re-seeded from the others first) closes that; a holder paused past its TTL
-// still needs fencing.
+// Where it breaks: a node that restarts without its data forgets the locks
+// it granted. If a lease held a bare quorum, the restarted node can vote for
+// a second client: two holders. The page's answer is the delayed restart,
+// which restart.go applies for every client. A holder paused past its
+// validity still needs fencing (redlock_fence.go), as for lua.
+//
+// Where this code differs from the page, each difference marked "Here:"
+// where it happens: the nodes are asked at once, not one after another;
+// a restarted node's vote does not count; an answer is waited for only
+// until the outcome is decided.
 type redlock struct {
 	nodes []*node
 	cfg   *config
+	// The nodes as instances: over go-redis, and over the speed layer's
+	// pipelined connections (instances picks).
+	clients, pipes []instance
 }
 
-// drift allows for clock drift between the nodes: 1% of the TTL plus 2 ms.
+// instance is one Redis master as Redlock talks to it. Each call sends its
+// command now and hands the node's answer to reply later, from another
+// goroutine; reply must not block.
+type instance interface {
+	// setNX sends SET key value NX PX ttl: answer 1 if set, 0 if taken.
+	setNX(ctx context.Context, key, value string, ttl time.Duration, reply func(answer))
+	// eval runs one of the Lua scripts (scripts.go): answer its integer.
+	eval(ctx context.Context, s script, keys []string, args []string, reply func(answer))
+}
+
+// answer is one node's reply to one command.
+type answer struct {
+	n   int64  // 1 for a SET that set, else what the script returned
+	inc string // the incarnation (run_id) that ran it, if the transport can tell
+	err error  // no answer came
+}
+
+// drift allows for clock drift between the nodes: 1% of the TTL plus 2 ms,
+// as the page suggests.
 func drift(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millisecond }
 
+// quorum is a majority of the nodes: N/2+1.
 func (r *redlock) quorum() int { return len(r.nodes)/2 + 1 }
 
-// vote is one node's answer: ok if it granted (or renewed, or deleted), with
-// the token it drew, or the error that kept it from answering. A node not
-// heard from when the outcome was already decided has heard false.
+func (r *redlock) acquire(ctx context.Context, at gap, k keys, value string, ttl time.Duration) (grant, error) {
+	// 1. Get the current time.
+	start := time.Now()
+
+	// 2. Try to acquire the lock in all N instances, with the same key and
+	// the same random value, each under a timeout that is small against the
+	// TTL, so that a node that is down is given up on quickly.
+	// Here: at once, not one after another (the page allows it), and only
+	// until the outcome is decided; the other nodes get their SET all the
+	// same. A node that restarted within the sit-out does not count
+	// (restart.go).
+	votes := r.ask(ctx, func(n instance, reply func(answer)) { n.setNX(ctx, k.lock, value, ttl, reply) }, r.decided)
+	if err := at(ctx, AfterAcquireStep1); err != nil {
+		return grant{}, err
+	}
+
+	// 3. The lock is acquired if a majority of the instances granted it and
+	// less time than the TTL has passed. 4. Its validity is the TTL minus
+	// the time that passed, minus the clock drift. 5. Otherwise, unlock
+	// every instance, even those that seemed not to grant it.
+	validity, err := r.enough("acquire", k, value, start, ttl, votes)
+	if err != nil {
+		return grant{}, err
+	}
+	return grant{validity: validity}, nil
+}
+
+// enough is steps 3 to 5: the validity left if a quorum of nodes that count
+// said yes and time is left, else the lock given back on every node and a
+// QuorumError that says how each node answered.
+func (r *redlock) enough(op string, k keys, value string, start time.Time, ttl time.Duration, votes []vote) (time.Duration, error) {
+	qe := r.tally(op, k, votes)
+	validity := ttl - time.Since(start) - drift(ttl)
+	if len(qe.Granted) < r.quorum() || validity <= 0 {
+		qe.Late = len(qe.Granted) >= r.quorum()
+		r.unlock(k, value)
+		return 0, qe
+	}
+	return validity, nil
+}
+
+// release deletes our value on every node ("release the lock in all
+// instances, whether or not the client believes it was able to lock a given
+// instance") with the compare-and-delete script, and reports ErrNotHeld
+// unless a quorum still held it.
+func (r *redlock) release(ctx context.Context, _ gap, k keys, value string) error {
+	votes := r.ask(ctx, func(n instance, reply func(answer)) {
+		n.eval(ctx, compareAndDelete, []string{k.lock}, []string{value}, reply)
+	}, r.decided)
+	if qe := r.tally("release", k, votes); len(qe.Granted) < r.quorum() {
+		return qe
+	}
+	return nil
+}
+
+// handOver is the release and the next acquire fused, used only by the
+// speed layer when a waiter of this same process is next (lua.go says why
+// it is as safe as the two): on each node the key passes from the holder's
+// value to the next holder's in one script, and the new lease counts as an
+// acquire does, steps 1 to 5, from when the scripts were sent.
+func (r *redlock) handOver(ctx context.Context, k keys, from, to string, ttl time.Duration) (grant, error) {
+	start := time.Now()
+	votes := r.ask(ctx, func(n instance, reply func(answer)) {
+		n.eval(ctx, passLease, []string{k.lock}, []string{from, to, ms(ttl)}, reply)
+	}, r.decided)
+	validity, err := r.enough("acquire", k, to, start, ttl, votes)
+	if err != nil {
+		return grant{}, err
+	}
+	return grant{validity: validity}, nil
+}
+
+// extend renews the lease on every node with the compare-and-pexpire
+// script: a quorum must renew it, and the validity is counted again as in
+// steps 3 and 4.
+func (r *redlock) extend(ctx context.Context, k keys, value string, ttl time.Duration) (time.Duration, error) {
+	start := time.Now()
+	votes := r.ask(ctx, func(n instance, reply func(answer)) {
+		n.eval(ctx, compareAndPexpire, []string{k.lock}, []string{value, ms(ttl)}, reply)
+	}, r.decided)
+	qe := r.tally("extend", k, votes)
+	validity := ttl - time.Since(start) - drift(ttl)
+	if len(qe.Granted) < r.quorum() || validity <= 0 {
+		qe.Late = len(qe.Granted) >= r.quorum()
+		return 0, qe
+	}
+	return validity, nil
+}
+
+// unlock deletes our value on every node after a failed try, without
+// waiting for the answers: a caller that gave up must not stop it.
+func (r *redlock) unlock(k keys, value string) {
+	for _, n := range r.instances() {
+		n.eval(context.Background(), compareAndDelete, []string{k.lock}, []string{value}, func(answer) {})
+	}
+}
+
+// vote is one node's answer as Redlock counts it: heard (or given up on),
+// yes or no, the number it answered, and whether its incarnation may vote.
 type vote struct {
-	n     *node
-	heard bool
-	ok    bool
-	token uint64
-	err   error
+	n      *node
+	heard  bool
+	yes    bool
+	counts bool
+	num    int64
+	err    error
 }
 
-// ask is one command for every node, how to read a node's reply, and when
-// the outcome is decided: granted counts the yes votes of nodes that count,
-// against everything else heard. A nil decided waits for every node.
-type ask struct {
-	cmd     []string
-	want    wire.Shape // the replies that fit cmd
-	read    func(reply any) (ok bool, token uint64, err error)
-	decided func(granted, against int) bool
-	// first: a yes is decided only once the first node has answered too.
-	first bool
-	sent  func() // if set, called once the command is queued on every node
-}
-
-// wins is decided once a quorum said yes, or once so many said no that a
-// quorum is out of reach.
-func (r *redlock) wins(granted, against int) bool {
-	return granted >= r.quorum() || against > len(r.nodes)-r.quorum()
-}
-
-// poll sends the command to every node at once and gathers the answers
-// until the outcome is decided or the per-node timeout passes; a node that
-// has not answered by then counts as failed.
-func (r *redlock) poll(ctx context.Context, a ask) []vote {
-	type answer struct {
-		i   int
-		v   any
-		err error
+// ask sends one command to every node at once and gathers the answers
+// until decided says the outcome is known, or the per-node timeout passes:
+// a node not heard from by then has failed.
+func (r *redlock) ask(ctx context.Context, send func(instance, func(answer)), decided func([]vote) bool) []vote {
+	type reply struct {
+		i int
+		answer
 	}
-	answers := make(chan answer, len(r.nodes)) // never blocks a node's reader
-	for i, n := range r.nodes {
-		n.pipe.Send(a.cmd, a.want, func(v any, err error) { answers <- answer{i, v, err} })
-	}
-	if a.sent != nil {
-		a.sent()
+	replies := make(chan reply, len(r.nodes)) // never blocks a node's reader
+	for i, n := range r.instances() {
+		send(n, func(a answer) { replies <- reply{i, a} })
 	}
 	votes := make([]vote, len(r.nodes))
 	for i, n := range r.nodes {
@@ -87,24 +182,13 @@ func (r *redlock) poll(ctx context.Context, a ask) []vote {
 	}
 	timer := time.NewTimer(r.cfg.nodeTimeout)
 	defer timer.Stop()
-	granted, against := 0, 0
-	for heard := 0; heard < len(r.nodes); heard++ {
-		if a.decided != nil && a.decided(granted, against) && (!a.first || votes[0].heard || granted < r.quorum()) {
-			break
-		}
+	for heard := 0; heard < len(r.nodes) && !decided(votes); heard++ {
 		select {
-		case ans := <-answers:
-			v := &votes[ans.i]
-			v.heard, v.err = true, ans.err
-			if v.err == nil {
-				v.ok, v.token, v.err = a.read(ans.v)
-			}
-			v.ok = v.ok && v.err == nil
-			if v.ok && v.n.counts(time.Now()) {
-				granted++
-			} else {
-				against++
-			}
+		case a := <-replies:
+			v := &votes[a.i]
+			v.heard, v.num, v.err = true, a.n, a.err
+			v.yes = a.err == nil && a.n > 0
+			v.counts = v.n.counts(a.inc, time.Now())
 		case <-timer.C:
 			r.giveUp(votes, fmt.Errorf("no answer within %v: %w", r.cfg.nodeTimeout, context.DeadlineExceeded))
 			return votes
@@ -116,21 +200,40 @@ func (r *redlock) poll(ctx context.Context, a ask) []vote {
 	return votes
 }
 
-// giveUp marks the nodes not heard from as failed, and drops the connection
-// of one that has not answered anything for a whole TTL.
+// decided: a quorum said yes, or so many said no (or failed) that a quorum
+// is out of reach.
+func (r *redlock) decided(votes []vote) bool {
+	yes, no := count(votes)
+	return yes >= r.quorum() || no > len(r.nodes)-r.quorum()
+}
+
+// count counts the nodes heard from: yes votes that count, and the rest.
+func count(votes []vote) (yes, no int) {
+	for _, v := range votes {
+		switch {
+		case !v.heard:
+		case v.yes && v.counts:
+			yes++
+		default:
+			no++
+		}
+	}
+	return yes, no
+}
+
+// giveUp marks the nodes not heard from as failed.
 func (r *redlock) giveUp(votes []vote, err error) {
 	for i := range votes {
 		if v := &votes[i]; !v.heard {
 			v.heard, v.err = true, err
-			v.n.pipe.Stale(r.cfg.ttl)
+			r.stale(v.n)
 		}
 	}
 }
 
-// tally counts the votes of nodes allowed to count now (restart.go).
-func (r *redlock) tally(op string, k keys, votes []vote) (counted []vote, qe *QuorumError) {
-	now := time.Now()
-	qe = &QuorumError{Op: op, Key: k.lock, Quorum: r.quorum(), Nodes: len(r.nodes)}
+// tally sorts the votes by answer; Granted lists the yes votes that count.
+func (r *redlock) tally(op string, k keys, votes []vote) *QuorumError {
+	qe := &QuorumError{Op: op, Key: k.lock, Quorum: r.quorum(), Nodes: len(r.nodes)}
 	for _, v := range votes {
 		switch {
 		case !v.heard:
@@ -140,112 +243,15 @@ func (r *redlock) tally(op string, k keys, votes []vote) (counted []vote, qe *Qu
 				qe.Failed = map[string]error{}
 			}
 			qe.Failed[v.n.addr] = v.err
-		case !v.n.counts(now):
+		case !v.counts:
 			qe.Restarting = append(qe.Restarting, v.n.addr)
-		case v.ok:
+		case v.yes:
 			qe.Granted = append(qe.Granted, v.n.addr)
-			counted = append(counted, v)
 		default:
 			qe.Refused = append(qe.Refused, v.n.addr)
 		}
 	}
-	return counted, qe
-}
-
-func (r *redlock) acquire(ctx context.Context, at gap, k keys, value string, ttl time.Duration) (grant, error) {
-	start := time.Now()
-	ms := strconv.FormatInt(ttl.Milliseconds(), 10)
-	_, validity, err := r.take(ctx, at, k, value, start, ttl,
-		ask{cmd: []string{"SET", k.lock, value, "NX", "PX", ms}, want: wire.OKOrNil, read: readSet, decided: r.wins})
-	if err != nil {
-		return grant{}, err
-	}
-	return grant{validity: validity}, nil
-}
-
-// take asks every node at once, then holds the gap after the first acquire
-// step, then counts: the lease is ours if a quorum of nodes that may vote
-// granted it and validity = ttl − elapsed − drift is left. A failed try
-// deletes our value everywhere.
-func (r *redlock) take(ctx context.Context, at gap, k keys, value string, start time.Time, ttl time.Duration, a ask) (granted []vote, validity time.Duration, err error) {
-	votes := r.poll(ctx, a)
-	if err := at(ctx, AfterAcquireStep1); err != nil {
-		return nil, 0, err
-	}
-	return r.hold(k, value, start, ttl, votes)
-}
-
-// hold counts the votes of a step of an acquire and the validity left; short
-// of a quorum, or of time, it gives the lock back on every node.
-func (r *redlock) hold(k keys, value string, start time.Time, ttl time.Duration, votes []vote) ([]vote, time.Duration, error) {
-	counted, qe := r.tally("acquire", k, votes)
-	validity := ttl - time.Since(start) - drift(ttl)
-	if len(counted) < r.quorum() || validity <= 0 {
-		qe.Late = len(counted) >= r.quorum()
-		r.unlock(k, value)
-		return nil, 0, qe
-	}
-	return counted, validity, nil
-}
-
-// readSet reads SET … NX: OK if granted, nil if the key is taken.
-func readSet(v any) (bool, uint64, error) {
-	ok, err := wire.OK(v)
-	return ok, 0, err
-}
-
-// readFlag reads a script's 1 (done) or 0 (not ours).
-func readFlag(v any) (bool, uint64, error) {
-	n, err := wire.Int(v)
-	return n == 1, 0, err
-}
-
-// unlock deletes our value everywhere after a failed try. Nobody waits for
-// the answers: the deletes are queued behind the SETs they undo on each
-// node's connection, so they cannot arrive first, even at a node that has
-// not answered yet.
-func (r *redlock) unlock(k keys, value string) {
-	cmd := compareAndDelete.eval([]string{k.lock}, value)
-	for _, n := range r.nodes {
-		n.pipe.Send(cmd, wire.Integer, func(any, error) {})
-	}
-}
-
-func (r *redlock) release(ctx context.Context, _ gap, k keys, value string) error {
-	return r.releaseThen(ctx, k, value, false, nil)
-}
-
-// releaseThen deletes our value on every node, and calls queued (if set) as
-// soon as every delete is on its node's connection: an acquire sent from
-// this process after that reaches each node behind our delete.
-//
-// A release reports ErrNotHeld if the lease had run out. Inside its validity
-// a lease is held by a quorum (that is what the validity means), so one node
-// that deleted our value confirms it; past its validity only a quorum of
-// deletes does. The other deletes are queued all the same.
-func (r *redlock) releaseThen(ctx context.Context, k keys, value string, valid bool, queued func()) error {
-	decided, need := r.wins, r.quorum()
-	if valid {
-		decided, need = func(granted, against int) bool { return granted >= 1 || against == len(r.nodes) }, 1
-	}
-	votes := r.poll(ctx, ask{cmd: compareAndDelete.eval([]string{k.lock}, value), want: wire.Integer, read: readFlag, decided: decided, sent: queued})
-	if counted, qe := r.tally("release", k, votes); len(counted) < need {
-		return qe
-	}
-	return nil
-}
-
-func (r *redlock) extend(ctx context.Context, k keys, value string, ttl time.Duration) (time.Duration, error) {
-	start := time.Now()
-	votes := r.poll(ctx, ask{cmd: compareAndPexpire.eval([]string{k.lock}, value, strconv.FormatInt(ttl.Milliseconds(), 10)),
-		want: wire.Integer, read: readFlag, decided: r.wins})
-	counted, qe := r.tally("extend", k, votes)
-	validity := ttl - time.Since(start) - drift(ttl)
-	if len(counted) < r.quorum() || validity <= 0 {
-		qe.Late = len(counted) >= r.quorum()
-		return 0, qe
-	}
-	return validity, nil
+	return qe
 }
 
 // checksOwner: the release is a compare-and-delete script on every node.

@@ -189,15 +189,20 @@ func connectionError(err error) error {
 	return err
 }
 
-// counts says whether the node's votes count toward a quorum now: not before
-// its uptime reached TTL + drift, nor before its fencing counters were
-// re-seeded for this incarnation.
-func (n *node) counts(now time.Time) bool {
+// counts says whether a vote from the node's incarnation inc (the run_id
+// its connection met; "" when the transport cannot tell) counts toward a
+// quorum now: not from an incarnation since replaced, not before the
+// sit-out after the current one's start, nor before its fencing counters
+// were re-seeded for it.
+func (n *node) counts(inc string, now time.Time) bool {
 	if !n.cfg.restartAware {
 		return true
 	}
 	n.inc.mu.Lock()
 	defer n.inc.mu.Unlock()
+	if inc != "" && inc != n.inc.runID {
+		return false
+	}
 	return !now.Before(n.inc.back) && !n.inc.reseed
 }
 

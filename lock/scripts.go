@@ -2,6 +2,7 @@ package lock
 
 import (
 	"strconv"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -118,21 +119,29 @@ func (s script) eval(keys []string, args ...string) []string {
 	return append(cmd, args...)
 }
 
+// ms is a duration as the milliseconds of a PX or PEXPIRE argument.
+func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
+
 // The waiting line of a hot key across processes (queue.go). It lives on the
 // first node; it orders wake-ups, never grants: every grant is still the
 // variant's own acquire.
 var (
-	// joinLine puts a waiting process at the back of a key's line, but only
-	// while the lock key is there: a release that comes later then wakes the
-	// line's head. If the key is gone already the caller should try at once.
-	// KEYS[1] lock, KEYS[2] line; ARGV[1] process id, ARGV[2] line TTL ms.
-	// Returns the caller's place in the line (1: the head), or 0 if the lock
-	// key is gone.
+	// joinLine puts a waiting process at the back of a key's line, unless it
+	// stands in it already, but only while the lock key is there: a release
+	// that comes later then wakes the line's head. If the key is gone
+	// already the caller should try at once. KEYS[1] lock, KEYS[2] line;
+	// ARGV[1] process id, ARGV[2] line TTL ms. Returns the caller's place in
+	// the line (1: the head), or 0 if the lock key is gone.
 	joinLine = newScript(`
 if redis.call("exists", KEYS[1]) == 0 then
 	return 0
 end
-local place = redis.call("rpush", KEYS[2], ARGV[1])
+local place = redis.call("lpos", KEYS[2], ARGV[1])
+if place then
+	place = place + 1
+else
+	place = redis.call("rpush", KEYS[2], ARGV[1])
+end
 redis.call("pexpire", KEYS[2], ARGV[2])
 return place`)
 

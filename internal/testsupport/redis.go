@@ -60,8 +60,11 @@ func Redis(tb testing.TB, n int, opts ...localredis.Options) *localredis.Cluster
 	return c
 }
 
-// RedisAge is how long Redis lets new nodes run before it returns.
-const RedisAge = 3 * time.Second
+// RedisAge is how long Redis lets new nodes run before it returns, as their
+// whole-second uptime tells: enough for a Redlock with the default 2 s TTL
+// to count them (lock.MinUptime: TTL + drift, plus the second a
+// whole-second uptime can overstate).
+const RedisAge = 4 * time.Second
 
 // Options are go-redis options for every node of c, first node first.
 func Options(tb testing.TB, c *localredis.Cluster) []*redis.Options {

@@ -76,6 +76,7 @@ type workshopRun struct {
 	Rate      int       `json:"rate"`
 	Duration  int       `json:"duration_s"`
 	Watchdog  bool      `json:"watchdog"`
+	Fast      bool      `json:"fast"`
 	State     string    `json:"state"` // running, done, failed
 	StartedAt time.Time `json:"started_at"`
 	Cell      *runCell  `json:"cell,omitempty"`
@@ -175,10 +176,11 @@ func (w *Runner) Scenarios() []string { return loadtest.ScenarioNames() }
 
 // Start begins a run of variant under scenario at rate requests per second
 // for durationS seconds, with the lease watchdog on in every cell when
-// watchdog is set (loadtest.Config.Watchdog), and returns its id. started is false, and nothing
+// watchdog is set (loadtest.Config.Watchdog) and the locks' speed layer off
+// unless fast is set (loadtest.Config.Taught), and returns its id. started is false, and nothing
 // runs, while another run is in progress: a run resets the sale, so two at
 // once would spoil both. The caller has checked the arguments.
-func (w *Runner) Start(variant, scenario string, rate, durationS int, watchdog bool) (id string, started bool, err error) {
+func (w *Runner) Start(variant, scenario string, rate, durationS int, watchdog, fast bool) (id string, started bool, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if ok, err := w.idle(); !ok {
@@ -187,7 +189,7 @@ func (w *Runner) Start(variant, scenario string, rate, durationS int, watchdog b
 	hot := loadtest.CellCatalogue().Products[0].SKU
 	r := &workshopRun{
 		ID: strconv.Itoa(len(w.runs) + 1), Variant: variant, Scenario: scenario,
-		Rate: rate, Duration: durationS, Watchdog: watchdog, State: "running", StartedAt: time.Now(),
+		Rate: rate, Duration: durationS, Watchdog: watchdog, Fast: fast, State: "running", StartedAt: time.Now(),
 		changed: make(chan struct{}), holds: map[string]*hold{}, hotKey: "sku:" + hot,
 	}
 	w.begin(r)
@@ -282,7 +284,7 @@ func (w *Runner) run(r *workshopRun, base, hot string) {
 	cell, err := runOne(ctx, loadtest.Config{
 		Variants: []string{r.Variant}, Scenarios: []string{r.Scenario},
 		Rate: r.Rate, Duration: time.Duration(r.Duration) * time.Second,
-		Seed: 1, LockTTL: w.ttl, Watchdog: r.Watchdog, WarmUp: -1,
+		Seed: 1, LockTTL: w.ttl, Watchdog: r.Watchdog, Taught: !r.Fast, WarmUp: -1,
 		Targets: []string{base}, AdminToken: w.token, RedisURLs: w.redisURLs,
 		Logger: slog.New(&noteHandler{run: r}),
 	}, r.Variant, r.judgedAs())
@@ -368,7 +370,7 @@ func (r *workshopRun) record() event {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	rec := event{"id": r.ID, "variant": r.Variant, "scenario": r.Scenario, "rate": r.Rate,
-		"duration_s": r.Duration, "watchdog": r.Watchdog, "state": r.State, "started_at": r.StartedAt}
+		"duration_s": r.Duration, "watchdog": r.Watchdog, "fast": r.Fast, "state": r.State, "started_at": r.StartedAt}
 	if r.Cell != nil {
 		rec["cell"] = r.Cell
 	}

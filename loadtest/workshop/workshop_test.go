@@ -17,7 +17,7 @@ func TestRunnerBeforeTheInstanceListens(t *testing.T) {
 	if got, want := len(w.Scenarios()), len(loadtest.ScenarioNames()); got != want {
 		t.Errorf("%d scenarios, the load runner has %d", got, want)
 	}
-	if _, started, err := w.Start("lua", loadtest.Clean, 10, 1, false); started || err == nil {
+	if _, started, err := w.Start("lua", loadtest.Clean, 10, 1, false, true); started || err == nil {
 		t.Errorf("a run before SetBase: started %v, err %v; want an error", started, err)
 	}
 	if runs := w.Runs(); len(runs) != 0 {

@@ -18,6 +18,7 @@
     variant: $("w-variant"),
     scenario: $("w-scenario"),
     watchdog: $("w-watchdog"),
+    fast: $("w-fast"),
     scenarioDoc: $("w-scenario-doc"),
     rate: $("w-rate"),
     duration: $("w-duration"),
@@ -77,12 +78,13 @@
     if (saved[k] != null) input.value = saved[k];
   }
   ui.watchdog.checked = saved.watchdog === true;
+  ui.fast.checked = saved.fast !== false;
   if (ui.variant.selectedIndex < 0) ui.variant.value = "none";
   if (ui.scenario.selectedIndex < 0) ui.scenario.value = "clean";
   ui.token.value = session.get(KEY_TOKEN, "");
 
   function saveForm() {
-    local.set(KEY_FORM, { variant: ui.variant.value, scenario: ui.scenario.value, rate: ui.rate.value, duration_s: ui.duration.value, watchdog: ui.watchdog.checked });
+    local.set(KEY_FORM, { variant: ui.variant.value, scenario: ui.scenario.value, rate: ui.rate.value, duration_s: ui.duration.value, watchdog: ui.watchdog.checked, fast: ui.fast.checked });
   }
   ui.form.addEventListener("change", saveForm);
   ui.token.addEventListener("input", () => session.set(KEY_TOKEN, ui.token.value.trim()));
@@ -157,7 +159,7 @@
     const duration = readNumber(ui.duration, "the duration");
     if (duration === null) return;
     if (needToken()) return;
-    const body = { variant: ui.variant.value, scenario: ui.scenario.value, rate, duration_s: duration, watchdog: ui.watchdog.checked };
+    const body = { variant: ui.variant.value, scenario: ui.scenario.value, rate, duration_s: duration, watchdog: ui.watchdog.checked, fast: ui.fast.checked };
     setRunning(true);
     ui.notes.replaceChildren();
     setProgress(0, 1, `Starting ${body.variant} under ${body.scenario}…`);
@@ -174,7 +176,7 @@
     shown = run;
     renderRuns();
     say(ui.outcome, "info", `Run ${run.id} started: ${body.variant} under ${body.scenario}` +
-      (body.watchdog ? " with the lease watchdog on" : "") + `, ${rate} req/s for ${duration} s.`);
+      (body.watchdog ? " with the lease watchdog on" : "") + (body.fast ? "" : ", speed layer off") + `, ${rate} req/s for ${duration} s.`);
     await follow(run);
     setRunning(false);
   });
@@ -302,7 +304,7 @@
         id: rec.id ?? (rec.cell && rec.cell.id) ?? `earlier-${i + 1}`,
         variant: rec.variant ?? (rec.cell && rec.cell.variant),
         scenario: rec.scenario ?? (rec.cell && rec.cell.scenario),
-        rate: rec.rate, duration_s: rec.duration_s, started_at: rec.started_at, watchdog: rec.watchdog === true,
+        rate: rec.rate, duration_s: rec.duration_s, started_at: rec.started_at, watchdog: rec.watchdog === true, fast: rec.fast !== false,
         state: "running", done: 0, total: 0,
       };
       absorb(run, rec);
@@ -376,7 +378,7 @@
     tr.append(
       el("th", { scope: "row" }, pick),
       el("td", { text: (c && c.variant) || run.variant || dash }),
-      el("td", { text: ((c && c.scenario) || run.scenario || dash) + (run.watchdog ? " (watchdog on)" : "") }),
+      el("td", { text: ((c && c.scenario) || run.scenario || dash) + (run.watchdog ? " (watchdog on)" : "") + (run.fast === false ? " (speed layer off)" : "") }),
       el("td", { class: "num", text: load }),
       outcomeCell(c && c.expected),
       seen,

@@ -62,6 +62,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		nodes       = fs.Int("nodes", 5, "Redis nodes to start")
 		appBin      = fs.String("app-bin", "", "storefront binary to run (default: go build the module found from the working directory)")
 		module      = fs.String("module", "", "flashsale module root to build from (default: found from the working directory)")
+		fast        = fs.Bool("fast", true, "the locks' speed layer in every cell; false runs exactly the taught code (retry after a random delay, each rung's own release), with the same expected outcomes")
 		watchdog    = fs.Bool("watchdog", false, "turn the lease watchdog on in every cell (long-work is then judged as long-work-watchdog); off, only long-work-watchdog has it")
 		unawareArgs = fs.String("unaware-args", strings.Join(loadtest.DefaultUnawareArgs, " "), "storefront arguments that turn Redlock restart awareness off")
 
@@ -116,6 +117,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		Seed:        *seed,
 		LockTTL:     *lockTTL,
 		Watchdog:    *watchdog,
+		Taught:      !*fast,
 		Targets:     split(*targets),
 		AdminToken:  *adminToken,
 		RedisURLs:   split(*redisURLs),

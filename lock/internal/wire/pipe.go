@@ -48,7 +48,9 @@ type Config struct {
 	WriteTimeout time.Duration                               // bounds each write
 	// Handshake runs on every new connection before any command is sent;
 	// an error fails the connection. It must read every reply it asked for.
-	Handshake func(ctx context.Context, nc net.Conn, r *bufio.Reader) error
+	// What it returns tags every reply the connection carries (for Redlock:
+	// the node's incarnation that the handshake met).
+	Handshake func(ctx context.Context, nc net.Conn, r *bufio.Reader) (tag string, err error)
 }
 
 // ErrClosed answers the commands still queued when the pipe is closed.
@@ -58,9 +60,10 @@ var ErrClosed = errors.New("redis node connection closed")
 func NewPipe(cfg Config) *Pipe { return &Pipe{cfg: cfg} }
 
 // ReplyFunc receives what a node answered to one command: v is int64,
-// string, nil, []any or serverError; err is set when no answer came (the
+// string, nil, []any or serverError, and tag the handshake's tag of the
+// connection that carried it; err is set when no answer came (the
 // connection broke or could not be opened).
-type ReplyFunc func(v any, err error)
+type ReplyFunc func(v any, tag string, err error)
 
 // Send queues one command whose replies have the Shape want; done is called
 // exactly once with its reply, from the reader goroutine (it must not block)
@@ -126,6 +129,7 @@ type pipeConn struct {
 	queue   []waiting
 	head    int   // queue[head:] wait for replies, oldest first
 	err     error // set once: the connection is finished
+	tag     string
 }
 
 type waiting struct {
@@ -145,7 +149,7 @@ func (c *pipeConn) send(args []string, want Shape, done ReplyFunc) {
 	if c.err != nil {
 		err := c.err
 		c.mu.Unlock()
-		done(nil, err)
+		done(nil, "", err)
 		return
 	}
 	c.out = AppendCommand(c.out, args...)
@@ -196,7 +200,7 @@ func (c *pipeConn) fail(err error) {
 		_ = nc.Close()
 	}
 	for _, w := range queued {
-		w.done(nil, err)
+		w.done(nil, "", err)
 	}
 }
 
@@ -229,14 +233,15 @@ func (c *pipeConn) open() {
 	c.nc = nc
 	c.mu.Unlock()
 	r := bufio.NewReaderSize(nc, 16<<10)
-	if err := cfg.Handshake(ctx, nc, r); err != nil {
+	tag, err := cfg.Handshake(ctx, nc, r)
+	if err != nil {
 		c.fail(fmt.Errorf("node %s: %w", cfg.Addr, err))
 		return
 	}
 	_ = nc.SetDeadline(time.Time{})
 	go c.read(r)
 	c.mu.Lock()
-	c.ready = true
+	c.ready, c.tag = true, tag
 	c.flush()
 }
 
@@ -274,8 +279,9 @@ func (c *pipeConn) read(r *bufio.Reader) {
 			n := copy(c.queue, c.queue[c.head:])
 			c.queue, c.head = c.queue[:n], 0
 		}
+		tag := c.tag
 		c.mu.Unlock()
-		w.done(v, nil)
+		w.done(v, tag, nil)
 	}
 }
 

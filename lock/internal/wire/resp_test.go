@@ -117,7 +117,7 @@ func TestMisfitReplyBreaksTheConnection(t *testing.T) {
 	}
 	answers := make(chan got, 3)
 	for _, want := range []Shape{OKOrNil, OKOrNil, Integer} {
-		c.queue = append(c.queue, waiting{want: want, done: func(v any, err error) { answers <- got{v, err} }})
+		c.queue = append(c.queue, waiting{want: want, done: func(v any, _ string, err error) { answers <- got{v, err} }})
 	}
 	go c.read(bufio.NewReader(client))
 	// The reply owed to an earlier CONFIG GET, then the replies the two SETs

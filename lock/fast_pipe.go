@@ -1,0 +1,52 @@
+package lock
+
+import (
+	"context"
+	"time"
+
+	"flashsale/lock/internal/wire"
+)
+
+// piped is the speed layer's transport of a Redlock instance: every command
+// for a node travels on the node's one pipelined connection (internal/wire),
+// appended to whatever other callers are sending, its reply handed back by
+// the connection's reader. Asking five nodes costs five buffered writes and
+// no goroutine; concurrent lockers share writes and reads; and one process's
+// commands reach each node in the order they were sent, so the delete that
+// undoes a failed try cannot overtake its SET. It changes how commands
+// travel, never what they are: the same SET NX PX and the same scripts.
+type piped struct{ n *node }
+
+func (p piped) setNX(_ context.Context, key, value string, ttl time.Duration, reply func(answer)) {
+	p.n.pipe.Send([]string{"SET", key, value, "NX", "PX", ms(ttl)}, wire.OKOrNil, func(v any, inc string, err error) {
+		set := false
+		if err == nil {
+			set, err = wire.OK(v)
+		}
+		reply(answer{n: one(set), inc: inc, err: err})
+	})
+}
+
+func (p piped) eval(_ context.Context, s script, keys []string, args []string, reply func(answer)) {
+	p.n.pipe.Send(s.eval(keys, args...), wire.Integer, func(v any, inc string, err error) {
+		var n int64
+		if err == nil {
+			n, err = wire.Int(v)
+		}
+		reply(answer{n: n, inc: inc, err: err})
+	})
+}
+
+// instances is how Redlock reaches its nodes now: on the pipelined
+// connections with the speed layer on, else on the go-redis clients.
+func (r *redlock) instances() []instance {
+	if r.cfg.fast.Load() {
+		return r.pipes
+	}
+	return r.clients
+}
+
+// stale drops the node's pipelined connection if it has not answered
+// anything for a whole TTL (a paused node, a cut without a reset): commands
+// queued behind a dead connection would otherwise wait for ever.
+func (r *redlock) stale(n *node) { n.pipe.Stale(r.cfg.ttl) }

@@ -1,0 +1,359 @@
+package lock
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// This file is part of the speed layer (fast.go): the waiting rooms of a
+// process and the keyspace notifications that wake them.
+
+// waker turns Redis keyspace notifications (a lock key deleted or expired)
+// and the wake-ups of a key's line (queue.go) into wake-ups for the waiters
+// of this process, so waiting costs one attempt per release instead of a
+// polling storm. It subscribes to a key's events only while someone here
+// waits for it and no line wakes them: an uncontended lock causes no
+// notification traffic at all, and a hot key in line causes none either.
+type waker struct {
+	cancel context.CancelFunc
+	ctx    context.Context
+	wg     sync.WaitGroup
+	subs   []subscription
+	line   *line // the Redlock key lines (queue.go); nil without notifications
+	// subMu is held while a key's subscription is brought in line with its
+	// waiting room (sync); subscribed is, under it, the keys subscribed now.
+	subMu      sync.Mutex
+	subscribed map[string]int // how many of subs, from the first, listen
+	// confirmed is, by channel, closed when the node confirms a
+	// subscription to it: only then is no later event missed.
+	confirmed map[string]chan struct{}
+	syncs     sync.WaitGroup // the syncs a closing room started
+	// beforeSync, if set, runs as sync starts: tests use it to hold one
+	// sync back while another room opens or closes.
+	beforeSync func(key string)
+
+	mu   sync.Mutex
+	keys map[string]*keyWait // by Redis lock key
+	// held is, by Redis lock key, a lease this process holds with an
+	// owner-checked variant, until it is released or its validity ends.
+	// While one is held, a delete event for its key is the late echo of the
+	// release that let it in (a Redlock release deletes on every node, and
+	// the events trail the direct wake-up): waking a waiter for it would
+	// only cost a try that finds the lock busy. No other client can delete a value that is not its own —
+	// unless a broken variant shares the key, and then the waiters here
+	// wake at the lease's validity at the latest.
+	held map[string]*Lease
+	// contended is, by Redis lock key, when this process last stood in or
+	// was woken by the key's line: its releases wake the line's head for a
+	// TTL after that (passOn).
+	contended map[string]time.Time
+}
+
+// subscription is one node's pub/sub connection and its keyspace prefix.
+type subscription struct {
+	ps     *redis.PubSub
+	prefix string // "__keyspace@<db>__:"
+}
+
+// keyWait is the waiting room of one lock key in this process.
+type keyWait struct {
+	refs int
+	// turn lets one waiter at a time try: blocked senders on a channel are
+	// served in arrival order, which makes the wait fair and keeps a hot key
+	// to one attempt per release from this process.
+	turn chan struct{}
+	// freed is closed, and replaced, whenever the key is deleted or expires.
+	freed chan struct{}
+	// line: the waiters stand in the key's line across processes
+	// (queue.go); a delete event does not wake them, the line does, and
+	// the room does not even listen for the key's events unless head or
+	// unlined says it must.
+	line bool
+	// unlined: the line could not be asked (its node does not answer), so
+	// the waiters fall back to the key's events and the backoff.
+	unlined bool
+	// streak counts the grants passed from waiter to waiter here since the
+	// line last woke this process: after maxStreak the lock goes to the
+	// line's head, so other processes get their turn.
+	streak int
+	// queued: this process stands in the key's line; it joins once, and
+	// again only after the line woke it.
+	queued bool
+	// head: this process joined an empty line, so the holder may not know
+	// anyone waits (see passOn): it listens for the key's delete event.
+	head bool
+	// taken is freed as it was when a waiter of this process last acquired:
+	// the next waiter knows the lock is held and waits for it to be freed
+	// instead of trying straight away.
+	taken chan struct{}
+	// by is the locker of the room's waiters, unless mixed: waiters of
+	// several variants wait for the key, and no lease is handed over.
+	by    *Locker
+	mixed bool
+	// lastGrant is when a waiter here last got the lock, and every the
+	// moving mean of the time between such grants: how fast this room's
+	// waiters are served, whatever share of the key other processes get.
+	lastGrant time.Time
+	every     time.Duration
+	// given holds a lease handed over by the holder here (handover.go)
+	// until the waiter whose turn it is takes it; a room that closes with
+	// one in it releases it.
+	given chan *Lease
+}
+
+// listens reports whether the room needs the key's delete and expiry
+// events: a room whose waiters are not in a line, the head of a line the
+// holder may not know about, and a room whose line cannot be asked. The
+// others are woken by the line; hearing every release of a hot key in every
+// waiting process would cost each of them a wake-up per grant, CPU the
+// holder needs.
+func (kw *keyWait) listens() bool { return !kw.line || kw.head || kw.unlined }
+
+// wake lets the room's next waiter try: it closes freed and puts a new one
+// in its place. Called with the waker's mu held.
+func (kw *keyWait) wake() {
+	close(kw.freed)
+	kw.freed = make(chan struct{})
+}
+
+func newWaker(cfg *config, nodes []*node) *waker {
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &waker{ctx: ctx, cancel: cancel, keys: map[string]*keyWait{}, held: map[string]*Lease{}, subscribed: map[string]int{},
+		confirmed: map[string]chan struct{}{}, contended: map[string]time.Time{}}
+	if !cfg.notifications {
+		return w
+	}
+	w.line = newLine(cfg, nodes[0])
+	for i, n := range nodes {
+		c := n.rdb
+		sub := subscription{ps: c.Subscribe(ctx), prefix: fmt.Sprintf("__keyspace@%d__:", c.Options().DB)}
+		if i == 0 {
+			// This process's wake-ups from the Redlock key lines (queue.go).
+			sctx, scancel := context.WithTimeout(ctx, time.Second)
+			_ = sub.ps.Subscribe(sctx, w.line.channel)
+			scancel()
+		}
+		w.subs = append(w.subs, sub)
+		w.wg.Go(func() {
+			defer sub.ps.Close()
+			ch := sub.ps.ChannelWithSubscriptions()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case msg, ok := <-ch:
+					if !ok {
+						return
+					}
+					m, ok := msg.(*redis.Message)
+					if !ok {
+						if s, ok := msg.(*redis.Subscription); ok && s.Kind == "subscribe" {
+							w.confirm(s.Channel)
+						}
+						continue
+					}
+					if m.Channel == w.line.channel {
+						w.handoff(m.Payload, false)
+						continue
+					}
+					key := strings.TrimPrefix(m.Channel, sub.prefix)
+					switch m.Payload {
+					case "del":
+						w.deleted(key)
+					case "expired", "evicted":
+						w.freed(key)
+					}
+				}
+			}
+		})
+	}
+	return w
+}
+
+// sync subscribes to the key's events on the first node that answers while a
+// waiting room for it is open here, and unsubscribes once none is. Rooms open and close
+// under mu, but the (un)subscribe calls run later, under subMu: so sync
+// reads whether a room is open only once it holds subMu, and every open or
+// close is followed by a sync. Whichever sync runs last then sees the last
+// change, and a room that opens while an older one closes stays subscribed,
+// whatever order the two syncs run in. A node that does not answer keeps the
+// subscription (go-redis subscribes again on reconnect) and the next node is
+// asked too; with every node down the waiters fall back to the backoff.
+func (w *waker) sync(key string) {
+	if w.beforeSync != nil {
+		w.beforeSync(key)
+	}
+	w.subMu.Lock()
+	defer w.subMu.Unlock()
+	w.mu.Lock()
+	kw := w.keys[key]
+	want := kw != nil && kw.listens()
+	w.mu.Unlock()
+	n, had := w.subscribed[key]
+	if want == had {
+		return
+	}
+	if !want {
+		for _, s := range w.subs[:n] {
+			ctx, cancel := context.WithTimeout(w.ctx, 100*time.Millisecond)
+			_ = s.ps.Unsubscribe(ctx, s.prefix+key)
+			cancel()
+		}
+		delete(w.subscribed, key)
+		return
+	}
+	// The first node's events are enough: it is the single-node variants'
+	// node and holds the Redlock lines, and one node deleting a Redlock key
+	// means its holder released it. Every event wakes every process that
+	// listens, so listening to five nodes costs five wake-ups per release
+	// in each waiting process: on a busy machine, CPU the holder needs. The
+	// next node is asked only while the one before it does not answer.
+	for _, s := range w.subs {
+		n++
+		if w.subscribe(s, s.prefix+key) {
+			break
+		}
+	}
+	w.subscribed[key] = n
+}
+
+// subscribe subscribes s to channel and waits, 100 ms at most, until the
+// node confirms it: from then on no event of the channel is missed.
+func (w *waker) subscribe(s subscription, channel string) bool {
+	ctx, cancel := context.WithTimeout(w.ctx, 100*time.Millisecond)
+	defer cancel()
+	done := make(chan struct{})
+	w.mu.Lock()
+	w.confirmed[channel] = done
+	w.mu.Unlock()
+	defer func() {
+		w.mu.Lock()
+		if w.confirmed[channel] == done {
+			delete(w.confirmed, channel)
+		}
+		w.mu.Unlock()
+	}()
+	if err := s.ps.Subscribe(ctx, channel); err != nil {
+		return false
+	}
+	select {
+	case <-done:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// confirm is a node's confirmation of a subscription to channel.
+func (w *waker) confirm(channel string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if done := w.confirmed[channel]; done != nil {
+		close(done)
+		delete(w.confirmed, channel)
+	}
+}
+
+// resync brings the key's subscription in line with its room off the
+// caller's path, after the room's need of the key's events changed.
+func (w *waker) resync(key string) {
+	w.syncs.Add(1)
+	go func() {
+		defer w.syncs.Done()
+		w.sync(key)
+	}()
+}
+
+// waiting reports whether anyone in this process waits for the key; a
+// newcomer then queues behind them instead of barging in.
+func (w *waker) waiting(key string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.keys[key] != nil
+}
+
+func (w *waker) close() {
+	w.cancel()
+	w.syncs.Wait()
+	w.wg.Wait()
+}
+
+func (w *waker) freed(key string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if kw := w.keys[key]; kw != nil {
+		kw.wake()
+	}
+}
+
+// hold notes a lease of an owner-checked variant.
+func (w *waker) hold(key string, l *Lease) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.held[key] = l
+}
+
+// unhold forgets the lease when it is released.
+func (w *waker) unhold(key string, l *Lease) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.held[key] == l {
+		delete(w.held, key)
+	}
+}
+
+// heldUntil is when the lease this process holds on key runs out, if it
+// holds one of an owner-checked variant.
+func (w *waker) heldUntil(key string) (time.Time, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if l := w.held[key]; l != nil {
+		return l.ValidUntil(), true
+	}
+	return time.Time{}, false
+}
+
+// deleted wakes this process's waiters for a key that was deleted — by a
+// release here, or as a keyspace event says — unless a lease here holds the
+// key now: then the delete is the late echo of the release that let it in.
+// Waiters in a key's line are woken by the line instead.
+func (w *waker) deleted(key string) {
+	w.mu.Lock()
+	kw := w.keys[key]
+	waitsForLine := kw != nil && !kw.listens()
+	w.mu.Unlock()
+	if !waitsForLine && !w.echo(key) {
+		w.freed(key)
+	}
+}
+
+// echo reports whether a delete of key can only be the echo of an earlier
+// release, because a lease here holds the key now.
+func (w *waker) echo(key string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	l := w.held[key]
+	if l != nil && time.Now().After(l.ValidUntil()) {
+		delete(w.held, key) // run out, or abandoned by a crash fault
+		return false
+	}
+	return l != nil
+}
+
+// current is the channel the next deletion or expiry of the key will close.
+func (w *waker) current(kw *keyWait) <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return kw.freed
+}
+
+func (w *waker) lastTaken(kw *keyWait) <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return kw.taken
+}
