@@ -38,6 +38,7 @@ type readRef struct {
 	file     string
 	from, to int
 	marker   string
+	path     int // the step of Lab 1's reading path, if it is one
 }
 
 type lab struct {
@@ -132,6 +133,8 @@ func labs(t *testing.T) []lab {
 					ref.to, _ = strconv.Atoi(b)
 				case "marker":
 					ref.marker = kv[1]
+				case "path":
+					ref.path, _ = strconv.Atoi(kv[1])
 				}
 			}
 			l.reads = append(l.reads, ref)
@@ -452,5 +455,35 @@ func TestLabRuns(t *testing.T) {
 		if !shown {
 			t.Errorf("%s: %s shows none of %v\n%s", l.title, c.id(), c.figures, stdout)
 		}
+	}
+}
+
+// Lab 1's reading path is short: with the speed layer off, an order under
+// lua reaches its SET … NX PX and its release through at most eight named
+// functions in at most five files, each step's range holding its call of
+// the next (the marker, checked by TestLabReadsExist).
+func TestLab1ReadingPathIsShort(t *testing.T) {
+	var steps []readRef
+	for _, l := range labs(t) {
+		if strings.HasPrefix(l.title, "Lab 1 ") {
+			for _, r := range l.reads {
+				if r.path > 0 {
+					steps = append(steps, r)
+				}
+			}
+		}
+	}
+	files := map[string]bool{}
+	for i, r := range steps {
+		if r.path != i+1 {
+			t.Errorf("step %d of the path is numbered %d", i+1, r.path)
+		}
+		files[r.file] = true
+	}
+	if len(steps) == 0 || len(steps) > 8 || len(files) > 5 {
+		t.Fatalf("Lab 1's reading path has %d steps in %d files, want 1 to 8 in at most 5", len(steps), len(files))
+	}
+	if last := steps[len(steps)-1]; !strings.Contains(last.marker, "compareAndDelete") {
+		t.Errorf("the path ends at %q, not at lua's release", last.marker)
 	}
 }

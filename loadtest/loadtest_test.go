@@ -58,7 +58,22 @@ var knownBugs = map[string]string{}
 // The short matrix end to end: real redis-server nodes, three real app
 // instances on one SQLite file, vegeta traffic, and every cell judged by
 // the audit and the cross-check as docs/design.md expects.
-func TestMatrix(t *testing.T) { runMatrix(t, shortCells) }
+func TestMatrix(t *testing.T) { runMatrix(t, shortCells, false) }
+
+// taughtCells are the cells of the columns a workshop shows first, run with
+// the locks' speed layer off (-fast=false): the broken rungs must break and
+// the correct ones hold on exactly the code the rung files teach, as they
+// do with it on.
+var taughtCells = []string{
+	"setnx-expire/crash-between-steps", "lua/crash-between-steps",
+	"get-del/pause-between-release-steps", "plain-del/pause-between-release-steps",
+	"lua/pause-in-critical-section", "lua+fence/pause-in-critical-section",
+	"redlock/pause-in-critical-section", "redlock+fence/pause-in-critical-section",
+	"redlock/node-restart-unaware", "redlock/node-restart",
+}
+
+// The key cells with the speed layer off.
+func TestMatrixTaught(t *testing.T) { runMatrix(t, taughtCells, true) }
 
 // withoutLockCells are the rungs that take no Redis lock, in the columns
 // that test them hardest: a holder paused past its TTL, node 0 (redis-stock's
@@ -72,10 +87,11 @@ var withoutLockCells = []string{
 }
 
 // The rungs without a lock, end to end as the short matrix runs.
-func TestMatrixWithoutLock(t *testing.T) { runMatrix(t, withoutLockCells) }
+func TestMatrixWithoutLock(t *testing.T) { runMatrix(t, withoutLockCells, false) }
 
-// runMatrix runs cells (all of them with -loadtest.full) and judges each.
-func runMatrix(t *testing.T, shortCells []string) {
+// runMatrix runs cells (all of them with -loadtest.full) and judges each,
+// with the locks' speed layer off if taught.
+func runMatrix(t *testing.T, shortCells []string, taught bool) {
 	testsupport.RequireRedis(t)
 	if testing.Short() {
 		t.Skip("the matrix runs real app instances for about a minute")
@@ -90,6 +106,7 @@ func runMatrix(t *testing.T, shortCells []string) {
 		Duration: 2 * time.Second,
 		Seed:     1,
 		Cells:    shortCells,
+		Taught:   taught,
 		OutDir:   out,
 		Local:    loadtest.LocalConfig{ModuleDir: mod, Dir: t.TempDir()},
 		Logger:   slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
@@ -222,4 +239,50 @@ type testWriter struct{ t *testing.T }
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
+}
+
+var repeat = flag.Int("loadtest.repeat", 0, "run the breaking cells of the taught matrix this many times, seeds 1..N, and report how often each broke (minutes per run)")
+
+// How reliably each "breaks" cell breaks with the speed layer off: every
+// one must break in at least 19 of 20 seeded runs. Minutes per run, so only
+// with -loadtest.repeat=N.
+func TestTaughtBreaksRepeatably(t *testing.T) {
+	if *repeat == 0 {
+		t.Skip("-loadtest.repeat=N runs it")
+	}
+	testsupport.RequireRedis(t)
+	mod, err := loadtest.FindModule(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var breaking []string
+	for _, c := range taughtCells {
+		v, sc, _ := strings.Cut(c, "/")
+		if want, _ := loadtest.Expected(v, sc); want == loadtest.Breaks {
+			breaking = append(breaking, c)
+		}
+	}
+	broke := map[string]int{}
+	for seed := 1; seed <= *repeat; seed++ {
+		rep, err := loadtest.Run(context.Background(), loadtest.Config{
+			Rate: 200, Duration: 2 * time.Second, Seed: uint64(seed), Cells: breaking, Taught: true,
+			OutDir: t.TempDir(), Local: loadtest.LocalConfig{ModuleDir: mod, Dir: t.TempDir()},
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range rep.Cells {
+			if c.Seen == loadtest.Breaks {
+				broke[c.Variant+"/"+c.Scenario]++
+			}
+		}
+		t.Logf("seed %d: %v", seed, broke)
+	}
+	for _, c := range breaking {
+		t.Logf("%s broke in %d of %d runs", c, broke[c], *repeat)
+		if broke[c]*20 < *repeat*19 {
+			t.Errorf("%s broke in only %d of %d runs", c, broke[c], *repeat)
+		}
+	}
 }

@@ -13,7 +13,8 @@ import (
 // The expected-outcomes matrix of docs/design.md at the lock level, for the
 // faults a single client process can inject. Every variant runs the same
 // scenario on the same key with the same seeded fault; none is told to fail.
-// A cell "breaks" only if the real race the fault opens shows up.
+// A cell "breaks" only if the real race the fault opens shows up; the
+// expected outcomes are the same with the speed layer on and off.
 //
 // none is left out here: it has no lock steps for a fault to land in, and it
 // breaks under concurrency alone (TestOneKeyManyClients). So is attendee as
@@ -38,22 +39,24 @@ func TestFaultMatrix(t *testing.T) {
 			lock.SetNXExpire: true, lock.GetDel: true, lock.PlainDel: true, lock.Lua: true, lock.Redlock: true, lock.LuaCheck: true,
 		}},
 	}
-	for _, sc := range scenarios {
-		t.Run(sc.name, func(t *testing.T) {
-			for _, name := range lockRungs()[1:] {
-				if name == lock.Attendee {
-					continue
-				}
-				t.Run(name, func(t *testing.T) {
-					t.Parallel()
-					e := newEnv(t, c, lock.WithTTL(ttl))
-					broke := sc.run(t, e, e.locker(name))
-					if want := sc.breaks[name]; broke != want {
-						t.Errorf("%s under %s: broke = %v, want %v", name, sc.name, broke, want)
+	for _, fast := range []bool{true, false} {
+		for _, sc := range scenarios {
+			t.Run(map[bool]string{true: "fast", false: "taught"}[fast]+"/"+sc.name, func(t *testing.T) {
+				for _, name := range lockRungs()[1:] {
+					if name == lock.Attendee {
+						continue
 					}
-				})
-			}
-		})
+					t.Run(name, func(t *testing.T) {
+						t.Parallel()
+						e := newEnv(t, c, lock.WithTTL(ttl), lock.WithFast(fast))
+						broke := sc.run(t, e, e.locker(name))
+						if want := sc.breaks[name]; broke != want {
+							t.Errorf("%s under %s: broke = %v, want %v", name, sc.name, broke, want)
+						}
+					})
+				}
+			})
+		}
 	}
 }
 
