@@ -673,3 +673,59 @@ func TestShutdownEndsWorkshopStream(t *testing.T) {
 		t.Error("the workshop stream is still open after shutdown")
 	}
 }
+
+// Restart awareness over HTTP, with two instances whose -lock-ttl differ: a
+// node restarted without its data sits out the largest TTL any instance
+// uses. While the 5 s instance works under its lease, three of the five
+// nodes restart empty; the 500 ms instance must not get the lock (it would
+// sell the stock the first one read: a lost update) before that lease ends.
+func TestRestartSitOutIsTheLargestTTLAcrossInstances(t *testing.T) {
+	nodes := testsupport.Redis(t, 5)
+	args := []string{"-redis", strings.Join(nodes.URLs(), ","), "-db", testsupport.SQLite(t), "-lock-wait", "10s"}
+	long := start(t, nil, append(args, "-lock-ttl", "5s")...)
+	short := start(t, nil, append(args, "-lock-ttl", "500ms")...)
+	ctx := context.Background()
+	if err := nodes.Aged(ctx, lock.MinUptime(5*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	for _, app := range []*instance{long, short} {
+		for app.call("GET", "/readyz", "").status != 200 {
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	long.reset(`{"products":[{"sku":"hot","name":"Hot","price_cents":100,"stock":10}],"seats":0}`)
+	long.setWork(4000)
+	short.setWork(0)
+
+	first := make(chan answer, 1)
+	go func() {
+		first <- long.call("POST", "/api/orders", `{"sku":"hot","qty":1,"user":"long"}`, "X-Lock-Variant", lock.Redlock)
+	}()
+	raw := redis.NewClient(&redis.Options{Addr: nodes.Nodes[4].Addr()})
+	defer raw.Close()
+	for raw.Exists(ctx, "flashsale:lock:sku:hot").Val() == 0 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	for i := range 3 {
+		if err := nodes.Nodes[i].Restart(ctx, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var answers tally
+	for i := 0; ; i++ {
+		select {
+		case a := <-first:
+			if a.status != 201 {
+				t.Fatalf("the long instance's order: %d %s", a.status, a.body)
+			}
+			if au := long.audit(); !au.OK || au.LostUpdates != 0 {
+				t.Fatalf("the short instance sold under the long one's lease: answers %v, audit %+v", &answers, au)
+			}
+			t.Logf("the short instance's orders during the long lease: %v", &answers)
+			return
+		default:
+		}
+		answers.add(short.call("POST", "/api/orders", fmt.Sprintf(`{"sku":"hot","qty":1,"user":"s%d"}`, i), "X-Lock-Variant", lock.Redlock))
+		time.Sleep(20 * time.Millisecond) // a shopper's pace, not a wait for anything
+	}
+}
