@@ -14,7 +14,7 @@ import (
 // process and the keyspace notifications that wake them.
 
 // waker turns Redis keyspace notifications (a lock key deleted or expired)
-// and the wake-ups of a key's line (queue.go) into wake-ups for the waiters
+// and the wake-ups of a key's line (fast_line.go) into wake-ups for the waiters
 // of this process, so waiting costs one attempt per release instead of a
 // polling storm. It subscribes to a key's events only while someone here
 // waits for it and no line wakes them: an uncontended lock causes no
@@ -24,7 +24,7 @@ type waker struct {
 	ctx    context.Context
 	wg     sync.WaitGroup
 	subs   []subscription
-	line   *line // the Redlock key lines (queue.go); nil without notifications
+	line   *line // the Redlock key lines (fast_line.go); nil without notifications
 	// subMu is held while a key's subscription is brought in line with its
 	// waiting room (sync); subscribed is, under it, the keys subscribed now.
 	subMu      sync.Mutex
@@ -70,7 +70,7 @@ type keyWait struct {
 	// freed is closed, and replaced, whenever the key is deleted or expires.
 	freed chan struct{}
 	// line: the waiters stand in the key's line across processes
-	// (queue.go); a delete event does not wake them, the line does, and
+	// (fast_line.go); a delete event does not wake them, the line does, and
 	// the room does not even listen for the key's events unless head or
 	// unlined says it must.
 	line bool
@@ -100,7 +100,7 @@ type keyWait struct {
 	// waiters are served, whatever share of the key other processes get.
 	lastGrant time.Time
 	every     time.Duration
-	// given holds a lease handed over by the holder here (handover.go)
+	// given holds a lease handed over by the holder here (fast_handover.go)
 	// until the waiter whose turn it is takes it; a room that closes with
 	// one in it releases it.
 	given chan *Lease
@@ -133,7 +133,7 @@ func newWaker(cfg *config, nodes []*node) *waker {
 		c := n.rdb
 		sub := subscription{ps: c.Subscribe(ctx), prefix: fmt.Sprintf("__keyspace@%d__:", c.Options().DB)}
 		if i == 0 {
-			// This process's wake-ups from the Redlock key lines (queue.go).
+			// This process's wake-ups from the Redlock key lines (fast_line.go).
 			sctx, scancel := context.WithTimeout(ctx, time.Second)
 			_ = sub.ps.Subscribe(sctx, w.line.channel)
 			scancel()

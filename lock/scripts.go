@@ -122,7 +122,7 @@ func (s script) eval(keys []string, args ...string) []string {
 // ms is a duration as the milliseconds of a PX or PEXPIRE argument.
 func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
 
-// The waiting line of a hot key across processes (queue.go). It lives on the
+// The waiting line of a hot key across processes (fast_line.go). It lives on the
 // first node; it orders wake-ups, never grants: every grant is still the
 // variant's own acquire.
 var (
