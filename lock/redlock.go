@@ -23,7 +23,8 @@ import (
 // Where this code differs from the page, each difference marked "Here:"
 // where it happens: the nodes are asked at once, not one after another;
 // a restarted node's vote does not count; an answer is waited for only
-// until the outcome is decided.
+// until the outcome is decided. The page's retry after a failed try, after
+// a random delay, is the ladder's wait for every rung (retry.go).
 type redlock struct {
 	nodes []*node
 	cfg   *config
