@@ -165,6 +165,8 @@ func Checks(ctx context.Context, env Env, addr string) []Check {
 	out = append(out,
 		tool(ctx, env, "redis-server", Required, []string{"--version"},
 			"the load runner and the workshop page's node scenarios start real Redis nodes; sudo apt-get install redis-server (macOS: brew install redis)"),
+		tool(ctx, env, "redis-cli", Optional, nil,
+			"only Lab 9 (persistence) types Redis commands by hand; it comes with Debian's redis-server (package redis-tools)"),
 		tool(ctx, env, "redis-sentinel", Optional, nil,
 			"not needed by the labs: the failover lab runs redis-server --sentinel; CI installs Debian's redis-sentinel package"),
 		tool(ctx, env, "chromium", Optional, nil,

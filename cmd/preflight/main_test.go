@@ -67,8 +67,8 @@ func TestPreflight(t *testing.T) {
 			[]string{"go1.22.4 is older than the go 1.26 that go.mod needs"}, false},
 		{"port in use", fake(nil, "go1.26.8", true, ""), []string{"-build=false"}, 1,
 			[]string{"MISSING port 127.0.0.1:8080", "go run . -addr 127.0.0.1:8090"}, false},
-		{"optional tools only noted", fake(map[string]bool{"chromium": true, "redis-sentinel": true, "docker-compose": true}, "go1.26.8", false, ""), []string{"-build=false"}, 0,
-			[]string{"note    chromium", "note    redis-sentinel", "note    docker compose", "Ready"}, false},
+		{"optional tools only noted", fake(map[string]bool{"chromium": true, "redis-sentinel": true, "docker-compose": true, "redis-cli": true}, "go1.26.8", false, ""), []string{"-build=false"}, 0,
+			[]string{"note    redis-cli", "note    chromium", "note    redis-sentinel", "note    docker compose", "Ready"}, false},
 		{"build fails", fake(nil, "go1.26.8", false, "go build"), nil, 1,
 			[]string{"MISSING go build", "undefined: x"}, true},
 	} {
