@@ -4,6 +4,7 @@ import (
 	"context"
 	"regexp"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -58,6 +59,13 @@ func TestLocalNodeKilledComesBackOnItsFiles(t *testing.T) {
 				}
 				t.Fatalf("node 0 did not start %d times:\n%s", n, stderr)
 				return nil
+			}
+			// Serving: the start-up (nodes ageing, the sale seeded) is over,
+			// so a cancel at the end is a clean shutdown.
+			for deadline := time.Now().Add(30 * time.Second); !strings.Contains(out.String(), "listening on"); time.Sleep(20 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("not listening:\n%s\n%s", out, stderr)
+				}
 			}
 			first := waitFor(1)
 			if first[3] != strconv.FormatBool(c.kept) {
