@@ -60,6 +60,8 @@ type config struct {
 	lockTTL         time.Duration
 	lockWait        time.Duration
 	localNodes      int
+	localAOF        bool   // the local nodes keep an append-only file (the persistence lab)
+	localFsync      string // their appendfsync policy
 	production      bool
 	namespace       string
 	restartAware    bool
@@ -188,6 +190,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	dur(&c.lockTTL, "lock-ttl", "FLASHSALE_LOCK_TTL", 2*time.Second, "lease time to live")
 	dur(&c.lockWait, "lock-wait", "FLASHSALE_LOCK_WAIT", time.Second, "how long a request waits for a busy lock before 503")
 	integer(&c.localNodes, "local-nodes", "FLASHSALE_LOCAL_NODES", 5, "local Redis nodes to start when -redis is empty")
+	boolean(&c.localAOF, "local-aof", "FLASHSALE_LOCAL_AOF", false, "the local nodes keep an append-only file, so one killed and started again has its keys back; off, it comes back empty")
+	str(&c.localFsync, "local-fsync", "FLASHSALE_LOCAL_FSYNC", "everysec", "appendfsync of the local nodes with -local-aof: always, everysec or no")
 	boolean(&c.production, "production", "FLASHSALE_PRODUCTION", false, "add database guards (conditional update, unique booking) on top of the lock")
 	str(&c.namespace, "namespace", "FLASHSALE_NAMESPACE", "flashsale:", "prefix of every Redis key and channel")
 	boolean(&c.restartAware, "restart-aware", "FLASHSALE_RESTART_AWARE", true, "Redlock ignores a restarted node for one TTL and re-seeds its fencing counters")
@@ -238,6 +242,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		return c, fmt.Errorf("-lock-wait must be positive, got %v", c.lockWait)
 	case c.redis == "" && c.sentinel == nil && (c.localNodes < 1 || c.localNodes > 99):
 		return c, fmt.Errorf("-local-nodes must be between 1 and 99, got %d", c.localNodes)
+	case !slices.Contains([]string{"always", "everysec", "no"}, c.localFsync):
+		return c, fmt.Errorf("-local-fsync %q: want always, everysec or no", c.localFsync)
 	case c.db == "":
 		return c, errors.New("-db must not be empty")
 	case c.maxStreams < 1 || c.maxStreamsPerClient < 1:
@@ -452,7 +458,7 @@ func redisNodes(ctx context.Context, cfg config, log *slog.Logger) (opts []*redi
 		}
 		return opts, urls, func() {}, nil
 	}
-	cluster, err := localredis.Start(ctx, cfg.localNodes, localredis.Options{Logger: log})
+	cluster, err := localredis.Start(ctx, cfg.localNodes, localredis.Options{Logger: log, AOF: cfg.localAOF, AppendFsync: cfg.localFsync})
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("start local Redis nodes: %w", err)
 	}
@@ -481,11 +487,41 @@ func redisNodes(ctx context.Context, cfg config, log *slog.Logger) (opts []*redi
 		}
 		opts = append(opts, o)
 	}
+	keepCtx, stopKeeping := context.WithCancel(context.WithoutCancel(ctx))
+	keepUp(keepCtx, cluster, log)
 	return opts, cluster.URLs(), func() {
+		stopKeeping()
 		if err := cluster.Stop(); err != nil {
 			log.Warn("stopping local Redis nodes", "err", err)
 		}
 	}, nil
+}
+
+// keepUp starts a local node that died (a kill -9, as in the persistence
+// lab) again on its own port and data directory, as a service manager
+// would: with -local-aof it comes back with the keys its file holds,
+// without it empty, and restart awareness keeps it out of quorums for a
+// TTL either way. It stops when ctx ends, before the cluster is stopped.
+func keepUp(ctx context.Context, cluster *localredis.Cluster, log *slog.Logger) {
+	for _, n := range cluster.Nodes {
+		go func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-n.Exited():
+				}
+				if ctx.Err() != nil {
+					return
+				}
+				log.Warn("local Redis node exited; starting it again on its own files", "node", n.Index(), "addr", n.Addr())
+				if err := n.Start(ctx); err != nil {
+					log.Error("local Redis node did not come back", "node", n.Index(), "err", err)
+					return
+				}
+			}
+		}()
+	}
 }
 
 // randomToken is a 128-bit admin token.

@@ -1,8 +1,11 @@
-// Package docs holds no code: it is the home of the guides' tests.
-// docs_test.go keeps docs/workshop.md and docs/operations.md in step with the
-// code: every lab's expected outcome is the load runner's matrix, its command
-// uses only real flags and selects exactly its cells, every line range it
-// points at still holds the line it names, one lab and the persistence lab
-// run for real, and the flags, variables, Redis URLs and figures that
+// Package docs holds no code: it is the home of the guides' tests. They keep
+// the documents in step with the code: every lab of docs/workshop.md
+// expects what the load runner's matrix expects, its command uses only real
+// flags and selects exactly its cells, every line range it points at still
+// holds the line it names, one lab and the persistence lab run for real;
+// docs/matrix.md's table is the runner's matrix, written by
+// `go test ./docs -run TestMatrixDoc -update`; docs/api.md documents every
+// flag of `flashsale -h`; the README stays a landing page that names every
+// package; and the flags, variables, Redis URLs and figures that
 // operations.md quotes are checked against the binaries and the source.
 package docs

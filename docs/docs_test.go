@@ -51,7 +51,8 @@ func helpOf(t *testing.T, bin string) flagSet {
 // Relative links of the guides, the design and the READMEs lead to files
 // that exist.
 func TestLinks(t *testing.T) {
-	for _, doc := range []string{"docs/workshop.md", "docs/operations.md", "docs/design.md", "README.md", "loadtest/README.md"} {
+	for _, doc := range []string{"docs/workshop.md", "docs/workshop-solutions.md", "docs/operations.md", "docs/design.md",
+		"docs/matrix.md", "docs/performance.md", "docs/api.md", "README.md", "loadtest/README.md"} {
 		for _, m := range regexp.MustCompile(`\]\(([^)#:]+)(#[^)]*)?\)`).FindAllStringSubmatch(read(t, doc), -1) {
 			if _, err := os.Stat(filepath.Join(root, filepath.Dir(doc), m[1])); err != nil {
 				t.Errorf("%s links to %s: %v", doc, m[1], err)

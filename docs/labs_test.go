@@ -77,6 +77,16 @@ func sections(md string) [][2]string {
 	return out
 }
 
+// section is the body of the "## title" section of a Markdown text, or "".
+func section(md, title string) string {
+	for _, sec := range sections(md) {
+		if sec[0] == title {
+			return sec[1]
+		}
+	}
+	return ""
+}
+
 // fences are the contents of the ```sh blocks of a Markdown text.
 func fences(md string) []string {
 	var out []string

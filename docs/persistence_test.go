@@ -106,11 +106,32 @@ func TestPersistenceLab(t *testing.T) {
 	if err := yaml.Unmarshal([]byte(read(t, "docker-compose.yml")), &doc); err != nil {
 		t.Fatal(err)
 	}
+	// The embedded variant: the storefront's own flags, redis-cli on the
+	// lab's key, a kill -9; the compose variant: docker compose commands.
+	app, _ := binaries(t)
+	af := helpOf(t, app)
 	for _, f := range fences(sec) {
 		for _, line := range strings.Split(strings.TrimSpace(f), "\n") {
 			w := strings.Fields(line)
-			if len(w) < 4 || w[0] != "docker" || w[1] != "compose" {
-				t.Errorf("not a docker compose command: %q", line)
+			switch {
+			case len(w) >= 3 && w[0] == "go" && w[1] == "run" && w[2] == ".":
+				for _, a := range w[3:] {
+					if name, ok := strings.CutPrefix(a, "-"); ok {
+						if _, known := af.takesValue[strings.SplitN(name, "=", 2)[0]]; !known {
+							t.Errorf("%q: -%s is not a flag of flashsale", line, name)
+						}
+					}
+				}
+				continue
+			case len(w) >= 3 && w[0] == "redis-cli":
+				if !strings.Contains(line, key) {
+					t.Errorf("%q does not use the lab's key %s", line, key)
+				}
+				continue
+			case len(w) == 3 && w[0] == "kill" && w[1] == "-9":
+				continue
+			case len(w) < 4 || w[0] != "docker" || w[1] != "compose":
+				t.Errorf("neither a docker compose command nor a step of the embedded variant: %q", line)
 				continue
 			}
 			for _, s := range w[2:] {
@@ -129,6 +150,16 @@ func TestPersistenceLab(t *testing.T) {
 	quote := regexp.MustCompile(`"(redis node restarted[^"]*)"`).FindStringSubmatch(strings.Join(strings.Fields(sec), " "))
 	if quote == nil || !strings.Contains(read(t, "lock/restart.go"), quote[1]) {
 		t.Errorf("the lab quotes the restart log line %v, which lock/restart.go does not write", quote)
+	}
+	flat := strings.Join(strings.Fields(sec), " ")
+	for _, c := range []struct{ quote, file string }{
+		{"local Redis node exited; starting it again on its own files", "main.go"},
+		{`msg="localredis: node started" node=0 addr=`, "internal/localredis/node.go"},
+	} {
+		code := strings.TrimPrefix(strings.TrimSuffix(c.quote, " node=0 addr="), `msg="`)
+		if !strings.Contains(flat, c.quote) || !strings.Contains(read(t, c.file), code) {
+			t.Errorf("the lab should quote %q, which %s writes", c.quote, c.file)
+		}
 	}
 	// The Redis arguments the lab quotes are the compose file's.
 	composeRedisArgs(t, service, nil) // fails unless service runs redis-server

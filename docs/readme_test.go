@@ -12,12 +12,7 @@ import (
 // under cmd/ is covered by its parent), so a package that moves or appears
 // cannot leave the table behind.
 func TestReadmeLayoutNamesEveryPackage(t *testing.T) {
-	var layout string
-	for _, sec := range sections(read(t, "README.md")) {
-		if sec[0] == "Layout" {
-			layout = sec[1]
-		}
-	}
+	layout := section(read(t, "README.md"), "Layout")
 	named := map[string]bool{}
 	for _, m := range regexp.MustCompile("(?m)^\\| (.*?) \\|").FindAllStringSubmatch(layout, -1) {
 		for _, p := range regexp.MustCompile("`([^`]+)`").FindAllStringSubmatch(m[1], -1) {
@@ -57,6 +52,29 @@ func TestReadmeLayoutNamesEveryPackage(t *testing.T) {
 		case named[pkg], isCmd && named[parent]:
 		default:
 			t.Errorf("the layout in README.md does not name package %s", pkg)
+		}
+	}
+}
+
+// The README is a landing page: short, with the two commands (the test
+// command being the one CI runs) and a way on to every guide.
+func TestReadmeLands(t *testing.T) {
+	readme := read(t, "README.md")
+	if n := strings.Count(readme, "\n"); n > 150 {
+		t.Errorf("README.md has %d lines; a landing page keeps to 150: move detail into docs/", n)
+	}
+	const test = "go test -race -count=1 -p 1"
+	if !strings.Contains(readme, "go run .  ") || !strings.Contains(readme, test+" ./...") {
+		t.Errorf("README.md does not give the two commands, go run . and %s ./...", test)
+	}
+	if !strings.Contains(read(t, ".ci/run"), test) {
+		t.Errorf(".ci/run no longer runs %s: the README's test command is not CI's", test)
+	}
+	where := section(readme, "Where next")
+	for _, doc := range []string{"docs/workshop.md", "docs/matrix.md", "loadtest/README.md", "docs/performance.md",
+		"docs/operations.md", "docs/design.md", "docs/api.md"} {
+		if !strings.Contains(where, "]("+doc+")") {
+			t.Errorf("README.md's Where next does not link %s", doc)
 		}
 	}
 }

@@ -8,10 +8,10 @@ import (
 	"flashsale/web"
 )
 
-// routes lists every route of the public contract (docs/design.md, "The
-// public contract"), plus the browser pages (web: / and /workshop), GET /api (an
-// index of the API), GET /api/orders?user= (a shopper's orders) and
-// GET /api/admin/faults (the plan in force). The two sale routes pass the
+// routes lists every route of the public contract (docs/api.md), plus
+// the browser pages (web: / and /workshop), GET /api (an index of the API),
+// GET /api/orders?user= (a shopper's orders) and GET /api/admin/faults (the
+// plan in force). The two sale routes pass the
 // per-client order rate limit first.
 func (s *Server) routes() {
 	e := s.engine

@@ -630,3 +630,33 @@ func TestFallbackWithoutBinary(t *testing.T) {
 	}
 	mustPing(t, c.Nodes[0])
 }
+
+// Exited tells a watcher that a node's process is gone, also when it was
+// killed from outside; after Start it watches the new process.
+func TestExited(t *testing.T) {
+	requireRedis(t)
+	c := startCluster(t, 1, Options{})
+	n := c.Nodes[0]
+	exited := n.Exited()
+	select {
+	case <-exited:
+		t.Fatal("Exited is closed while the node runs")
+	default:
+	}
+	if err := syscall.Kill(n.PID(), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Exited not closed 10s after a kill -9")
+	}
+	if err := n.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-n.Exited():
+		t.Fatal("Exited is closed for the new process")
+	default:
+	}
+}

@@ -103,6 +103,25 @@ func (n *Node) PID() int {
 	return n.proc.pid
 }
 
+// Exited is closed when the node's current redis-server exits, by a Stop,
+// a Kill or on its own (a kill -9 from outside); it is closed already when
+// no process is running, and never for in-process nodes, which nothing
+// outside can kill. Start gives the node a new process, so ask again after
+// it.
+func (n *Node) Exited() <-chan struct{} {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	switch {
+	case n.c.inProcess:
+		return nil
+	case n.proc == nil:
+		closed := make(chan struct{})
+		close(closed)
+		return closed
+	}
+	return n.proc.done
+}
+
 // Running reports whether the node's server is up (a paused node is running).
 // A redis-server that died on its own counts as not running.
 func (n *Node) Running() bool {

@@ -1,0 +1,91 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// fake is a machine with everything, minus what a case takes away.
+func fake(missing map[string]bool, goVersion string, portTaken bool, failing string) Env {
+	return Env{
+		GoVersion: goVersion,
+		GoMod:     func() (string, error) { return "module flashsale\n\ngo 1.26.0\n", nil },
+		LookPath: func(name string) (string, error) {
+			if missing[name] {
+				return "", exec.ErrNotFound
+			}
+			return "/usr/bin/" + name, nil
+		},
+		Output: func(_ context.Context, name string, args ...string) (string, error) {
+			cmd := strings.Join(append([]string{name}, args...), " ")
+			switch {
+			case failing != "" && strings.HasPrefix(cmd, failing):
+				return "main.go:1: undefined: x\n", errors.New("exit status 1")
+			case cmd == "go env CGO_ENABLED":
+				if missing["cgo"] {
+					return "0\n", nil
+				}
+				return "1\n", nil
+			case cmd == "go env CC":
+				return "gcc\n", nil
+			case cmd == "docker compose version":
+				return "", errors.New("not found")
+			}
+			return "Redis server v=7.0.15\n", nil
+		},
+		Listen: func(string) error {
+			if portTaken {
+				return errors.New("bind: address already in use")
+			}
+			return nil
+		},
+	}
+}
+
+func TestPreflight(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		env       Env
+		args      []string
+		exit      int
+		says      []string // lines that must be in the output
+		buildRuns bool
+	}{
+		{"ready", fake(nil, "go1.26.8", false, ""), nil, 0,
+			[]string{"ok      Go               go1.26.8", "ok      redis-server     /usr/bin/redis-server: Redis server v=7.0.15", "Ready for the workshop"}, true},
+		{"no redis-server", fake(map[string]bool{"redis-server": true}, "go1.26.8", false, ""), nil, 1,
+			[]string{"MISSING redis-server     not on PATH: ", "sudo apt-get install redis-server", "Not ready"}, false},
+		{"no C compiler", fake(map[string]bool{"gcc": true}, "go1.26.8", false, ""), nil, 1,
+			[]string{"MISSING C compiler", "gcc is not on PATH: the SQLite driver (mattn/go-sqlite3) is C"}, false},
+		{"cgo off", fake(map[string]bool{"cgo": true}, "go1.26.8", false, ""), nil, 1,
+			[]string{"cgo is off"}, false},
+		{"old Go", fake(nil, "go1.22.4", false, ""), nil, 1,
+			[]string{"go1.22.4 is older than the go 1.26 that go.mod needs"}, false},
+		{"port in use", fake(nil, "go1.26.8", true, ""), []string{"-build=false"}, 1,
+			[]string{"MISSING port 127.0.0.1:8080", "go run . -addr 127.0.0.1:8090"}, false},
+		{"optional tools only noted", fake(map[string]bool{"chromium": true, "redis-sentinel": true, "docker-compose": true, "redis-cli": true}, "go1.26.8", false, ""), []string{"-build=false"}, 0,
+			[]string{"note    redis-cli", "note    chromium", "note    redis-sentinel", "note    docker compose", "Ready"}, false},
+		{"build fails", fake(nil, "go1.26.8", false, "go build"), nil, 1,
+			[]string{"MISSING go build", "undefined: x"}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			code := run(context.Background(), c.args, c.env, &out, &errOut)
+			if code != c.exit {
+				t.Errorf("exit %d, want %d\n%s%s", code, c.exit, out.String(), errOut.String())
+			}
+			for _, s := range c.says {
+				if !strings.Contains(out.String(), s) {
+					t.Errorf("the output does not say %q:\n%s", s, out.String())
+				}
+			}
+			if built := strings.Contains(out.String(), "go mod"); built != c.buildRuns {
+				t.Errorf("build steps ran: %v, want %v\n%s", built, c.buildRuns, out.String())
+			}
+		})
+	}
+}

@@ -1,0 +1,35 @@
+package docs
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// api.md's configuration table names every flag of `flashsale -h`, with its
+// variable, and nothing else: a new flag cannot go undocumented, nor a
+// removed one stay.
+func TestAPIDocNamesEveryFlag(t *testing.T) {
+	table := section(read(t, "docs/api.md"), "Configuration")
+	rows := regexp.MustCompile("(?m)^\\| `-([a-z][a-z0-9-]*)` \\| `(FLASHSALE_[A-Z0-9_]+)` \\|").FindAllStringSubmatch(table, -1)
+	if len(rows) == 0 {
+		t.Fatal("api.md has no configuration table")
+	}
+	app, _ := binaries(t)
+	fs := helpOf(t, app)
+	documented := map[string]bool{}
+	for _, r := range rows {
+		documented[r[1]] = true
+		if _, ok := fs.takesValue[r[1]]; !ok {
+			t.Errorf("api.md documents -%s, which flashsale does not have", r[1])
+		}
+		if want := "FLASHSALE_" + strings.ToUpper(strings.ReplaceAll(r[1], "-", "_")); r[2] != want || !fs.env[r[2]] {
+			t.Errorf("api.md gives -%s the variable %s; flashsale -h has %s: %v", r[1], r[2], want, fs.env[want])
+		}
+	}
+	for name := range fs.takesValue {
+		if name != "h" && !documented[name] {
+			t.Errorf("flashsale has -%s, which api.md's configuration table does not document", name)
+		}
+	}
+}
