@@ -196,7 +196,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	str(&c.namespace, "namespace", "FLASHSALE_NAMESPACE", "flashsale:", "prefix of every Redis key and channel")
 	boolean(&c.restartAware, "restart-aware", "FLASHSALE_RESTART_AWARE", true, "Redlock ignores a restarted node for one TTL and re-seeds its fencing counters")
 	boolean(&c.watchdog, "watchdog", "FLASHSALE_WATCHDOG", false, "leases extend themselves every TTL/3 until released")
-	boolean(&c.fast, "fast", "FLASHSALE_FAST", true, "the locks' speed layer (waiting line, wake-ups, hand-over, pipelining, early busy answer); false runs exactly the taught code")
+	boolean(&c.fast, "fast", "FLASHSALE_FAST", true, "the locks' speed layer (waiting line, wake-ups, hand-over, ordered release, early busy answer); false runs exactly the taught code")
 	dur(&c.shutdownTimeout, "shutdown-timeout", "FLASHSALE_SHUTDOWN_TIMEOUT", 20*time.Second, "how long in-flight requests may take to finish on shutdown")
 	str(&c.logLevel, "log-level", "FLASHSALE_LOG_LEVEL", "info", "debug, info, warn or error")
 	str(&c.history, "history", "FLASHSALE_HISTORY", "", "append every lease and store write to this JSON-lines file, for the chaos checker; empty records none")

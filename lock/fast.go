@@ -27,8 +27,9 @@ import (
 //     waiter of the same process passes the lease to it in one atomic step,
 //     the rung's hand-over script (in the rung's own file), in place of the
 //     release and the acquire that would follow;
-//   - pipelined connections for Redlock (fast_pipe.go): every node's
-//     commands on one connection, in the order this process sent them;
+//   - an ordered release for Redlock (fast_handover.go): the next waiter of
+//     this process tries as soon as the deletes are queued on each node's
+//     connection, which carries one process's commands in order;
 //   - an early busy answer (Locker.ExpectedWait): a caller can be told busy
 //     at once when the waiters ahead of it will use up its wait.
 //

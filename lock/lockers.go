@@ -85,7 +85,7 @@ func (s *Lockers) first() *redis.Client { return s.nodes[0].rdb }
 func (s *Lockers) redlock() *redlock {
 	r := &redlock{nodes: s.nodes, cfg: s.cfg}
 	for _, n := range s.nodes {
-		r.clients, r.pipes = append(r.clients, client{n}), append(r.pipes, piped{n})
+		r.pipes = append(r.pipes, piped{n})
 	}
 	return r
 }

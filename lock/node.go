@@ -234,34 +234,6 @@ func (n *node) handshake(ctx context.Context, nc net.Conn, r *bufio.Reader, o *r
 	return infoField(info, "run_id"), err
 }
 
-// client is the plain transport of a Redlock instance: each command on the
-// node's go-redis client, in a goroutine of its own, under the per-node
-// timeout. A caller that stops waiting does not cut it short: the command
-// finishes, as one already on the wire would.
-type client struct{ n *node }
-
-func (c client) setNX(ctx context.Context, key, value string, ttl time.Duration, reply func(answer)) {
-	go func() {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.n.cfg.nodeTimeout)
-		defer cancel()
-		set, err := c.n.rdb.SetNX(ctx, key, value, ttl).Result() // SET key value NX PX ttl
-		reply(answer{n: one(set), err: err})
-	}()
-}
-
-func (c client) eval(ctx context.Context, s script, keys []string, args []string, reply func(answer)) {
-	go func() {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.n.cfg.nodeTimeout)
-		defer cancel()
-		argv := make([]any, len(args))
-		for i, a := range args {
-			argv[i] = a
-		}
-		n, err := s.Run(ctx, c.n.rdb, keys, argv...).Int64()
-		reply(answer{n: n, err: err})
-	}()
-}
-
 // one is 1 for true, 0 for false.
 func one(b bool) int64 {
 	if b {

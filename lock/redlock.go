@@ -11,8 +11,7 @@ import (
 // over N independent masters, written as the page's steps, numbered as
 // there. It talks to each master through instance, a small interface of
 // the two commands it needs: SET NX PX and EVAL of a Lua script. Beneath it
-// the commands travel on go-redis clients (node.go) or, with the speed layer
-// on, on one pipelined connection per node (fast_pipe.go).
+// the commands travel on one pipelined connection per node (pipe.go).
 //
 // Where it breaks: a node that restarts without its data forgets the locks
 // it granted. If a lease held a bare quorum, the restarted node can vote for
@@ -28,9 +27,7 @@ import (
 type redlock struct {
 	nodes []*node
 	cfg   *config
-	// The nodes as instances: over go-redis, and over the speed layer's
-	// pipelined connections (instances picks).
-	clients, pipes []instance
+	pipes []instance // the nodes as instances, on their pipelined connections
 }
 
 // instance is one Redis master as Redlock talks to it. Each call sends its

@@ -7,14 +7,18 @@ import (
 	"flashsale/lock/internal/wire"
 )
 
-// piped is the speed layer's transport of a Redlock instance: every command
-// for a node travels on the node's one pipelined connection (internal/wire),
-// appended to whatever other callers are sending, its reply handed back by
-// the connection's reader. Asking five nodes costs five buffered writes and
-// no goroutine; concurrent lockers share writes and reads; and one process's
-// commands reach each node in the order they were sent, so the delete that
-// undoes a failed try cannot overtake its SET. It changes how commands
-// travel, never what they are: the same SET NX PX and the same scripts.
+// piped is the transport beneath a Redlock instance, with the speed layer on
+// or off: every command for a node travels on the node's one pipelined
+// connection (internal/wire), appended to whatever other callers are
+// sending, its reply handed back by the connection's reader. Asking five
+// nodes costs five buffered writes and no goroutine; concurrent lockers
+// share writes and reads; and one process's commands reach each node in the
+// order they were sent, so the delete that undoes a failed try cannot
+// overtake its SET. It changes how commands travel, never what they are:
+// the same SET NX PX and the same scripts. (A goroutine and a pooled
+// go-redis connection per command per node, tried as the plain transport,
+// could not answer within the per-node timeout under a flash sale's
+// hundreds of waiters: every vote failed as "unavailable".)
 type piped struct{ n *node }
 
 func (p piped) setNX(_ context.Context, key, value string, ttl time.Duration, reply func(answer)) {
@@ -37,14 +41,8 @@ func (p piped) eval(_ context.Context, s script, keys []string, args []string, r
 	})
 }
 
-// instances is how Redlock reaches its nodes now: on the pipelined
-// connections with the speed layer on, else on the go-redis clients.
-func (r *redlock) instances() []instance {
-	if r.cfg.fast.Load() {
-		return r.pipes
-	}
-	return r.clients
-}
+// instances is how Redlock reaches its nodes.
+func (r *redlock) instances() []instance { return r.pipes }
 
 // stale drops the node's pipelined connection if it has not answered
 // anything for a whole TTL (a paused node, a cut without a reset): commands
