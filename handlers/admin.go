@@ -62,11 +62,13 @@ func (s *Server) reset(c *gin.Context) error {
 // fault routes. Fired counts the faults fired so far, by point. Watchdog,
 // when given, switches the lease watchdog for the leases granted from now
 // on (the -watchdog flag is only where it starts); absent, it stays as it is.
+// Batch does the same for batching under one lease (-batch).
 type faultPlan struct {
 	Seed     uint64                `json:"seed"`
 	WorkMS   int                   `json:"work_ms"`
 	Faults   []lock.Fault          `json:"faults"`
 	Watchdog *bool                 `json:"watchdog,omitempty"`
+	Batch    *bool                 `json:"batch,omitempty"`
 	Fired    map[lock.Point]uint64 `json:"fired,omitempty"`
 }
 
@@ -88,7 +90,10 @@ func (s *Server) setFaults(c *gin.Context) error {
 	if req.Watchdog != nil {
 		s.lockers.SetWatchdog(*req.Watchdog)
 	}
-	s.log.Info("fault plan set", "seed", req.Seed, "work_ms", req.WorkMS, "faults", fmt.Sprint(req.Faults), "watchdog", s.lockers.Watchdog())
+	if req.Batch != nil {
+		s.inv.SetBatch(*req.Batch)
+	}
+	s.log.Info("fault plan set", "seed", req.Seed, "work_ms", req.WorkMS, "faults", fmt.Sprint(req.Faults), "watchdog", s.lockers.Watchdog(), "batch", s.inv.Batch())
 	return s.getFaults(c)
 }
 
@@ -97,9 +102,9 @@ func (s *Server) getFaults(c *gin.Context) error {
 	if plan == nil {
 		plan = []lock.Fault{}
 	}
-	watchdog := s.lockers.Watchdog()
+	watchdog, batch := s.lockers.Watchdog(), s.inv.Batch()
 	c.JSON(http.StatusOK, faultPlan{
-		Seed: seed, WorkMS: int(s.inv.Work() / time.Millisecond), Faults: plan, Watchdog: &watchdog, Fired: s.lockers.Faults().Fired(),
+		Seed: seed, WorkMS: int(s.inv.Work() / time.Millisecond), Faults: plan, Watchdog: &watchdog, Batch: &batch, Fired: s.lockers.Faults().Fired(),
 	})
 	return nil
 }

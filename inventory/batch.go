@@ -253,6 +253,15 @@ func (s *Service) serveBatch(lease *lock.Lease, locker *lock.Locker, sku string,
 	}
 }
 
+// totalQty is the units the orders take.
+func totalQty(os []*Order) int64 {
+	var n int64
+	for _, o := range os {
+		n += o.Qty
+	}
+	return n
+}
+
 // userKey is one user's Idempotency-Key.
 type userKey struct{ user, key string }
 
@@ -357,7 +366,7 @@ func (s *Service) commitBatch(ctx context.Context, lease *lock.Lease, locker *lo
 			o := newOrder(batch[i].p, batch[i].hash, locker, prod.PriceCents, token, fenced)
 			orders[n] = &o
 		}
-		after, err := s.commitOrders(ctx, orders, prod.Sale, prod.Stock, token, fenced, s.writeFor(locker), s.caught(locker))
+		after, err := s.commitOrder(ctx, prod.Sale, prod.Stock, token, fenced, s.writeFor(locker), s.caught(locker), orders...)
 		if err == nil {
 			for n, i := range sold {
 				answers[i].order = *orders[n]

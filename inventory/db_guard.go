@@ -64,25 +64,15 @@ func (s *Service) caught(locker *lock.Locker) bool {
 	return s.production && locker.Guard() == lock.GuardLock
 }
 
-// commitOrder writes the new stock and the order in one transaction and
-// returns the stock after it: commitOrders with one order.
-func (s *Service) commitOrder(ctx context.Context, o *Order, sale, read int64, token uint64, fenced bool, w stockWrite, caught bool) (int64, error) {
-	return s.commitOrders(ctx, []*Order{o}, sale, read, token, fenced, w, caught)
-}
-
-// commitOrders writes the new stock and the orders, all of one SKU, in one
-// transaction and returns the stock after it. w says how the stock is
-// written (writeRead, writeGuarded, writeInPlace); a fenced holder writes
-// only where the row still carries its token, so a stale holder's orders
-// are refused together.
+// commitOrder writes the new stock and the orders (one, or a batch's, all
+// of one SKU) in one transaction and returns the stock after it. w says how
+// the stock is written (writeRead, writeGuarded, writeInPlace); a fenced
+// holder writes only where the row still carries its token.
 //
 // Every write also names the sale the request began in: a request in flight
 // across a reset writes nothing.
-func (s *Service) commitOrders(ctx context.Context, os []*Order, sale, read int64, token uint64, fenced bool, w stockWrite, caught bool) (int64, error) {
-	sku, qty := os[0].SKU, int64(0)
-	for _, o := range os {
-		qty += o.Qty
-	}
+func (s *Service) commitOrder(ctx context.Context, sale, read int64, token uint64, fenced bool, w stockWrite, caught bool, os ...*Order) (int64, error) {
+	sku, qty := os[0].SKU, totalQty(os)
 	after := read - qty
 	// Once the write starts it finishes: a shopper hanging up now must not
 	// leave a sale half-decided (the transaction is atomic either way).
@@ -107,10 +97,7 @@ func (s *Service) commitOrders(ctx context.Context, os []*Order, sale, read int6
 			}
 			after = now.Stock
 		}
-		if len(os) == 1 {
-			return insert(tx, os[0], "order")
-		}
-		return insert(tx, &os, "orders")
+		return insert(tx, &os, "order")
 	})
 	return after, err
 }

@@ -36,7 +36,7 @@ func (s *Service) buy(ctx context.Context, p Purchase, hash string, sale int64, 
 		return Order{}, false, 0, err
 	}
 	order = newOrder(p, hash, locker, prod.PriceCents, token, fenced)
-	after, err = s.commitOrder(ctx, &order, sale, prod.Stock, token, fenced, s.writeFor(locker), s.caught(locker))
+	after, err = s.commitOrder(ctx, sale, prod.Stock, token, fenced, s.writeFor(locker), s.caught(locker), &order)
 	return order, false, after, err
 }
 
@@ -175,23 +175,6 @@ func (s *Service) doWork(ctx context.Context, lease *lock.Lease) error {
 	return s.beforeWrite(ctx, lease)
 }
 
-// businessWork is the configured business work of one order (a payment call, say):
-// it ends early, with the cause, when ctx does.
-func (s *Service) businessWork(ctx context.Context) error {
-	d := s.Work()
-	if d <= 0 {
-		return nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	}
-}
-
 // beforeWrite is the in-critical-section fault point, where an injected
 // pause freezes the holder past its TTL, then the lease's check just before
 // the write (lua+check refuses a lease it lost; the other variants check
@@ -209,6 +192,23 @@ func (s *Service) beforeWrite(ctx context.Context, lease *lock.Lease) error {
 		return fmt.Errorf("%w: %w", ErrLeaseLost, err)
 	}
 	return err
+}
+
+// businessWork is the configured business work of one order (a payment call, say):
+// it ends early, with the cause, when ctx does.
+func (s *Service) businessWork(ctx context.Context) error {
+	d := s.Work()
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
 }
 
 // underLock runs fn holding the named lock, waiting at most the lock-wait
