@@ -44,6 +44,9 @@ type FaultPlan struct {
 	Faults []Fault `json:"faults"`
 	// Watchdog switches the instance's lease watchdog; nil leaves it as is.
 	Watchdog *bool `json:"watchdog,omitempty"`
+	// Batch switches the instance's batching under one lease; nil leaves it
+	// as is.
+	Batch *bool `json:"batch,omitempty"`
 }
 
 // Audit is GET /api/admin/audit: the app's check of the database and the
