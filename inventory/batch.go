@@ -402,12 +402,16 @@ func (s *Service) commitBatch(ctx context.Context, lease *lock.Lease, locker *lo
 }
 
 // ordersByKeys reads, in one query, the orders the batch's Idempotency-Keys
-// already made, by user and key.
+// already made, by user and key. The query names the users too: a key is
+// unique per user, and the users lead that index, so the query reads only
+// the batch's users' orders instead of scanning every order.
 func (s *Service) ordersByKeys(ctx context.Context, batch []*batchOrder) (map[userKey]Order, error) {
-	var keys []string
+	var users, keys []string
+	want := map[userKey]bool{}
 	for _, o := range batch {
 		if o.p.IdempotencyKey != "" {
-			keys = append(keys, o.p.IdempotencyKey)
+			users, keys = append(users, o.p.User), append(keys, o.p.IdempotencyKey)
+			want[userKey{o.p.User, o.p.IdempotencyKey}] = true
 		}
 	}
 	found := map[userKey]Order{}
@@ -415,11 +419,13 @@ func (s *Service) ordersByKeys(ctx context.Context, batch []*batchOrder) (map[us
 		return found, nil
 	}
 	var os []Order
-	if err := s.db.WithContext(ctx).Where("idempotency_key IN ?", keys).Find(&os).Error; err != nil {
+	if err := s.db.WithContext(ctx).Where("user_name IN ? AND idempotency_key IN ?", users, keys).Find(&os).Error; err != nil {
 		return nil, fmt.Errorf("read orders by idempotency key: %w", err)
 	}
 	for _, o := range os {
-		found[userKey{o.User, *o.IdempotencyKey}] = o
+		if k := (userKey{o.User, *o.IdempotencyKey}); want[k] {
+			found[k] = o
+		}
 	}
 	return found, nil
 }
