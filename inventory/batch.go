@@ -228,21 +228,16 @@ func (s *Service) drive(key string, line *batchLine, locker *lock.Locker, sku st
 	}
 }
 
-// serveBatch sells one batch under lease, gives the lease back (except
-// after an injected crash: a dead process releases nothing) and answers
-// every order of it.
+// serveBatch sells one batch under lease, answers every order of it, then
+// gives the lease back (except after an injected crash: a dead process
+// releases nothing). The answers go first: what was committed stands
+// whatever the release does, so no shopper waits for it.
 func (s *Service) serveBatch(lease *lock.Lease, locker *lock.Locker, sku string, batch []*batchOrder) {
 	ctx := context.Background() // the batch is nobody's request: no one shopper's hang-up ends it
 	answers, err := s.sellBatch(ctx, lease, locker, sku, batch)
-	if errors.Is(err, ErrHolderCrashed) {
+	crashed := errors.Is(err, ErrHolderCrashed)
+	if crashed {
 		s.stats.Crashes.Add(1)
-	} else {
-		rctx, cancel := context.WithTimeout(ctx, releaseTimeout)
-		if rerr := lease.Release(rctx); rerr != nil {
-			s.stats.ReleaseErrors.Add(1)
-			s.log.Warn("lock release failed after the batch", "lock", lease.Key(), "variant", locker.Name(), "orders", len(batch), "err", rerr)
-		}
-		cancel()
 	}
 	for i, o := range batch {
 		if err != nil {
@@ -250,6 +245,15 @@ func (s *Service) serveBatch(lease *lock.Lease, locker *lock.Locker, sku string,
 			continue
 		}
 		o.answer <- answers[i]
+	}
+	if crashed {
+		return
+	}
+	rctx, cancel := context.WithTimeout(ctx, releaseTimeout)
+	defer cancel()
+	if rerr := lease.Release(rctx); rerr != nil {
+		s.stats.ReleaseErrors.Add(1)
+		s.log.Warn("lock release failed after the batch", "lock", lease.Key(), "variant", locker.Name(), "orders", len(batch), "err", rerr)
 	}
 }
 
