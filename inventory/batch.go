@@ -15,7 +15,7 @@ import (
 // Batching under one lease.
 //
 // Without it every order takes a lease and a transaction of its own, so one
-// hot SKU sells at most one order per hold (about 1/2 ms here), whatever the
+// hot SKU sells at most one order per hold (a hold is about 2 ms here), whatever the
 // lock. With it (Config.Batch, SetBatch), the orders for one SKU that arrive
 // in this process while the SKU's lock is busy here wait together in the
 // SKU's line. One goroutine per busy line, its driver, takes the lease; once
