@@ -224,7 +224,14 @@ func (s *Service) drive(key string, line *batchLine, locker *lock.Locker, sku st
 			}
 			continue
 		}
-		s.serveBatch(lease, locker, sku, s.lines.take(line, s.batchMax, nil))
+		batch := s.lines.take(line, s.batchMax, nil)
+		if len(batch) == 0 { // everyone left while the lease was on its way
+			rctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+			_ = lease.Release(rctx) // nothing was done under it: an error changes nothing
+			cancel()
+			continue
+		}
+		s.serveBatch(lease, locker, sku, batch)
 	}
 }
 
