@@ -67,6 +67,8 @@ type config struct {
 	restartAware    bool
 	watchdog        bool
 	fast            bool
+	batch           bool
+	batchMax        int
 	shutdownTimeout time.Duration
 	logLevel        string
 	history         string
@@ -197,6 +199,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	boolean(&c.restartAware, "restart-aware", "FLASHSALE_RESTART_AWARE", true, "Redlock ignores a restarted node for one TTL and re-seeds its fencing counters")
 	boolean(&c.watchdog, "watchdog", "FLASHSALE_WATCHDOG", false, "leases extend themselves every TTL/3 until released")
 	boolean(&c.fast, "fast", "FLASHSALE_FAST", true, "the locks' speed layer (waiting line, wake-ups, hand-over, ordered release, early busy answer); false runs exactly the taught code")
+	boolean(&c.batch, "batch", "FLASHSALE_BATCH", false, "the orders for one SKU that wait while its lock is busy here are served by the next lease in one transaction")
+	integer(&c.batchMax, "batch-max", "FLASHSALE_BATCH_MAX", inventory.DefaultBatchMax, "most orders one lease serves with -batch")
 	dur(&c.shutdownTimeout, "shutdown-timeout", "FLASHSALE_SHUTDOWN_TIMEOUT", 20*time.Second, "how long in-flight requests may take to finish on shutdown")
 	str(&c.logLevel, "log-level", "FLASHSALE_LOG_LEVEL", "info", "debug, info, warn or error")
 	str(&c.history, "history", "FLASHSALE_HISTORY", "", "append every lease and store write to this JSON-lines file, for the chaos checker; empty records none")
@@ -240,6 +244,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		return c, fmt.Errorf("-lock-ttl must be positive, got %v", c.lockTTL)
 	case c.lockWait <= 0:
 		return c, fmt.Errorf("-lock-wait must be positive, got %v", c.lockWait)
+	case c.batchMax < 1:
+		return c, fmt.Errorf("-batch-max must be at least 1, got %d", c.batchMax)
 	case c.redis == "" && c.sentinel == nil && (c.localNodes < 1 || c.localNodes > 99):
 		return c, fmt.Errorf("-local-nodes must be between 1 and 99, got %d", c.localNodes)
 	case !slices.Contains([]string{"always", "everysec", "no"}, c.localFsync):
@@ -368,7 +374,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 	live := broker.New(lockers.Clients(), cfg.namespace, log, metrics.StreamDropped)
 	svc, err := inventory.New(ctx, db, lockers, inventory.Config{
-		Production: cfg.production, LockWait: cfg.lockWait, Logger: log,
+		Production: cfg.production, LockWait: cfg.lockWait, Logger: log, Batch: cfg.batch, BatchMax: cfg.batchMax,
 		Notify: func(c inventory.Change) { live.Publish(c); hist.Change(c) },
 	})
 	if err != nil {

@@ -541,11 +541,18 @@ func TestConfig(t *testing.T) {
 		"FLASHSALE_ADDR": "127.0.0.1:9999", "FLASHSALE_LOCK": "lua+fence", "FLASHSALE_LOCK_TTL": "3s",
 		"FLASHSALE_LOCK_WAIT": "250ms", "FLASHSALE_PRODUCTION": "true", "FLASHSALE_LOCAL_NODES": "3",
 		"FLASHSALE_REDIS": "redis://a:1,redis://b:2", "FLASHSALE_DB": "postgres://x/y", "FLASHSALE_ADMIN_TOKEN": "tok",
+		"FLASHSALE_BATCH": "true", "FLASHSALE_BATCH_MAX": "16",
 	}
 	getenv := func(k string) string { return env[k] }
 	c, err := parseConfig([]string{"flashsale"}, getenv, io.Discard)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !c.batch || c.batchMax != 16 {
+		t.Fatalf("batch from the environment: %v, max %d", c.batch, c.batchMax)
+	}
+	if c, err := parseConfig([]string{"flashsale", "-batch=false", "-batch-max", "0"}, getenv, io.Discard); err == nil || c.batch {
+		t.Fatalf("-batch-max 0: %v (batch %v), want an error", err, c.batch)
 	}
 	if c.addr != "127.0.0.1:9999" || c.lock != "lua+fence" || c.lockTTL != 3*time.Second || c.lockWait != 250*time.Millisecond ||
 		!c.production || c.localNodes != 3 || c.redis != "redis://a:1,redis://b:2" || c.db != "postgres://x/y" || c.adminToken != "tok" {

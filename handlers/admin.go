@@ -63,12 +63,14 @@ func (s *Server) reset(c *gin.Context) error {
 // when given, switches the lease watchdog for the leases granted from now
 // on (the -watchdog flag is only where it starts); absent, it stays as it is.
 // Fast switches the locks' speed layer the same way (-fast).
+// Batch does the same for batching under one lease (-batch).
 type faultPlan struct {
 	Seed     uint64                `json:"seed"`
 	WorkMS   int                   `json:"work_ms"`
 	Faults   []lock.Fault          `json:"faults"`
 	Watchdog *bool                 `json:"watchdog,omitempty"`
 	Fast     *bool                 `json:"fast,omitempty"`
+	Batch    *bool                 `json:"batch,omitempty"`
 	Fired    map[lock.Point]uint64 `json:"fired,omitempty"`
 }
 
@@ -93,8 +95,11 @@ func (s *Server) setFaults(c *gin.Context) error {
 	if req.Fast != nil {
 		s.lockers.SetFast(*req.Fast)
 	}
+	if req.Batch != nil {
+		s.inv.SetBatch(*req.Batch)
+	}
 	s.log.Info("fault plan set", "seed", req.Seed, "work_ms", req.WorkMS, "faults", fmt.Sprint(req.Faults),
-		"watchdog", s.lockers.Watchdog(), "fast", s.lockers.Fast())
+		"watchdog", s.lockers.Watchdog(), "fast", s.lockers.Fast(), "batch", s.inv.Batch())
 	return s.getFaults(c)
 }
 
@@ -103,9 +108,9 @@ func (s *Server) getFaults(c *gin.Context) error {
 	if plan == nil {
 		plan = []lock.Fault{}
 	}
-	watchdog, fast := s.lockers.Watchdog(), s.lockers.Fast()
+	watchdog, fast, batch := s.lockers.Watchdog(), s.lockers.Fast(), s.inv.Batch()
 	c.JSON(http.StatusOK, faultPlan{
-		Seed: seed, WorkMS: int(s.inv.Work() / time.Millisecond), Faults: plan, Watchdog: &watchdog, Fast: &fast,
+		Seed: seed, WorkMS: int(s.inv.Work() / time.Millisecond), Faults: plan, Watchdog: &watchdog, Fast: &fast, Batch: &batch,
 		Fired: s.lockers.Faults().Fired(),
 	})
 	return nil

@@ -109,7 +109,7 @@ func FuzzDecodeAdmin(f *testing.F) {
 		`{"products":[{"sku":"hot","name":"Hot","price_cents":1,"stock":5}],"seats":10}`,
 		`{"products":[{"sku":"hot","nope":1}]}`, `{"products":{"sku":"x"}}`, `{"products":null,"seats":null}`,
 		`{"seed":1,"work_ms":0,"faults":[{"point":"in-critical-section","action":"pause","p":1,"ms":5}]}`,
-		`{"seed":1,"faults":[{"point":"x","action":"crash","p":2}]}`, `{"fired":{}}`,
+		`{"seed":1,"faults":[{"point":"x","action":"crash","p":2}]}`, `{"fired":{}}`, `{"batch":true}`,
 		`{"variant":"lua","scenario":"clean","rate":10,"duration_s":2}`,
 	} {
 		f.Add([]byte(s))

@@ -732,3 +732,44 @@ func TestLeaseLostAndTheWatchdogSwitch(t *testing.T) {
 		t.Fatalf("audit %+v", au)
 	}
 }
+
+// The fault plan switches batching under one lease at run time: given, it
+// is set; absent, it stays; GET reports it. With it on, a crowd's orders
+// each get their own answer and the sale is exact.
+func TestBatchSwitch(t *testing.T) {
+	a := newApp(t, appOpts{nodes: 1, wait: 5 * time.Second})
+	a.reset(5, 0)
+	for _, c := range []struct {
+		plan string
+		want bool
+	}{{`{"batch":true}`, true}, {`{"work_ms":2}`, true}, {`{"batch":false}`, false}, {`{"work_ms":2,"batch":true}`, true}} {
+		want(t, "set "+c.plan, a.call("PUT", "/api/admin/faults", c.plan, admin...), 200, "")
+		var got struct {
+			Batch *bool `json:"batch"`
+		}
+		if err := json.Unmarshal(a.call("GET", "/api/admin/faults", nil, admin...).body, &got); err != nil {
+			t.Fatal(err)
+		}
+		if got.Batch == nil || *got.Batch != c.want {
+			t.Fatalf("after %s the plan reports batch %v, want %v", c.plan, got.Batch, c.want)
+		}
+	}
+	statuses := make([]int, 20)
+	var wg sync.WaitGroup
+	for i := range statuses {
+		wg.Go(func() {
+			statuses[i] = a.call("POST", "/api/orders", fmt.Sprintf(`{"sku":"hot","qty":1,"user":"u%d"}`, i), "X-Lock-Variant", lock.RedlockFence).status
+		})
+	}
+	wg.Wait()
+	count := map[int]int{}
+	for _, s := range statuses {
+		count[s]++
+	}
+	if count[201] != 5 || count[409] != 15 {
+		t.Fatalf("answers %v, want 5 × 201 and 15 × 409", count)
+	}
+	if au := a.audit(); !au.OK || au.Orders != 5 {
+		t.Fatalf("audit %+v", au)
+	}
+}

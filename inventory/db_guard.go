@@ -64,39 +64,40 @@ func (s *Service) caught(locker *lock.Locker) bool {
 	return s.production && locker.Guard() == lock.GuardLock
 }
 
-// commitOrder writes the new stock and the order in one transaction and
-// returns the stock after it. w says how the stock is written (writeRead,
-// writeGuarded, writeInPlace); a fenced holder writes only where the row
-// still carries its token.
+// commitOrder writes the new stock and the orders (one, or a batch's, all
+// of one SKU) in one transaction and returns the stock after it. w says how
+// the stock is written (writeRead, writeGuarded, writeInPlace); a fenced
+// holder writes only where the row still carries its token.
 //
 // Every write also names the sale the request began in: a request in flight
 // across a reset writes nothing.
-func (s *Service) commitOrder(ctx context.Context, o *Order, sale, read int64, token uint64, fenced bool, w stockWrite, caught bool) (int64, error) {
-	after := read - o.Qty
+func (s *Service) commitOrder(ctx context.Context, sale, read int64, token uint64, fenced bool, w stockWrite, caught bool, os ...*Order) (int64, error) {
+	sku, qty := os[0].SKU, totalQty(os)
+	after := read - qty
 	// Once the write starts it finishes: a shopper hanging up now must not
 	// leave a sale half-decided (the transaction is atomic either way).
 	err := s.db.WithContext(context.WithoutCancel(ctx)).Transaction(func(tx *gorm.DB) error {
-		q, args := "UPDATE products SET stock = ? WHERE sku = ? AND sale = ?", []any{after, o.SKU, sale}
+		q, args := "UPDATE products SET stock = ? WHERE sku = ? AND sale = ?", []any{after, sku, sale}
 		var guardErr error
 		switch w {
 		case writeGuarded:
-			q, args = "UPDATE products SET stock = stock - ? WHERE sku = ? AND sale = ? AND stock >= ?", []any{o.Qty, o.SKU, sale, o.Qty}
-			guardErr = fmt.Errorf("%w: %s (the database guard refused the decrement)", ErrSoldOut, o.SKU)
+			q, args = "UPDATE products SET stock = stock - ? WHERE sku = ? AND sale = ? AND stock >= ?", []any{qty, sku, sale, qty}
+			guardErr = fmt.Errorf("%w: %s (the database guard refused the decrement)", ErrSoldOut, sku)
 		case writeInPlace:
-			q, args = "UPDATE products SET stock = stock - ? WHERE sku = ? AND sale = ?", []any{o.Qty, o.SKU, sale}
+			q, args = "UPDATE products SET stock = stock - ? WHERE sku = ? AND sale = ?", []any{qty, sku, sale}
 		}
-		r := refusal{table: "products", where: "sku = ?", id: []any{o.SKU}, sale: sale, token: token, fenced: fenced, guardErr: guardErr, caught: caught}
+		r := refusal{table: "products", where: "sku = ?", id: []any{sku}, sale: sale, token: token, fenced: fenced, guardErr: guardErr, caught: caught}
 		if err := s.conditional(tx, "write stock", q, args, r); err != nil {
 			return err
 		}
 		if w != writeRead {
 			var now Product
-			if err := tx.Select("stock").Where("sku = ?", o.SKU).Take(&now).Error; err != nil {
+			if err := tx.Select("stock").Where("sku = ?", sku).Take(&now).Error; err != nil {
 				return fmt.Errorf("read stock: %w", err)
 			}
 			after = now.Stock
 		}
-		return insert(tx, o, "order")
+		return insert(tx, &os, "order")
 	})
 	return after, err
 }

@@ -119,7 +119,7 @@ func (s *Service) orderReserved(ctx context.Context, p Purchase, hash string, sa
 		return Order{}, false, 0, err
 	}
 	order := newOrder(p, hash, locker, prod.PriceCents, 0, false)
-	after, err := s.commitOrder(ctx, &order, sale, prod.Stock, 0, false, writeInPlace, false)
+	after, err := s.commitOrder(ctx, sale, prod.Stock, 0, false, writeInPlace, false, &order)
 	return order, false, after, err
 }
 

@@ -36,7 +36,7 @@ func (s *Service) buy(ctx context.Context, p Purchase, hash string, sale int64, 
 		return Order{}, false, 0, err
 	}
 	order = newOrder(p, hash, locker, prod.PriceCents, token, fenced)
-	after, err = s.commitOrder(ctx, &order, sale, prod.Stock, token, fenced, s.writeFor(locker), s.caught(locker))
+	after, err = s.commitOrder(ctx, sale, prod.Stock, token, fenced, s.writeFor(locker), s.caught(locker), &order)
 	return order, false, after, err
 }
 
@@ -118,6 +118,9 @@ func (s *Service) Buy(ctx context.Context, p Purchase) (order Order, replay bool
 		return Order{}, false, fmt.Errorf("%w: %s has %d left, %d asked", ErrSoldOut, p.SKU, prod.Stock, p.Qty)
 	}
 	sale := prod.Sale // read before the lock: the sale this request began in
+	if s.batched(locker) {
+		return s.buyBatched(ctx, p, hash, sale, locker)
+	}
 	err = s.underLock(ctx, locker, "sku:"+p.SKU, func(ctx context.Context, lease *lock.Lease) error {
 		var after int64
 		switch locker.Guard() {
@@ -163,21 +166,20 @@ func (s *Service) registerFence(ctx context.Context, table, where string, token 
 	return nil
 }
 
-// doWork is the configured business work, then the in-critical-section fault
-// point, where an injected pause freezes the holder past its TTL, then the
-// lease's check just before the write (lua+check refuses a lease it lost;
-// the other variants check nothing), which the after-lease-check fault
-// point follows. Both callers write right after it.
+// doWork is the configured business work, then the fault points before the
+// write (beforeWrite). Both callers write right after it.
 func (s *Service) doWork(ctx context.Context, lease *lock.Lease) error {
-	if d := s.Work(); d > 0 {
-		t := time.NewTimer(d)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return context.Cause(ctx)
-		}
+	if err := s.businessWork(ctx); err != nil {
+		return err
 	}
+	return s.beforeWrite(ctx, lease)
+}
+
+// beforeWrite is the in-critical-section fault point, where an injected
+// pause freezes the holder past its TTL, then the lease's check just before
+// the write (lua+check refuses a lease it lost; the other variants check
+// nothing), which the after-lease-check fault point follows.
+func (s *Service) beforeWrite(ctx context.Context, lease *lock.Lease) error {
 	err := lease.Checkpoint(ctx, lock.InCriticalSection)
 	if err == nil {
 		err = lease.CheckBeforeWrite(ctx)
@@ -190,6 +192,23 @@ func (s *Service) doWork(ctx context.Context, lease *lock.Lease) error {
 		return fmt.Errorf("%w: %w", ErrLeaseLost, err)
 	}
 	return err
+}
+
+// businessWork is the configured business work of one order (a payment call, say):
+// it ends early, with the cause, when ctx does.
+func (s *Service) businessWork(ctx context.Context) error {
+	d := s.Work()
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
 }
 
 // underLock runs fn holding the named lock, waiting at most the lock-wait

@@ -84,6 +84,12 @@ type Config struct {
 	// Notify receives every committed change, for the live stream. It must
 	// not block; nil drops them.
 	Notify func(Change)
+	// Batch serves the orders for one SKU that wait while its lock is busy
+	// in one lease and one transaction (batch.go); SetBatch switches it at
+	// run time.
+	Batch bool
+	// BatchMax is the most orders one lease serves. Default DefaultBatchMax.
+	BatchMax int
 }
 
 // Change is a committed change of stock or seats, as the live stream sends it.
@@ -127,6 +133,9 @@ type Service struct {
 	work       atomic.Int64 // business work per sale, in nanoseconds
 	stats      Stats
 	keys       storeKeys // redis-stock's keys on the first node
+	batch      atomic.Bool
+	batchMax   int
+	lines      batchLines // the SKUs whose lock is busy here, with the orders waiting for it
 }
 
 // New migrates the schema and returns the service. A database without any
@@ -141,11 +150,15 @@ func New(ctx context.Context, db *gorm.DB, lockers *lock.Lockers, cfg Config) (*
 	if cfg.Notify == nil {
 		cfg.Notify = func(Change) {}
 	}
+	if cfg.BatchMax <= 0 {
+		cfg.BatchMax = DefaultBatchMax
+	}
 	if err := migrate(ctx, db, cfg.Production); err != nil {
 		return nil, fmt.Errorf("inventory: migrate: %w", err)
 	}
 	s := &Service{db: db, lockers: lockers, production: cfg.Production, lockWait: cfg.LockWait, log: cfg.Logger, notify: cfg.Notify,
-		keys: storeKeys{ns: lockers.Namespace()}}
+		keys: storeKeys{ns: lockers.Namespace()}, batchMax: cfg.BatchMax, lines: batchLines{lines: map[string]*batchLine{}}}
+	s.batch.Store(cfg.Batch)
 	if err := s.seed(ctx); err != nil {
 		return nil, fmt.Errorf("inventory: seed: %w", err)
 	}

@@ -43,6 +43,9 @@ type ChaosConfig struct {
 	// LockTTL and LockWait are the instances' lease TTL and wait budget.
 	// Defaults 500ms and 1s.
 	LockTTL, LockWait time.Duration
+	// Batch runs every variant with batching under one lease on (the
+	// app's -batch).
+	Batch bool
 	// Local is the environment; Instances and Nodes default to 3 and 5,
 	// and AOF and History are always on.
 	Local LocalConfig
@@ -232,6 +235,9 @@ func RunChaos(ctx context.Context, cfg ChaosConfig) (*ChaosReport, error) {
 		Nodes: cfg.Local.Nodes, LockTTL: cfg.LockTTL.String(), Variants: map[string]*ChaosVariant{},
 		Started: time.Now(), order: cfg.Variants,
 	}
+	if cfg.Batch {
+		rep.Notes = append(rep.Notes, "-batch: orders batched under one lease on every instance")
+	}
 	local, err := StartLocal(ctx, cfg.Local)
 	if err != nil {
 		return nil, err
@@ -268,7 +274,7 @@ func RunChaos(ctx context.Context, cfg ChaosConfig) (*ChaosReport, error) {
 		f := fileName(v)
 		scopes[v] = checker.Scope{Variant: v, SKUs: []string{"hot-" + f, "scarce-" + f}, Event: state.Event, Seats: seats[i*per : (i+1)*per]}
 	}
-	plan := FaultPlan{Seed: cfg.Seed, WorkMS: cfg.WorkMS}
+	plan := FaultPlan{Seed: cfg.Seed, WorkMS: cfg.WorkMS, Batch: &cfg.Batch}
 	if err := forAll(setup, apis, func(ctx context.Context, a API) error { return a.SetFaults(ctx, plan) }); err != nil {
 		return nil, err
 	}

@@ -48,6 +48,22 @@ func TestChaos(t *testing.T) {
 	}
 }
 
+// The fenced variants with every order batched under one lease, under
+// every kind of fault: a lease now guards a batch, and the store's fence
+// must still refuse every stale one, so not one violation.
+func TestChaosBatched(t *testing.T) {
+	rep := runChaos(t, loadtest.ChaosConfig{
+		Variants: []string{"lua+fence", "redlock+fence"},
+		Duration: 30 * time.Second,
+		Batch:    true,
+	}, 0)
+	for name, v := range rep.Variants {
+		if v.Verdict != "holds" || v.FirstViolation != nil || v.Orders == 0 {
+			t.Errorf("%s batched: %+v", name, v)
+		}
+	}
+}
+
 // Clock jumps on a majority, again and again while holders work: the
 // checker must find two holders at once for lua and redlock, each next to
 // a clock jump, and none for the fenced variants.

@@ -46,6 +46,9 @@ type FaultPlan struct {
 	Watchdog *bool `json:"watchdog,omitempty"`
 	// Fast switches the instance's lock speed layer; nil leaves it as is.
 	Fast *bool `json:"fast,omitempty"`
+	// Batch switches the instance's batching under one lease; nil leaves it
+	// as is.
+	Batch *bool `json:"batch,omitempty"`
 }
 
 // Audit is GET /api/admin/audit: the app's check of the database and the

@@ -58,7 +58,7 @@ var knownBugs = map[string]string{}
 // The short matrix end to end: real redis-server nodes, three real app
 // instances on one SQLite file, vegeta traffic, and every cell judged by
 // the audit and the cross-check as docs/design.md expects.
-func TestMatrix(t *testing.T) { runMatrix(t, shortCells, false) }
+func TestMatrix(t *testing.T) { runMatrix(t, shortCells, matrixMode{}) }
 
 // taughtCells are the cells of the columns a workshop shows first, run with
 // the locks' speed layer off (-fast=false): the broken rungs must break and
@@ -73,7 +73,7 @@ var taughtCells = []string{
 }
 
 // The key cells with the speed layer off.
-func TestMatrixTaught(t *testing.T) { runMatrix(t, taughtCells, true) }
+func TestMatrixTaught(t *testing.T) { runMatrix(t, taughtCells, matrixMode{taught: true}) }
 
 // withoutLockCells are the rungs that take no Redis lock, in the columns
 // that test them hardest: a holder paused past its TTL, node 0 (redis-stock's
@@ -87,11 +87,29 @@ var withoutLockCells = []string{
 }
 
 // The rungs without a lock, end to end as the short matrix runs.
-func TestMatrixWithoutLock(t *testing.T) { runMatrix(t, withoutLockCells, false) }
+func TestMatrixWithoutLock(t *testing.T) { runMatrix(t, withoutLockCells, matrixMode{}) }
+
+// batchCells are the key cells with batching under one lease on: the
+// fenced rungs under a pause that outlasts the batch's lease, a correct
+// rung with nothing to hide behind, and none, whose instances still race.
+// The broken rungs' cells go either way (loadtest.ExpectedBatched); lua's
+// pause and setnx-expire's crash show what they do.
+var batchCells = []string{
+	"none/clean", "redlock/clean",
+	"lua+fence/pause-in-critical-section", "redlock+fence/pause-in-critical-section",
+	"lua/pause-in-critical-section", "setnx-expire/crash-between-steps",
+}
+
+// The key cells end to end with every order batched under one lease.
+func TestMatrixBatched(t *testing.T) { runMatrix(t, batchCells, matrixMode{batch: true}) }
+
+// matrixMode is how runMatrix runs its cells: with batching under one lease
+// (batch), with the locks' speed layer off (taught).
+type matrixMode struct{ batch, taught bool }
 
 // runMatrix runs cells (all of them with -loadtest.full) and judges each,
-// with the locks' speed layer off if taught.
-func runMatrix(t *testing.T, shortCells []string, taught bool) {
+// in mode.
+func runMatrix(t *testing.T, shortCells []string, mode matrixMode) {
 	testsupport.RequireRedis(t)
 	if testing.Short() {
 		t.Skip("the matrix runs real app instances for about a minute")
@@ -106,7 +124,8 @@ func runMatrix(t *testing.T, shortCells []string, taught bool) {
 		Duration: 2 * time.Second,
 		Seed:     1,
 		Cells:    shortCells,
-		Taught:   taught,
+		Batch:    mode.batch,
+		Taught:   mode.taught,
 		OutDir:   out,
 		Local:    loadtest.LocalConfig{ModuleDir: mod, Dir: t.TempDir()},
 		Logger:   slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),

@@ -50,6 +50,9 @@ type LocalConfig struct {
 	// restarted with its data keeps its keys (the chaos runner's node
 	// crashes).
 	AOF bool
+	// DB is the instances' database: "" for a SQLite file in Dir, else a
+	// postgres:// URL (the app's -db), whose tables every reset clears.
+	DB string
 	// History makes every instance record its leases and store writes in
 	// Dir/history-app<i>.jsonl (the app's -history).
 	History bool
@@ -298,7 +301,7 @@ func (l *Local) args(i int) []string {
 	args := []string{
 		"-addr", addr,
 		"-redis", strings.Join(l.net.URLs(i), ","),
-		"-db", filepath.Join(l.dir, "sale.db"),
+		"-db", l.db(),
 		"-admin-token", l.token,
 	}
 	if l.settings.LockTTL > 0 {
@@ -318,6 +321,14 @@ func (l *Local) args(i int) []string {
 		args = append(args, l.cfg.UnawareArgs...)
 	}
 	return args
+}
+
+// db is the instances' -db: LocalConfig.DB, or the SQLite file in dir.
+func (l *Local) db() string {
+	if l.cfg.DB != "" {
+		return l.cfg.DB
+	}
+	return filepath.Join(l.dir, "sale.db")
 }
 
 // startApps starts the instances one after the other: the first one

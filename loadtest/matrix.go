@@ -451,6 +451,28 @@ func Expected(variant, scenario string) (Outcome, bool) {
 	return Holds, true
 }
 
+// batchNote is how a run with batching on is judged.
+const batchNote = "a batch takes one lease for the orders that queued in one instance, so a lease guards a batch instead of an order: " +
+	"every cell that holds still holds, none still breaks (its instances still race each other), and the broken rungs' cells may go either way " +
+	"(their flaw is unchanged, but a fault that fires once a lease now meets a batch, and fewer leases mean fewer chances to land in the race)"
+
+// ExpectedBatched is the outcome expected of variant under scenario when
+// every order is batched under one lease (the app's -batch): what Expected
+// says, except that a broken rung's "breaks" becomes "either" (batchNote).
+// A cell that holds must still hold: batching changes how many orders a
+// lease guards, never what guards them; and none must still break.
+func ExpectedBatched(variant, scenario string) (Outcome, bool) {
+	exp, ok := Expected(variant, scenario)
+	row := variant
+	if r, same := sameRow[variant]; same {
+		row = r
+	}
+	if ok && exp == Breaks && row != lock.None {
+		exp = Either
+	}
+	return exp, ok
+}
+
 // pick resolves a comma-separated selection against the known names, in the
 // known order; empty or "all" selects everything.
 func pick(sel string, known []string) ([]string, error) {

@@ -69,6 +69,10 @@ type Config struct {
 	// exactly the taught code, a waiter retrying after a random delay and
 	// every release the rung's own. The expected outcomes are the same.
 	Taught bool
+	// Batch runs every cell with batching under one lease on (the app's
+	// -batch, switched with the fault plan); the cells are judged as
+	// ExpectedBatched says. Off, batching is switched off in every cell.
+	Batch bool
 
 	// Targets are running instances to attack instead of starting a local
 	// environment. They must share one database and one set of Redis
@@ -278,6 +282,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			"and every other column keeps its expectation (a pause freezes the watchdog, a crash stops it, a release stops it first)")
 	}
 
+	if cfg.Batch {
+		rep.Notes = append(rep.Notes, "-batch: every cell ran with batching under one lease on; "+batchNote)
+	}
+
 	var plan []cellPlan
 	for _, sc := range Scenarios(cfg.LockTTL) {
 		if !slices.Contains(cfg.Scenarios, sc.Name) {
@@ -367,6 +375,9 @@ func runCell(ctx context.Context, cfg Config, e *env, p cellPlan, pl *plot.Plot,
 		judged = cfg.JudgeAs
 	}
 	exp, _ := Expected(judged, sc.Name)
+	if cfg.Batch {
+		exp, _ = ExpectedBatched(judged, sc.Name)
+	}
 	c := Cell{Variant: variant, Scenario: sc.Name, Expected: exp, Initial: cfg.Catalogue.Initial(), HotSKU: cfg.Mix.HotSKU}
 	log := cfg.Logger.With("variant", variant, "scenario", sc.Name)
 	fail := func(format string, args ...any) Cell {
@@ -427,7 +438,7 @@ func runCell(ctx context.Context, cfg Config, e *env, p cellPlan, pl *plot.Plot,
 		}
 	}
 	watchdog, fast := sc.Watchdog || cfg.Watchdog, !cfg.Taught
-	faults := FaultPlan{Seed: cfg.Seed, WorkMS: sc.WorkMS, Faults: sc.Faults, Watchdog: &watchdog, Fast: &fast}
+	faults := FaultPlan{Seed: cfg.Seed, WorkMS: sc.WorkMS, Faults: sc.Faults, Watchdog: &watchdog, Fast: &fast, Batch: &cfg.Batch}
 	if err := forAll(setup, apis, func(ctx context.Context, a API) error { return a.SetFaults(ctx, faults) }); err != nil {
 		return fail("%v", err)
 	}

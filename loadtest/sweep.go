@@ -48,8 +48,12 @@ type SweepConfig struct {
 	// Stock is the hot SKU's stock: it must never run out, or sold_out
 	// answers would stand in for the lock's throughput. Default 10 million.
 	Stock int64
+	// Batch runs every step with batching under one lease on (the app's
+	// -batch); off, it is off in every step.
+	Batch bool
 	// Local is the environment started for the sweep: 3 instances and 5
-	// nodes by default, one SQLite file. LockWait defaults to 1s.
+	// nodes by default, one SQLite file unless Local.DB names PostgreSQL.
+	// LockWait defaults to 1s.
 	Local LocalConfig
 	// WarmUp is the unrecorded attack over every variant before the first
 	// step. Default 1s; negative for none.
@@ -181,6 +185,10 @@ type SweepReport struct {
 	// Instances and Nodes are the app instances and Redis nodes attacked.
 	Instances int `json:"instances"`
 	Nodes     int `json:"redis_nodes"`
+	// Database is "SQLite" or "PostgreSQL"; Batch whether the orders were
+	// batched under one lease.
+	Database string `json:"database"`
+	Batch    bool   `json:"batch,omitempty"`
 	// LoadBefore and LoadAfter are the machine's load average: the figures
 	// are only as quiet as the machine was.
 	LoadBefore string       `json:"load_average_before"`
@@ -210,6 +218,10 @@ func Sweep(ctx context.Context, cfg SweepConfig) (*SweepReport, error) {
 	rep := &SweepReport{
 		Started: time.Now(), Variants: cfg.Variants, Rates: cfg.Rates, Duration: cfg.Duration, WorkMS: cfg.WorkMS,
 		LockTTL: cfg.Local.LockTTL, LockWait: cfg.Local.LockWait, LoadBefore: loadAverage(),
+		Database: "SQLite", Batch: cfg.Batch,
+	}
+	if strings.HasPrefix(cfg.Local.DB, "postgres") {
+		rep.Database = "PostgreSQL"
 	}
 	local, err := StartLocal(ctx, cfg.Local)
 	if err != nil {
@@ -266,7 +278,7 @@ func sweepStep(ctx context.Context, cfg SweepConfig, e *env, cat Catalogue, mix 
 	if _, err := resetSale(setup, apis[0], cat); err != nil {
 		return fail(err)
 	}
-	plan := FaultPlan{Seed: cfg.Seed, WorkMS: cfg.WorkMS}
+	plan := FaultPlan{Seed: cfg.Seed, WorkMS: cfg.WorkMS, Batch: &cfg.Batch}
 	if err := forAll(setup, apis, func(ctx context.Context, a API) error { return a.SetFaults(ctx, plan) }); err != nil {
 		return fail(err)
 	}

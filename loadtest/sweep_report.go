@@ -12,13 +12,25 @@ import (
 	"time"
 )
 
+// database names the sweep's database, as the text says it.
+func (r *SweepReport) database() string {
+	if r.Database == "PostgreSQL" {
+		return "one PostgreSQL database"
+	}
+	return "one SQLite file"
+}
+
 // WriteText writes the sweep's table: one row per variant, one group of
 // columns (sent/s, 201/s, % 503, p99) per offered rate.
 func (r *SweepReport) WriteText(w io.Writer) error {
 	var b strings.Builder
+	batch := ""
+	if r.Batch {
+		batch = ", orders batched under one lease"
+	}
 	fmt.Fprintf(&b, "flashsale hot-key sweep: one SKU that never sells out, %d ms of work in every critical section, %v per rate, "+
-		"lock TTL %v, lock wait %v, %d app instances, %d Redis nodes, one SQLite file\n",
-		r.WorkMS, r.Duration, r.LockTTL, r.LockWait, r.Instances, r.Nodes)
+		"lock TTL %v, lock wait %v, %d app instances, %d Redis nodes, %s%s\n",
+		r.WorkMS, r.Duration, r.LockTTL, r.LockWait, r.Instances, r.Nodes, r.database(), batch)
 	fmt.Fprintf(&b, "load average %s before, %s after\n\n", r.LoadBefore, r.LoadAfter)
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprint(tw, "offered/s →\t")
@@ -185,7 +197,7 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; }
 <body>
 <h1>flashsale hot-key sweep</h1>
 <p class="small">{{.R.Started.Format "2006-01-02 15:04:05"}} · one SKU that never sells out · {{.R.WorkMS}} ms of work per critical section ·
-{{.R.Duration}} per rate · lock TTL {{.R.LockTTL}} · lock wait {{.R.LockWait}} · {{.R.Instances}} app instances · {{.R.Nodes}} Redis nodes ·
+{{.R.Duration}} per rate · lock TTL {{.R.LockTTL}} · lock wait {{.R.LockWait}} · {{.R.Instances}} app instances · {{.R.Nodes}} Redis nodes · {{.R.Database}}{{if .R.Batch}} · orders batched under one lease{{end}} ·
 load average {{.R.LoadBefore}} before, {{.R.LoadAfter}} after{{with .R.Command}}<br>command: <code>{{.}}</code>{{end}}</p>
 <table>
 <tr><th rowspan="2">variant</th>{{range .R.Rates}}<th colspan="4">{{.}}/s offered</th>{{end}}</tr>

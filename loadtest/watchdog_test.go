@@ -77,3 +77,33 @@ func TestWatchdogSwitchJudgesLongWorkAsItsTwin(t *testing.T) {
 		})
 	}
 }
+
+// With batching on, what holds still holds, none still breaks, and the
+// broken rungs' breaks go either way.
+func TestExpectedBatched(t *testing.T) {
+	for _, v := range Variants {
+		for _, sc := range ScenarioNames() {
+			plain, ok := Expected(v, sc)
+			got, okB := ExpectedBatched(v, sc)
+			if ok != okB {
+				t.Fatalf("%s × %s: in the matrix %v, batched %v", v, sc, ok, okB)
+			}
+			want := plain
+			if plain == Breaks && v != "none" && v != "attendee" {
+				want = Either
+			}
+			if got != want {
+				t.Errorf("%s × %s batched: %q, want %q (unbatched %q)", v, sc, got, want, plain)
+			}
+		}
+	}
+	for _, c := range [][2]string{{"none", Clean}, {"lua+fence", PauseInCriticalSection}, {"redlock+fence", PauseInCriticalSection}, {"redlock", Clean}} {
+		want := Holds
+		if c[0] == "none" {
+			want = Breaks
+		}
+		if got, _ := ExpectedBatched(c[0], c[1]); got != want {
+			t.Errorf("%s × %s batched: %q, want %q", c[0], c[1], got, want)
+		}
+	}
+}

@@ -51,6 +51,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		instances = fs.Int("instances", 3, "app instances")
 		nodes     = fs.Int("nodes", 5, "Redis nodes")
 		appBin    = fs.String("app-bin", "", "storefront binary (default: go build the module found from the working directory)")
+		batch     = fs.Bool("batch", false, "run every variant with batching under one lease on (the app's -batch)")
 		strict    = fs.Bool("strict", false, "also fail when a variant expected to break held")
 		out       = fs.String("out", "out/chaos", "directory for chaos.json, chaos.html and the histories")
 		verbose   = fs.Bool("v", false, "log what the runner and the nemesis do on stderr")
@@ -88,7 +89,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	rep, err := loadtest.RunChaos(ctx, loadtest.ChaosConfig{
 		Variants: split(*variants), Faults: split(*faults), Duration: *duration, Seed: *seed, Rate: *rate,
-		LockTTL: *lockTTL, LockWait: *lockWait, OutDir: *out, Logger: logger,
+		LockTTL: *lockTTL, LockWait: *lockWait, OutDir: *out, Logger: logger, Batch: *batch,
 		Local: loadtest.LocalConfig{Instances: *instances, Nodes: *nodes, AppBin: *appBin, Logger: logger},
 	})
 	if err != nil {

@@ -6,6 +6,7 @@
 //	go run ./loadtest/cmd/loadtest -targets http://127.0.0.1:8080 -admin-token T -scenarios clean
 //	go run ./loadtest/cmd/loadtest -variants attendee -judge-as lua -strict   # is the rung you wrote right yet?
 //	go run ./loadtest/cmd/loadtest -sweep          # one hot SKU at 200, 500, 1000 req/s for none, lua, redlock, redlock+fence
+//	go run ./loadtest/cmd/loadtest -sweep -batch -db postgres://…   # the same with orders batched under one lease, on PostgreSQL
 //
 // Exit status: 0 when every cell did what docs/design.md expects; 1 when a cell
 // that must hold broke, a cell could not be judged, or (with -strict) a cell
@@ -63,6 +64,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		appBin      = fs.String("app-bin", "", "storefront binary to run (default: go build the module found from the working directory)")
 		module      = fs.String("module", "", "flashsale module root to build from (default: found from the working directory)")
 		fast        = fs.Bool("fast", true, "the locks' speed layer in every cell; false runs exactly the taught code (retry after a random delay, each rung's own release), with the same expected outcomes")
+		batch       = fs.Bool("batch", false, "run every cell (every -sweep step) with batching under one lease on; the cells are judged as batching expects (the broken rungs' breaks become either way); off, it is off everywhere")
+		dbURL       = fs.String("db", "", "database of the instances started: empty for a SQLite file beside the logs, or a postgres:// URL (its tables are reset every cell)")
 		watchdog    = fs.Bool("watchdog", false, "turn the lease watchdog on in every cell (long-work is then judged as long-work-watchdog); off, only long-work-watchdog has it")
 		unawareArgs = fs.String("unaware-args", strings.Join(loadtest.DefaultUnawareArgs, " "), "storefront arguments that turn Redlock restart awareness off")
 
@@ -118,6 +121,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		LockTTL:     *lockTTL,
 		Watchdog:    *watchdog,
 		Taught:      !*fast,
+		Batch:       *batch,
 		Targets:     split(*targets),
 		AdminToken:  *adminToken,
 		RedisURLs:   split(*redisURLs),
@@ -130,6 +134,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			LockTTL:     *lockTTL,
 			LockWait:    *lockWait,
 			UnawareArgs: strings.Fields(*unawareArgs),
+			DB:          *dbURL,
 			Logger:      logger,
 		},
 		OutDir: *out,

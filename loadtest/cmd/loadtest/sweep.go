@@ -22,7 +22,7 @@ func runSweep(ctx context.Context, cfg loadtest.Config, set map[string]bool, rat
 		return fail(2, fmt.Errorf("-sweep starts its own instances and has no scenarios: -targets, -cells and -scenarios do not apply"))
 	}
 	sc := loadtest.SweepConfig{
-		Variants: loadtest.SweepVariants, WorkMS: workMS, Seed: cfg.Seed,
+		Variants: loadtest.SweepVariants, WorkMS: workMS, Seed: cfg.Seed, Batch: cfg.Batch,
 		Local: cfg.Local, Progress: cfg.Progress, Logger: cfg.Logger,
 	}
 	if workMS == 0 {
