@@ -44,6 +44,7 @@ type readRef struct {
 type lab struct {
 	title   string
 	body    string
+	sweeps  [][]string // load-runner sweeps beside the lab's command
 	cells   []cell
 	reads   []readRef
 	command []string // the words after "go run ./loadtest/cmd/loadtest"
@@ -152,6 +153,11 @@ func labs(t *testing.T) []lab {
 		for _, f := range fences(sec[1]) {
 			line := strings.TrimSpace(f)
 			if rest, ok := strings.CutPrefix(line, runnerCmd); ok {
+				if strings.Contains(rest, " -sweep") {
+					// A sweep measures speed; it runs no cells.
+					l.sweeps = append(l.sweeps, strings.Fields(rest))
+					continue
+				}
 				if l.command != nil {
 					t.Fatalf("%s: more than one load-runner command", l.title)
 				}
@@ -260,6 +266,14 @@ func TestLabCommands(t *testing.T) {
 	_, runner := binaries(t)
 	fs := helpOf(t, runner)
 	for _, l := range labs(t) {
+		for _, sweep := range l.sweeps {
+			for _, w := range sweep {
+				name, _, _ := strings.Cut(strings.TrimLeft(w, "-"), "=")
+				if _, ok := fs.takesValue[name]; strings.HasPrefix(w, "-") && !ok {
+					t.Errorf("%s: -%s is not a flag of the load runner", l.title, name)
+				}
+			}
+		}
 		if l.command == nil {
 			t.Errorf("%s: no `%s …` command", l.title, runnerCmd)
 			continue

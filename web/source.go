@@ -117,7 +117,7 @@ var ladder = []variantInfo{
 	},
 	{
 		name: "attendee", showsWith: "clean",
-		why: "Your rung (docs/workshop.md, Lab 14), shipped with two flaws. Its acquire reads SET NX's redis.Nil the way GET's " +
+		why: "Your rung (docs/workshop.md, Lab 15), shipped with two flaws. Its acquire reads SET NX's redis.Nil the way GET's " +
 			"is read, as \"no such key\"; for SET NX it means nothing was set because someone holds the lock, so as shipped " +
 			"everyone gets in and it breaks like no lock at all (clean). Its release then checks with GET and deletes with " +
 			"DEL, get-del's flaw (pause-between-release-steps). Fix both in lock/attendee.go, restart the server, and run it " +
