@@ -237,11 +237,11 @@ func Scenarios(ttl time.Duration) []Scenario {
 }
 
 // failoverScenario is the failover column. Its times are the failover's,
-// not the lease TTL's: the sentinels call a master down after a second of
-// silence and need a few more to agree and promote, so the first holder's
-// critical section must outlast that for the second holder to meet it, and
-// the lease must outlast the critical section (a lease that expires under
-// its holder would break lua by itself, failover or not).
+// not the lease TTL's: the sentinels call a master down after three seconds
+// of silence and need one or two more to agree and promote, so the first
+// holder's critical section must outlast that for the second holder to
+// meet it, and the lease must outlast the critical section (a lease that
+// expires under its holder would break lua by itself, failover or not).
 func failoverScenario() Scenario {
 	return Scenario{
 		Name: Failover,
@@ -258,7 +258,7 @@ func failoverScenario() Scenario {
 
 // failoverWork and failoverTTL: see failoverScenario.
 const (
-	failoverWork = 8000
+	failoverWork = 10000
 	failoverTTL  = 30 * time.Second
 )
 

@@ -21,7 +21,7 @@ var ErrNoRedisServer = errors.New("localredis: a Sentinel cluster needs redis-se
 
 // SentinelOptions configures StartSentinel. The zero value is one master,
 // one replica and three sentinels, quorum two, that fail over a master
-// silent for a second.
+// silent for three seconds.
 type SentinelOptions struct {
 	// MasterName is the name the sentinels monitor the master under.
 	// Default "flashsale".
@@ -29,8 +29,8 @@ type SentinelOptions struct {
 	// Sentinels is how many sentinels to start. Default 3.
 	Sentinels int
 	// DownAfter is how long the master must be silent before a sentinel
-	// calls it down (down-after-milliseconds). Default 1s: a lab waits for
-	// a failover, not for production's 30s.
+	// calls it down (down-after-milliseconds). Default and least 3s
+	// (minDownAfter): a lab waits for a failover, not for production's 30s.
 	DownAfter time.Duration
 	// FailoverTimeout is the sentinels' failover-timeout; a sentinel will
 	// not fail the same master over again within twice this. Default 5s.
@@ -41,6 +41,18 @@ type SentinelOptions struct {
 	// Logger receives start and stop messages. Default slog.Default().
 	Logger *slog.Logger
 }
+
+// minDownAfter is the shortest down-after-milliseconds StartSentinel uses.
+// At a failover's end each sentinel drops its link to the old master and
+// opens one to the promoted node, which must then answer within down-after,
+// or the sentinel calls the new master down and fails over again, to
+// whatever replica it has: at that moment the emptied old master, coming
+// back. A sentinel reconnects and pings on a one-second period, so at 1s
+// one late tick on a busy machine is enough. Seen in a test run: a second
+// failover 1.007s after the first, the promoted node answering 62 ms later,
+// and Heal waiting for a replication link the sentinels had just turned
+// around. Three seconds leave two periods of margin.
+const minDownAfter = 3 * time.Second
 
 // SentinelCluster is one Redis master with one replica, watched by
 // sentinels that promote the replica when the master dies: the usual
@@ -70,9 +82,7 @@ func StartSentinel(ctx context.Context, opts SentinelOptions) (_ *SentinelCluste
 	if opts.Sentinels <= 0 {
 		opts.Sentinels = 3
 	}
-	if opts.DownAfter <= 0 {
-		opts.DownAfter = time.Second
-	}
+	opts.DownAfter = max(opts.DownAfter, minDownAfter)
 	if opts.FailoverTimeout <= 0 {
 		opts.FailoverTimeout = 5 * time.Second
 	}
