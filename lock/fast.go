@@ -22,7 +22,9 @@ import (
 //     deleted or expires, not a random delay; waiters of one process take
 //     turns, one try per release;
 //   - a waiting line per hot key across processes (fast_line.go): a release
-//     wakes the process at the head of the line, not every process;
+//     wakes the process at the head of the line, not every process, and
+//     puts the releasing process behind it, so one that comes straight
+//     back for the key (a batch's next lease) waits its turn;
 //   - a hand-over within a process (fast_handover.go): a release with a
 //     waiter of the same process passes the lease to it in one atomic step,
 //     the rung's hand-over script (in the rung's own file), in place of the
@@ -226,6 +228,10 @@ func (w *waker) join(key string, by *Locker, lined bool) *keyWait {
 	if opened {
 		kw = &keyWait{turn: make(chan struct{}, 1), freed: make(chan struct{}), given: make(chan *Lease, 1),
 			line: lined && w.line != nil, by: by}
+		if kw.line && w.hasPlace(key) {
+			kw.queued = true // a release here took this place for us
+		}
+		delete(w.placed, key)
 		w.keys[key] = kw
 	}
 	kw.mixed = kw.mixed || kw.by != by

@@ -134,9 +134,19 @@ func (w *waker) toLine(key string) {
 		delete(w.contended, key)
 		ok = false
 	}
-	requeue := kw != nil && !kw.queued
+	// A process that woke another's head takes a place behind it, whether
+	// or not anyone waits here yet: its next waiter comes back within
+	// microseconds (a batch, a loop) and would otherwise win the lock again
+	// before the woken head could try, for as long as it keeps coming back.
+	requeue := kw == nil || !kw.queued
+	ask := kw != nil || ok
+	if ask && kw == nil {
+		// Taken before the line answers: the next waiter here may come
+		// before the answer does. passed gives it back if the line is empty.
+		w.placed[key] = time.Now()
+	}
 	w.mu.Unlock()
-	if kw != nil || ok {
+	if ask {
 		w.line.next(key, requeue, w.passed)
 	}
 }
@@ -151,6 +161,9 @@ func (w *waker) passed(key, head string, requeued bool) {
 	w.mu.Lock()
 	kw := w.keys[key]
 	requeue, deaf := false, false
+	if kw == nil && head == "" {
+		delete(w.placed, key) // nobody to stand behind
+	}
 	if kw != nil {
 		switch head {
 		case "", w.line.id: // no place of ours is left in the line
@@ -169,7 +182,9 @@ func (w *waker) passed(key, head string, requeued bool) {
 	case "":
 		w.freed(key)
 	case w.line.id:
-		w.line.next(key, requeue, w.passed)
+		// Our own place, stale: wake the next head, and take a place
+		// behind it as toLine asked, unless someone here still waits.
+		w.line.next(key, requeue || kw == nil, w.passed)
 	}
 }
 
@@ -186,6 +201,7 @@ func (w *waker) handoff(key string, empty bool) {
 		kw.streak, kw.queued, kw.head = 0, false, false
 		kw.wake()
 	}
+	delete(w.placed, key) // the line reached it: nobody here holds it now
 	w.contended[key] = time.Now()
 	w.mu.Unlock()
 	if deaf {

@@ -52,6 +52,11 @@ type waker struct {
 	// was woken by the key's line: its releases wake the line's head for a
 	// TTL after that (passOn).
 	contended map[string]time.Time
+	// placed is, by Redis lock key, when a release here that woke another
+	// process's head also put this process at the back of the key's line,
+	// with nobody here waiting (toLine): the next waiter here takes that
+	// place rather than trying at once, so the head it woke goes first.
+	placed map[string]time.Time
 }
 
 // subscription is one node's pub/sub connection and its keyspace prefix.
@@ -124,7 +129,7 @@ func (kw *keyWait) wake() {
 func newWaker(cfg *config, nodes []*node) *waker {
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &waker{ctx: ctx, cancel: cancel, keys: map[string]*keyWait{}, held: map[string]*Lease{}, subscribed: map[string]int{},
-		confirmed: map[string]chan struct{}{}, contended: map[string]time.Time{}}
+		confirmed: map[string]chan struct{}{}, contended: map[string]time.Time{}, placed: map[string]time.Time{}}
 	if !cfg.notifications {
 		return w
 	}
@@ -269,12 +274,25 @@ func (w *waker) resync(key string) {
 	}()
 }
 
-// waiting reports whether anyone in this process waits for the key; a
-// newcomer then queues behind them instead of barging in.
+// waiting reports whether anyone in this process waits for the key, or
+// this process has a place in the key's line that a release here took for
+// it (placed); a newcomer then queues instead of barging in.
 func (w *waker) waiting(key string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.keys[key] != nil
+	return w.keys[key] != nil || w.hasPlace(key)
+}
+
+// hasPlace reports a place in the key's line taken by a release here within
+// a TTL (the line itself expires a TTL after its last join). Called with mu
+// held.
+func (w *waker) hasPlace(key string) bool {
+	at, ok := w.placed[key]
+	if ok && time.Since(at) > w.line.ttl {
+		delete(w.placed, key)
+		ok = false
+	}
+	return ok
 }
 
 func (w *waker) close() {

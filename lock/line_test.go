@@ -372,3 +372,106 @@ func TestStalePlaceNeverStrandsAWaiter(t *testing.T) {
 		})
 	}
 }
+
+// A process that releases a hot key and comes straight back for it (a
+// batch of orders, a loop) must not take it again ahead of the process its
+// release woke: the release puts it at the back of the line, behind that
+// head. Two instances, one client each, both already seen in the key's
+// line: their grants take turns. Without the place behind the head, the
+// releaser's next try, microseconds after its release, beats the woken
+// head's every time, and the other instance waits out whole streaks.
+func TestReleaserQueuesBehindTheHeadItWoke(t *testing.T) {
+	c := shared(t)
+	for _, variant := range []string{lock.Lua, lock.Redlock} {
+		t.Run(variant, func(t *testing.T) {
+			a := newEnv(t, c)
+			a.voting()
+			b, err := lock.NewLockers(redistest.Options(c), lock.WithNamespace(a.ns), lock.WithNodeTimeout(100*time.Millisecond))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			al := a.locker(variant)
+			bl, err := b.Get(variant)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			acquire := func(l *lock.Locker) <-chan *lock.Lease {
+				got := make(chan *lock.Lease, 1)
+				go func() {
+					lease, err := l.Acquire(ctx, "hot")
+					if err != nil {
+						t.Error(err)
+					}
+					got <- lease
+				}()
+				return got
+			}
+			// Each instance meets the line once: b waits in it while a
+			// holds the key, then a while b holds it.
+			held, err := al.Acquire(ctx, "hot")
+			if err != nil {
+				t.Fatal(err)
+			}
+			toB := acquire(bl)
+			a.queued("hot", 2*time.Second)
+			_ = held.Release(ctx)
+			heldB := <-toB
+			toA := acquire(al)
+			a.inLine("hot", 2, 2*time.Second) // b's place, stale now, and a's
+			_ = heldB.Release(ctx)
+			first := <-toA
+			if first == nil || heldB == nil {
+				t.FailNow()
+			}
+
+			// Now both come straight back for the key, over and over.
+			var mu sync.Mutex
+			var order []int
+			stop := time.Now().Add(time.Second)
+			var wg sync.WaitGroup
+			for i, l := range []*lock.Locker{al, bl} {
+				wg.Go(func() {
+					lease := first
+					if i == 1 {
+						lease = nil
+					}
+					for time.Now().Before(stop) {
+						if lease == nil {
+							var err error
+							if lease, err = l.Acquire(ctx, "hot"); err != nil {
+								t.Error(err)
+								return
+							}
+						}
+						mu.Lock()
+						order = append(order, i)
+						mu.Unlock()
+						time.Sleep(time.Millisecond) // the critical section
+						_ = lease.Release(ctx)
+						lease = nil
+					}
+				})
+			}
+			wg.Wait()
+			streak, longest := 0, 0
+			for n, i := range order {
+				if n > 0 && order[n-1] == i {
+					streak++
+				} else {
+					streak = 1
+				}
+				longest = max(longest, streak)
+			}
+			t.Logf("%d grants, longest run by one instance %d", len(order), longest)
+			if len(order) < 20 {
+				t.Fatalf("only %d grants in a second", len(order))
+			}
+			if longest > 3 {
+				t.Errorf("one instance took the key %d times in a row while the other's head waited", longest)
+			}
+		})
+	}
+}

@@ -147,9 +147,11 @@ return place`)
 
 	// wakeHead takes the head of a key's line and tells it, by a message on
 	// its own channel, that the lock was released; the caller's own id is
-	// only returned, not published. A caller whose own waiters still wait
-	// goes to the back of the line in the same step, once another process
-	// was woken (the line is not empty then, so a release will come).
+	// only returned, not published. A caller that will want the key again
+	// (its own waiters still wait, or it may come straight back) goes to the
+	// back of the line in the same step, unless it stands in it already,
+	// once another process was woken (the line is not empty then, so a
+	// release will come).
 	// KEYS[1] line; ARGV[1] channel prefix, ARGV[2] message (the lock key),
 	// ARGV[3] the caller's id, ARGV[4] the id to put back ("" for none),
 	// ARGV[5] line TTL ms. Returns the head's id, or "" for an empty line.
@@ -160,7 +162,7 @@ if not head then
 end
 if head ~= ARGV[3] then
 	redis.call("publish", ARGV[1] .. head, ARGV[2])
-	if ARGV[4] ~= "" then
+	if ARGV[4] ~= "" and not redis.call("lpos", KEYS[1], ARGV[4]) then
 		redis.call("rpush", KEYS[1], ARGV[4])
 		redis.call("pexpire", KEYS[1], ARGV[5])
 	end
