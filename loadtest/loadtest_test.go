@@ -263,8 +263,10 @@ func (w testWriter) Write(p []byte) (int, error) {
 var repeat = flag.Int("loadtest.repeat", 0, "run the breaking cells of the taught matrix this many times, seeds 1..N, and report how often each broke (minutes per run)")
 
 // How reliably each "breaks" cell breaks with the speed layer off: every
-// one must break in at least 19 of 20 seeded runs. Minutes per run, so only
-// with -loadtest.repeat=N.
+// one must break in at least 19 of 20 seeded runs. About half a minute a
+// run, so only on demand:
+//
+//	go test ./loadtest -run TestTaughtBreaksRepeatably -v -args -loadtest.repeat=20
 func TestTaughtBreaksRepeatably(t *testing.T) {
 	if *repeat == 0 {
 		t.Skip("-loadtest.repeat=N runs it")
