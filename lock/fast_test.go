@@ -50,16 +50,7 @@ func TestSpeedLayerSwitch(t *testing.T) {
 				}
 				holder := mustAcquire(t, l, "k", time.Second)
 				sets := e.setCalls()
-				got := make(chan *lock.Lease, 1)
-				go func() {
-					wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-					defer cancel()
-					lease, err := l.Acquire(wctx, "k")
-					if err != nil {
-						t.Error(err)
-					}
-					got <- lease
-				}()
+				got := acquireAsync(ctx, t, l, "k", 5*time.Second)
 				if fast {
 					e.queued("k", 2*time.Second)
 				} else {

@@ -57,10 +57,11 @@ func shared(t testing.TB) *localredis.Cluster {
 // env is one test's view of a cluster: its lockers, its namespace and a raw
 // client per node to look at what the locks left in Redis.
 type env struct {
-	t   testing.TB
-	ls  *lock.Lockers
-	ns  string
-	raw []*redis.Client
+	t     testing.TB
+	ls    *lock.Lockers
+	ns    string
+	nodes []*redis.Options
+	raw   []*redis.Client
 }
 
 func newEnv(t testing.TB, c *localredis.Cluster, opts ...lock.Option) *env {
@@ -79,7 +80,7 @@ func newEnvOn(t testing.TB, nodes []*redis.Options, opts ...lock.Option) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, ls: ls, ns: ns}
+	e := &env{t: t, ls: ls, ns: ns, nodes: nodes}
 	for _, o := range nodes {
 		e.raw = append(e.raw, redis.NewClient(o))
 	}
@@ -90,6 +91,20 @@ func newEnvOn(t testing.TB, nodes []*redis.Options, opts ...lock.Option) *env {
 		}
 	})
 	return e
+}
+
+// instance is another app instance on the env's nodes and namespace, as a
+// separate process would be: its own connections, waiting rooms and place
+// in a key's line. It is closed when the test ends.
+func (e *env) instance(opts ...lock.Option) *lock.Lockers {
+	e.t.Helper()
+	base := []lock.Option{lock.WithNamespace(e.ns), lock.WithNodeTimeout(100 * time.Millisecond)}
+	ls, err := lock.NewLockers(e.nodes, append(base, opts...)...)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { _ = ls.Close() })
+	return ls
 }
 
 // voting waits until a quorum of nodes may vote: a node sits out its first
@@ -163,6 +178,23 @@ func (e *env) await(i int, key string, within time.Duration, ok func(time.Durati
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// acquireAsync acquires key with l in the background, waiting at most
+// within: the channel gets the lease, or nil once the test has been told
+// why there is none.
+func acquireAsync(ctx context.Context, t testing.TB, l *lock.Locker, key string, within time.Duration) <-chan *lock.Lease {
+	got := make(chan *lock.Lease, 1)
+	go func() {
+		wctx, cancel := context.WithTimeout(ctx, within)
+		defer cancel()
+		lease, err := l.Acquire(wctx, key)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- lease
+	}()
+	return got
 }
 
 // waitGone waits until the lock key has left node i (expired or deleted).

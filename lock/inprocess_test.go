@@ -30,14 +30,7 @@ func TestInProcessNodes(t *testing.T) {
 			if _, err := l.TryAcquire(ctx, name); !isBusy(err) {
 				t.Fatalf("second acquire while held: got %v, want ErrNotAcquired", err)
 			}
-			got := make(chan *lock.Lease, 1)
-			go func() {
-				lease, err := l.Acquire(ctx, name)
-				if err != nil {
-					t.Error(err)
-				}
-				got <- lease
-			}()
+			got := acquireAsync(ctx, t, l, name, 10*time.Second)
 			if err := first.Release(ctx); err != nil {
 				t.Fatalf("release: %v", err)
 			}

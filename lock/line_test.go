@@ -19,11 +19,7 @@ func TestLineServesEveryInstance(t *testing.T) {
 	c := shared(t)
 	a := newEnv(t, c)
 	a.voting()
-	b, err := lock.NewLockers(redistest.Options(c), lock.WithNamespace(a.ns), lock.WithNodeTimeout(100*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := a.instance()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	var inside atomic.Int32
@@ -91,11 +87,7 @@ func TestDeadHeadDoesNotStrandTheLine(t *testing.T) {
 	_ = dead.Close()
 
 	// A live waiter elsewhere, behind the dead head.
-	live, err := lock.NewLockers(redistest.Options(c), lock.WithNamespace(e.ns), lock.WithNodeTimeout(100*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer live.Close()
+	live := e.instance()
 	ll, _ := live.Get(lock.Redlock)
 	got := make(chan error, 1)
 	go func() {
@@ -129,11 +121,7 @@ func TestUnseenWaiterWakesAtRelease(t *testing.T) {
 		t.Run(variant, func(t *testing.T) {
 			a := newEnv(t, c)
 			a.voting()
-			bl, err := lock.NewLockers(redistest.Options(c), lock.WithNamespace(a.ns), lock.WithNodeTimeout(100*time.Millisecond), noTimers)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer bl.Close()
+			bl := a.instance(noTimers)
 			ctx := context.Background()
 			holder := mustAcquire(t, a.locker(variant), "k", time.Second)
 			waiter, _ := bl.Get(variant)
@@ -174,11 +162,7 @@ func TestOnlyTheHeadOfAnEmptyLineListens(t *testing.T) {
 			holder := mustAcquire(t, a.locker(variant), "k", time.Second)
 			got := make(chan error, 2)
 			for i := range 2 {
-				ls, err := lock.NewLockers(redistest.Options(c), lock.WithNamespace(a.ns), lock.WithNodeTimeout(100*time.Millisecond), noTimers)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer ls.Close()
+				ls := a.instance(noTimers)
 				l, _ := ls.Get(variant)
 				go func() {
 					wctx, cancel := context.WithTimeout(ctx, 3*time.Second)
@@ -222,11 +206,7 @@ func TestStreakEndKeepsTheWaitersPlace(t *testing.T) {
 		t.Run(variant, func(t *testing.T) {
 			a := newEnv(t, c, noTimers)
 			a.voting()
-			b, err := lock.NewLockers(redistest.Options(c), lock.WithNamespace(a.ns), lock.WithNodeTimeout(100*time.Millisecond), noTimers)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer b.Close()
+			b := a.instance(noTimers)
 			al := a.locker(variant)
 			bl, err := b.Get(variant)
 			if err != nil {
@@ -386,11 +366,7 @@ func TestReleaserQueuesBehindTheHeadItWoke(t *testing.T) {
 		t.Run(variant, func(t *testing.T) {
 			a := newEnv(t, c)
 			a.voting()
-			b, err := lock.NewLockers(redistest.Options(c), lock.WithNamespace(a.ns), lock.WithNodeTimeout(100*time.Millisecond))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer b.Close()
+			b := a.instance()
 			al := a.locker(variant)
 			bl, err := b.Get(variant)
 			if err != nil {
@@ -398,17 +374,7 @@ func TestReleaserQueuesBehindTheHeadItWoke(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			acquire := func(l *lock.Locker) <-chan *lock.Lease {
-				got := make(chan *lock.Lease, 1)
-				go func() {
-					lease, err := l.Acquire(ctx, "hot")
-					if err != nil {
-						t.Error(err)
-					}
-					got <- lease
-				}()
-				return got
-			}
+			acquire := func(l *lock.Locker) <-chan *lock.Lease { return acquireAsync(ctx, t, l, "hot", 10*time.Second) }
 			// Each instance meets the line once: b waits in it while a
 			// holds the key, then a while b holds it.
 			held, err := al.Acquire(ctx, "hot")
