@@ -19,16 +19,25 @@ import (
 // polling storm. It subscribes to a key's events only while someone here
 // waits for it and no line wakes them: an uncontended lock causes no
 // notification traffic at all, and a hot key in line causes none either.
+//
+// Its rooms are plain memory; what talks to Redis is its listening: a
+// pub/sub connection and a goroutine per node, and the subscription to this
+// process's line channel. That runs only while the speed layer is on
+// (listen, quiet): with the layer off nothing here opens a connection.
 type waker struct {
 	cancel context.CancelFunc
-	ctx    context.Context
-	wg     sync.WaitGroup
-	subs   []subscription
+	ctx    context.Context // done when the lockers close
+	nodes  []*node
 	line   *line // the Redlock key lines (fast_line.go); nil without notifications
 	// subMu is held while a key's subscription is brought in line with its
-	// waiting room (sync); subscribed is, under it, the keys subscribed now.
+	// waiting room (sync), and while listening starts or stops; under it,
+	// subscribed is the keys subscribed now, subs the nodes' pub/sub
+	// connections while listening (nil otherwise), and stop ends them.
 	subMu      sync.Mutex
 	subscribed map[string]int // how many of subs, from the first, listen
+	subs       []subscription
+	stop       context.CancelFunc
+	wg         sync.WaitGroup // the listening goroutines
 	// confirmed is, by channel, closed when the node confirms a
 	// subscription to it: only then is no later event missed.
 	confirmed map[string]chan struct{}
@@ -128,13 +137,31 @@ func (kw *keyWait) wake() {
 
 func newWaker(cfg *config, nodes []*node) *waker {
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &waker{ctx: ctx, cancel: cancel, keys: map[string]*keyWait{}, held: map[string]*Lease{}, subscribed: map[string]int{},
+	w := &waker{ctx: ctx, cancel: cancel, nodes: nodes, keys: map[string]*keyWait{}, held: map[string]*Lease{}, subscribed: map[string]int{},
 		confirmed: map[string]chan struct{}{}, contended: map[string]time.Time{}, placed: map[string]time.Time{}}
-	if !cfg.notifications {
-		return w
+	if cfg.notifications {
+		w.line = newLine(cfg, nodes[0])
 	}
-	w.line = newLine(cfg, nodes[0])
-	for i, n := range nodes {
+	return w
+}
+
+// listen starts hearing keyspace events and this process's line channel,
+// unless it hears them already or notifications are off: a pub/sub
+// connection per node (the first one subscribed to the line channel at
+// once, the others only while a key's room needs them) and a goroutine
+// reading each. A new connection's handshake turns the node's keyspace
+// notifications on (restart.go), so it is only now, with the speed layer
+// on, that the app configures them. Rooms already open are subscribed
+// again.
+func (w *waker) listen() {
+	w.subMu.Lock()
+	defer w.subMu.Unlock()
+	if w.line == nil || w.stop != nil || w.ctx.Err() != nil {
+		return
+	}
+	ctx, stop := context.WithCancel(w.ctx)
+	w.stop = stop
+	for i, n := range w.nodes {
 		c := n.rdb
 		sub := subscription{ps: c.Subscribe(ctx), prefix: fmt.Sprintf("__keyspace@%d__:", c.Options().DB)}
 		if i == 0 {
@@ -144,40 +171,67 @@ func newWaker(cfg *config, nodes []*node) *waker {
 			scancel()
 		}
 		w.subs = append(w.subs, sub)
-		w.wg.Go(func() {
-			defer sub.ps.Close()
-			ch := sub.ps.ChannelWithSubscriptions()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case msg, ok := <-ch:
-					if !ok {
-						return
-					}
-					m, ok := msg.(*redis.Message)
-					if !ok {
-						if s, ok := msg.(*redis.Subscription); ok && s.Kind == "subscribe" {
-							w.confirm(s.Channel)
-						}
-						continue
-					}
-					if m.Channel == w.line.channel {
-						w.handoff(m.Payload, false)
-						continue
-					}
-					key := strings.TrimPrefix(m.Channel, sub.prefix)
-					switch m.Payload {
-					case "del":
-						w.deleted(key)
-					case "expired", "evicted":
-						w.freed(key)
-					}
-				}
-			}
-		})
+		w.wg.Go(func() { w.hear(ctx, sub) })
 	}
-	return w
+	w.mu.Lock()
+	open := make([]string, 0, len(w.keys))
+	for key := range w.keys {
+		open = append(open, key)
+	}
+	w.mu.Unlock()
+	for _, key := range open {
+		w.resync(key)
+	}
+}
+
+// quiet stops listening: every pub/sub connection closes and its goroutine
+// ends. Waiters still in a room fall back to their timers.
+func (w *waker) quiet() {
+	w.subMu.Lock()
+	defer w.subMu.Unlock()
+	if w.stop == nil {
+		return
+	}
+	w.stop()
+	w.wg.Wait()
+	w.stop, w.subs = nil, nil
+	clear(w.subscribed)
+}
+
+// hear reads one node's pub/sub connection until ctx ends: a key deleted or
+// expired wakes its room, a message on the line channel is this process's
+// turn (fast_line.go).
+func (w *waker) hear(ctx context.Context, sub subscription) {
+	defer sub.ps.Close()
+	ch := sub.ps.ChannelWithSubscriptions()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case msg, ok := <-ch:
+			if !ok {
+				return
+			}
+			m, ok := msg.(*redis.Message)
+			if !ok {
+				if s, ok := msg.(*redis.Subscription); ok && s.Kind == "subscribe" {
+					w.confirm(s.Channel)
+				}
+				continue
+			}
+			if m.Channel == w.line.channel {
+				w.handoff(m.Payload, false)
+				continue
+			}
+			key := strings.TrimPrefix(m.Channel, sub.prefix)
+			switch m.Payload {
+			case "del":
+				w.deleted(key)
+			case "expired", "evicted":
+				w.freed(key)
+			}
+		}
+	}
 }
 
 // sync subscribes to the key's events on the first node that answers while a
@@ -224,7 +278,9 @@ func (w *waker) sync(key string) {
 			break
 		}
 	}
-	w.subscribed[key] = n
+	if n > 0 { // not listening (speed layer off): listen subscribes it later
+		w.subscribed[key] = n
+	}
 }
 
 // subscribe subscribes s to channel and waits, 100 ms at most, until the
@@ -298,7 +354,7 @@ func (w *waker) hasPlace(key string) bool {
 func (w *waker) close() {
 	w.cancel()
 	w.syncs.Wait()
-	w.wg.Wait()
+	w.quiet()
 }
 
 func (w *waker) freed(key string) {

@@ -31,16 +31,3 @@ func (v luaFence) acquire(ctx context.Context, at gap, k keys, value string, ttl
 	}
 	return grant{validity: ttl, token: token}, nil
 }
-
-// handOver is lua's hand-over (lua.go) that draws the next holder's token
-// in the same step, as acquire draws it.
-func (v luaFence) handOver(ctx context.Context, k keys, from, to string, ttl time.Duration) (grant, error) {
-	token, err := passLeaseFenced.Run(ctx, v.rdb, []string{k.lock, k.fence}, from, to, ttl.Milliseconds()).Uint64()
-	if err != nil {
-		return grant{}, down(v.rdb, err)
-	}
-	if token == 0 {
-		return grant{}, ErrNotHeld
-	}
-	return grant{validity: ttl, token: token}, nil
-}

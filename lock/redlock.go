@@ -109,23 +109,6 @@ func (r *redlock) release(ctx context.Context, _ gap, k keys, value string) erro
 	return nil
 }
 
-// handOver is the release and the next acquire fused, used only by the
-// speed layer when a waiter of this same process is next (lua.go says why
-// it is as safe as the two): on each node the key passes from the holder's
-// value to the next holder's in one script, and the new lease counts as an
-// acquire does, steps 1 to 5, from when the scripts were sent.
-func (r *redlock) handOver(ctx context.Context, k keys, from, to string, ttl time.Duration) (grant, error) {
-	start := time.Now()
-	votes := r.ask(ctx, func(n instance, reply func(answer)) {
-		n.eval(ctx, passLease, []string{k.lock}, []string{from, to, ms(ttl)}, reply)
-	}, r.decided)
-	validity, err := r.enough("acquire", k, to, start, ttl, votes)
-	if err != nil {
-		return grant{}, err
-	}
-	return grant{validity: validity}, nil
-}
-
 // extend renews the lease on every node with the compare-and-pexpire
 // script: a quorum must renew it, and the validity is counted again as in
 // steps 3 and 4.

@@ -28,12 +28,6 @@ func (r redlockFence) acquire(ctx context.Context, at gap, k keys, value string,
 	return r.fencedTake(ctx, at, k, value, ttl, acquireFenced, []string{value, ms(ttl)})
 }
 
-// handOver is redlock's hand-over (redlock.go) that draws the next holder's
-// token and writes it back as acquire does.
-func (r redlockFence) handOver(ctx context.Context, k keys, from, to string, ttl time.Duration) (grant, error) {
-	return r.fencedTake(ctx, noGap, k, to, ttl, passLeaseFenced, []string{from, to, ms(ttl)})
-}
-
 // fencedTake is steps 1 to 5 of redlock's acquire with s in place of SET NX
 // PX, a script that takes the lock and draws a token on each node, and one
 // step more: the largest token of the quorum is written back before the

@@ -50,30 +50,6 @@ if tonumber(redis.call("get", KEYS[2]) or "0") < tonumber(ARGV[2]) then
 end
 return 1`)
 
-	// passLease hands the lock from its holder straight to the next holder
-	// in one atomic step: the compare-and-delete of a release and the SET NX
-	// of the acquire that would follow it, with no moment between them in
-	// which a third client could take the key. KEYS[1] lock; ARGV[1] the
-	// holder's value, ARGV[2] the next holder's value, ARGV[3] ttl ms.
-	// Returns 1 if the lock passed, 0 if it was not the holder's any more.
-	passLease = newScript(`
-if redis.call("get", KEYS[1]) ~= ARGV[1] then
-	return 0
-end
-redis.call("set", KEYS[1], ARGV[2], "PX", ARGV[3])
-return 1`)
-
-	// passLeaseFenced is passLease for the fenced variants: the next holder's
-	// token is drawn in the same step, as acquireFenced draws it.
-	// KEYS[1] lock, KEYS[2] fence counter; ARGV as passLease. Returns the
-	// token, or 0 if the lock was not the holder's any more.
-	passLeaseFenced = newScript(`
-if redis.call("get", KEYS[1]) ~= ARGV[1] then
-	return 0
-end
-redis.call("set", KEYS[1], ARGV[2], "PX", ARGV[3])
-return redis.call("incr", KEYS[2])`)
-
 	// recordTTL records a client's lease TTL on a node as max(record, ttl),
 	// so that a restarted node sits out the largest TTL any client uses
 	// (restart.go). KEYS[1] the record; ARGV[1] ttl ms. Returns the record.
