@@ -72,18 +72,16 @@ func (v luaFence) handOver(ctx context.Context, k keys, from, to string, ttl tim
 // from when the scripts were sent.
 func (r *redlock) handOver(ctx context.Context, k keys, from, to string, ttl time.Duration) (grant, error) {
 	start := time.Now()
-	votes := r.ask(ctx, func(n instance, reply func(answer)) {
-		n.eval(ctx, passLease, []string{k.lock}, []string{from, to, ms(ttl)}, reply)
-	}, r.decided)
-	validity, err := r.enough("acquire", k, to, start, ttl, votes)
+	votes := r.ask(ctx, passLease.call([]string{k.lock}, from, to, ms(ttl)), r.majority())
+	g, err := r.lease("acquire", k, votes, start, ttl)
 	if err != nil {
-		return grant{}, err
+		r.unlock(k, to)
 	}
-	return grant{validity: validity}, nil
+	return g, err
 }
 
 // handOver is redlock+fence's (redlock_fence.go): redlock's, drawing the
 // next holder's token and writing it back as its acquire does.
 func (r redlockFence) handOver(ctx context.Context, k keys, from, to string, ttl time.Duration) (grant, error) {
-	return r.fencedTake(ctx, noGap, k, to, ttl, passLeaseFenced, []string{from, to, ms(ttl)})
+	return r.fenced(ctx, noGap, k, to, ttl, passLeaseFenced.call([]string{k.lock, k.fence}, from, to, ms(ttl)))
 }

@@ -41,8 +41,11 @@ type keys struct {
 
 // grant is what one successful acquire attempt of a variant yields.
 type grant struct {
-	validity time.Duration // how long the lease is safe to use from now
-	token    uint64        // fencing token; meaningful only when fenced
+	// validity is how long the lease is safe to use, counted from the
+	// moment the attempt's first command was sent (Locker.try's start),
+	// for every rung: the TTL for one node, TTL − drift for Redlock.
+	validity time.Duration
+	token    uint64 // fencing token; meaningful only when fenced
 }
 
 // gap is a fault point between two steps of a variant's operation. It returns

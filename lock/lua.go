@@ -34,6 +34,14 @@ func (v luaLock) acquire(ctx context.Context, at gap, k keys, value string, ttl 
 	return grant{validity: ttl}, nil
 }
 
+// compareAndDelete deletes the lock only if it still carries our value, in
+// one atomic step. KEYS[1] lock; ARGV[1] owner value. Returns 1 if deleted.
+var compareAndDelete = newScript(`
+if redis.call("get", KEYS[1]) == ARGV[1] then
+	return redis.call("del", KEYS[1])
+end
+return 0`)
+
 func (v luaLock) release(ctx context.Context, _ gap, k keys, value string) error {
 	n, err := compareAndDelete.Run(ctx, v.rdb, []string{k.lock}, value).Int()
 	if err != nil {
@@ -44,6 +52,15 @@ func (v luaLock) release(ctx context.Context, _ gap, k keys, value string) error
 	}
 	return nil
 }
+
+// compareAndPexpire renews the lock only if it still carries our value, in
+// one atomic step. KEYS[1] lock; ARGV[1] owner value, ARGV[2] ttl in ms.
+// Returns 1 if renewed.
+var compareAndPexpire = newScript(`
+if redis.call("get", KEYS[1]) == ARGV[1] then
+	return redis.call("pexpire", KEYS[1], ARGV[2])
+end
+return 0`)
 
 func (v luaLock) extend(ctx context.Context, k keys, value string, ttl time.Duration) (time.Duration, error) {
 	n, err := compareAndPexpire.Run(ctx, v.rdb, []string{k.lock}, value, ttl.Milliseconds()).Int()
