@@ -39,8 +39,8 @@ import (
 // acquireFast, Release is releaseFast, ExpectedWait answers, the waker
 // listens (a pub/sub connection and a goroutine per node, this process's
 // line channel subscribed), and a node's keyspace notifications are turned
-// on (notify-keyspace-events gains K, g and x) by the first connection to
-// each of its incarnations. Off: Acquire is retry.go's loop, Release is the
+// on (notify-keyspace-events gains K, g and x) by the first connection made
+// to each of its incarnations while the layer is on. Off: Acquire is retry.go's loop, Release is the
 // rung's own release, ExpectedWait is zero, the waker does not listen (its
 // connections close when switched off at run time) and no notification
 // setting is made; the waiting rooms, lines and hand-over scripts are never

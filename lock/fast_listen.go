@@ -39,7 +39,7 @@ func (w *waker) listen() {
 		c := n.rdb
 		sub := subscription{ps: c.Subscribe(ctx), prefix: fmt.Sprintf("__keyspace@%d__:", c.Options().DB)}
 		if i == 0 {
-			// This process's wake-ups from the Redlock key lines (fast_line.go).
+			// This process's wake-ups from the keys' waiting lines (fast_line.go).
 			sctx, scancel := context.WithTimeout(ctx, time.Second)
 			_ = sub.ps.Subscribe(sctx, w.line.channel)
 			scancel()
@@ -141,7 +141,7 @@ func (w *waker) sync(key string) {
 		return
 	}
 	// The first node's events are enough: it is the single-node variants'
-	// node and holds the Redlock lines, and one node deleting a Redlock key
+	// node and holds the waiting lines, and one node deleting a Redlock key
 	// means its holder released it. Every event wakes every process that
 	// listens, so listening to five nodes costs five wake-ups per release
 	// in each waiting process: on a busy machine, CPU the holder needs. The
@@ -194,7 +194,7 @@ func (w *waker) confirm(channel string) {
 	}
 }
 
-// resync brings the key's subscription in line with its room off the
+// resync matches the key's subscription to its room off the
 // caller's path, after the room's need of the key's events changed.
 func (w *waker) resync(key string) {
 	w.syncs.Add(1)

@@ -25,8 +25,8 @@ type waker struct {
 	cancel context.CancelFunc
 	ctx    context.Context // done when the lockers close
 	nodes  []*node
-	line   *line // the Redlock key lines (fast_line.go); nil without notifications
-	// subMu is held while a key's subscription is brought in line with its
+	line   *line // the keys' waiting lines (fast_line.go); nil without notifications
+	// subMu is held while a key's subscription is matched to its
 	// waiting room (sync), and while listening starts or stops; under it,
 	// subscribed is the keys subscribed now, subs the nodes' pub/sub
 	// connections while listening (nil otherwise), and stop ends them.
