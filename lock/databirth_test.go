@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"flashsale/internal/localredis"
-	"flashsale/internal/redistest"
+	"flashsale/internal/testsupport"
 	"flashsale/lock"
 )
 
@@ -27,13 +27,13 @@ func TestPromotedReplicaSitsOut(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 			defer cancel()
 			sc, fo := startSentinel(ctx, t)
-			plain := redistest.Start(t, 4, localredis.Options{})
+			plain := testsupport.Redis(t, 4, localredis.Options{})
 			// Long enough for the failover, which takes seconds, to end
 			// inside the first lease's validity.
 			const ttl = 15 * time.Second
 			opts := []lock.Option{lock.WithSentinel(fo), lock.WithTTL(ttl), lock.WithRestartAwareness(aware),
 				lock.WithNodeTimeout(200 * time.Millisecond)}
-			first := newEnvOn(t, redistest.Options(plain), opts...)
+			first := newEnvOn(t, testsupport.Options(t, plain), opts...)
 			if aware {
 				// Every node's data are born at its start: the sit-out of a
 				// first start passes before the test begins.
@@ -46,7 +46,7 @@ func TestPromotedReplicaSitsOut(t *testing.T) {
 			}
 
 			// A process that starts only now.
-			second := newEnvOn(t, redistest.Options(plain), append(opts, lock.WithNamespace(first.ns))...)
+			second := newEnvOn(t, testsupport.Options(t, plain), append(opts, lock.WithNamespace(first.ns))...)
 			secondHolder(t, aware, second.locker(lock.Redlock), held)
 		})
 	}
@@ -58,7 +58,7 @@ func TestPromotedReplicaSitsOut(t *testing.T) {
 func TestFlushedNodeSitsOut(t *testing.T) {
 	for _, aware := range []bool{true, false} {
 		t.Run(fmt.Sprintf("aware=%v", aware), func(t *testing.T) {
-			c := redistest.Start(t, 5, localredis.Options{})
+			c := testsupport.Redis(t, 5, localredis.Options{})
 			const ttl = 3 * time.Second
 			opts := []lock.Option{lock.WithTTL(ttl), lock.WithRestartAwareness(aware)}
 			first := newEnv(t, c, opts...)
@@ -67,7 +67,7 @@ func TestFlushedNodeSitsOut(t *testing.T) {
 			if err := first.raw[2].FlushAll(context.Background()).Err(); err != nil {
 				t.Fatal(err)
 			}
-			second := newEnvOn(t, redistest.Options(c), append(opts, lock.WithNamespace(first.ns))...)
+			second := newEnvOn(t, testsupport.Options(t, c), append(opts, lock.WithNamespace(first.ns))...)
 			secondHolder(t, aware, second.locker(lock.Redlock), held)
 		})
 	}

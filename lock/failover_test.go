@@ -12,7 +12,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"flashsale/internal/localredis"
-	"flashsale/internal/redistest"
 	"flashsale/internal/testsupport"
 	"flashsale/lock"
 )
@@ -104,7 +103,7 @@ func acquireThroughFailover(ctx context.Context, t *testing.T, l *lock.Locker, k
 // follow it.
 func startSentinel(ctx context.Context, t *testing.T) (*localredis.SentinelCluster, *redis.FailoverOptions) {
 	t.Helper()
-	redistest.Require(t)
+	testsupport.RequireRedis(t)
 	sc, err := localredis.StartSentinel(ctx, localredis.SentinelOptions{Logger: testsupport.Logger()})
 	if err != nil {
 		t.Fatalf("StartSentinel: %v", err)
