@@ -32,6 +32,7 @@ import (
 
 	"flashsale/handlers"
 	"flashsale/internal/broker"
+	"flashsale/internal/cli"
 	"flashsale/internal/history"
 	"flashsale/internal/localredis"
 	"flashsale/inventory"
@@ -110,17 +111,6 @@ func (f *optionalFloat) Set(s string) error {
 	}
 	f.v, f.set = v, true
 	return nil
-}
-
-// splitList splits a comma-separated flag value, dropping empty items.
-func splitList(s string) []string {
-	var out []string
-	for _, v := range strings.Split(s, ",") {
-		if v = strings.TrimSpace(v); v != "" {
-			out = append(out, v)
-		}
-	}
-	return out
 }
 
 // parseConfig reads flags, falling back to FLASHSALE_* variables, then to the
@@ -267,8 +257,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	if !orderRate.set && c.production {
 		c.orderRate = productionOrderRate
 	}
-	c.trustedProxies = splitList(proxies)
-	if err := c.resolveVariants(splitList(variants)); err != nil {
+	c.trustedProxies = cli.Split(proxies)
+	if err := c.resolveVariants(cli.Split(variants)); err != nil {
 		return c, err
 	}
 	return c, nil

@@ -12,6 +12,7 @@ import (
 
 	"flashsale/handlers"
 	"flashsale/loadtest"
+	"flashsale/loadtest/cluster"
 	"flashsale/lock"
 )
 
@@ -191,11 +192,11 @@ func (w *Runner) runSequence(r *workshopRun, base, appBin string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	notes := slog.New(&noteHandler{run: r})
-	var env *loadtest.Local
+	var env *cluster.Local
 	if appBin != "" {
 		r.emit(event{"type": "note", "message": "starting the sequence's own environment: 5 Redis nodes and 3 app instances"})
 		var err error
-		env, err = loadtest.StartLocal(ctx, loadtest.LocalConfig{AppBin: appBin, LockTTL: sequenceTTL, Logger: notes})
+		env, err = cluster.StartLocal(ctx, cluster.LocalConfig{AppBin: appBin, LockTTL: sequenceTTL, Logger: notes})
 		if err != nil {
 			w.finishSequence(r, fmt.Errorf("starting the sequence's environment: %w", err))
 			return

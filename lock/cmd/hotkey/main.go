@@ -47,6 +47,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"flashsale/internal/clock"
 	"flashsale/internal/localredis"
 	"flashsale/lock"
 )
@@ -211,7 +212,7 @@ func bench(ctx context.Context, s settings, log *slog.Logger) (*Report, error) {
 	// A node younger than the TTL (and a little drift) does not vote: it
 	// cannot tell a first start from a restart that lost its locks.
 	log.Info("waiting for the nodes to age past the lease TTL", "ttl", s.ttl)
-	if !sleep(ctx, time.Until(born.Add(s.ttl+time.Second))) {
+	if !clock.Sleep(ctx, time.Until(born.Add(s.ttl+time.Second))) {
 		return nil, ctx.Err()
 	}
 	solo, err := newSolo(ctx, s, nodes, log)
@@ -383,16 +384,4 @@ func (so *solo) measure(ctx context.Context, variant string) (time.Duration, err
 		}
 	}
 	return total / soloPairs, nil
-}
-
-// sleep waits for d or until ctx ends, and reports whether it slept it all.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
