@@ -365,7 +365,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	live := broker.New(lockers.Clients(), cfg.namespace, log, metrics.StreamDropped)
 	svc, err := inventory.New(ctx, db, lockers, inventory.Config{
 		Production: cfg.production, LockWait: cfg.lockWait, Logger: log, Batch: cfg.batch, BatchMax: cfg.batchMax,
-		Notify: func(c inventory.Change) { live.Publish(c); hist.Change(c) },
+		Notify: func(c inventory.Change) { live.Publish(c); hist.Change(history.Change(c)) },
 	})
 	if err != nil {
 		return err

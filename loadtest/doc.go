@@ -27,9 +27,10 @@
 // By default the runner starts what it attacks (cluster.StartLocal): real
 // redis-server nodes, reached through toxiproxy proxies, and three
 // storefront processes on one SQLite file; it stops them, by PID, when done.
-// The scenarios and their faults are in matrix.go, the expected outcomes in
-// expected.go, one cell's steps in cell.go; what happens to the Redis nodes
-// during an attack is package cluster's. The sweep and the chaos run are
+// The scenarios and their faults are in matrix.go; the expected outcomes are
+// the ladder's (lock/ladder.go), read in expected.go; one cell's steps are in
+// cell.go; what happens to the Redis nodes during an attack is package
+// cluster's. The sweep and the chaos run are
 // packages of their own (sweep, chaos) on the same parts: storefront (the
 // HTTP client), traffic (what is sent and the tally) and output.
 package loadtest
