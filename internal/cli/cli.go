@@ -3,7 +3,10 @@
 package cli
 
 import (
+	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 )
@@ -44,4 +47,22 @@ func Pick(sel string, known []string) ([]string, error) {
 		return nil, fmt.Errorf("empty selection %q", sel)
 	}
 	return out, nil
+}
+
+// Parse parses a command's flags from args and refuses positional
+// arguments. ok is true when the command should go on; otherwise exit is
+// its exit status: 0 after -h, 2 after a flag that does not parse (which
+// fs has already reported) or an argument it does not take.
+func Parse(fs *flag.FlagSet, args []string, stderr io.Writer) (exit int, ok bool) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0, false
+		}
+		return 2, false
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "%s: unexpected arguments %q\n", fs.Name(), fs.Args())
+		return 2, false
+	}
+	return 0, true
 }

@@ -60,15 +60,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		verbose   = fs.Bool("v", false, "log what the runner and the nemesis do on stderr")
 		check     = fs.String("check", "", "judge a kept run's directory again (its chaos.json, histories and database) instead of running")
 	)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "chaos: unexpected arguments %q\n", fs.Args())
-		return 2
+	if exit, ok := cli.Parse(fs, args, stderr); !ok {
+		return exit
 	}
 	level := slog.LevelWarn
 	if *verbose {

@@ -15,7 +15,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -85,15 +84,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fmt.Fprintf(stderr, "usage: loadtest [flags]\n\nRuns every lock variant under every fault scenario with vegeta and judges each cell against the expected outcomes of docs/design.md.\n\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "loadtest: unexpected arguments %q\n", fs.Args())
-		return 2
+	if exit, ok := cli.Parse(fs, args, stderr); !ok {
+		return exit
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })

@@ -47,6 +47,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"flashsale/internal/cli"
 	"flashsale/internal/clock"
 	"flashsale/internal/localredis"
 	"flashsale/lock"
@@ -112,18 +113,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "usage: hotkey [flags]\n\nMeasures the lock on one hot key with contenders in several OS processes.\n\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if exit, ok := cli.Parse(fs, args, stderr); !ok {
+		return exit
 	}
 	bad := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "hotkey: "+format+"\n", a...)
 		return 2
-	}
-	if fs.NArg() > 0 {
-		return bad("unexpected arguments %q", fs.Args())
 	}
 	for p := range strings.SplitSeq(*procs, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(p))
