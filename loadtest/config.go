@@ -83,7 +83,7 @@ type Config struct {
 	// Local configures the environment started when Targets is empty.
 	Local cluster.LocalConfig
 	// Env, when set (and Targets empty), is an environment already started
-	// by StartLocal to run the cells in instead of starting one; Run leaves
+	// by cluster.StartLocal to run the cells in instead of starting one; Run leaves
 	// it running. A caller running cells one Run at a time (each with its
 	// own rate and duration) pays for the environment once.
 	Env *cluster.Local
