@@ -131,10 +131,7 @@ func Scenarios(ttl time.Duration) []Scenario {
 			MinDuration: 5 * ttl / 2,
 		}
 		if unaware {
-			s.Name = NodeRestartUnaware
-			s.Doc = "as node-restart, on app instances started with Redlock restart awareness off"
-			s.Unaware = true
-			s.Only = []string{"redlock", "redlock+fence"}
+			return unawareTwin(s, NodeRestartUnaware)
 		}
 		return s
 	}
@@ -235,11 +232,16 @@ func failoverScenario(unaware bool) Scenario {
 		Only:        []string{"none", "setnx-expire", "get-del", "plain-del", "lua", "redlock", "lua+check", "lua+fence", "redlock+fence", "db-guard", "redis-stock"},
 	}
 	if unaware {
-		s.Name = FailoverUnaware
-		s.Doc = "as failover, on app instances started with Redlock restart awareness off"
-		s.Unaware = true
-		s.Only = []string{"redlock", "redlock+fence"}
+		return unawareTwin(s, FailoverUnaware)
 	}
+	return s
+}
+
+// unawareTwin is scenario s, named name, on app instances started with
+// Redlock restart awareness off: the Redlock rungs only.
+func unawareTwin(s Scenario, name string) Scenario {
+	s.Doc = fmt.Sprintf("as %s, on app instances started with Redlock restart awareness off", s.Name)
+	s.Name, s.Unaware, s.Only = name, true, []string{"redlock", "redlock+fence"}
 	return s
 }
 
