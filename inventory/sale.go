@@ -272,34 +272,3 @@ func (s *Service) product(ctx context.Context, sku string) (Product, error) {
 	}
 	return p, nil
 }
-
-// orderByKey finds the order the user's Idempotency-Key already made. found
-// with a nil error means: the same request, replay it.
-func (s *Service) orderByKey(ctx context.Context, user, key, hash string) (o Order, found bool, err error) {
-	if key == "" {
-		return Order{}, false, nil
-	}
-	err = s.db.WithContext(ctx).Where("user_name = ? AND idempotency_key = ?", user, key).Take(&o).Error
-	switch {
-	case errors.Is(err, gorm.ErrRecordNotFound):
-		return Order{}, false, nil
-	case err != nil:
-		return Order{}, false, fmt.Errorf("read order by idempotency key: %w", err)
-	case o.RequestHash != hash:
-		return Order{}, false, fmt.Errorf("%w: key %q", ErrIdempotencyKeyReused, key)
-	}
-	return o, true, nil
-}
-
-// duplicateOrder resolves a unique violation on insert: only the user's
-// idempotency key is unique on orders, so a concurrent twin won the race.
-func (s *Service) duplicateOrder(ctx context.Context, user, key, hash string) (Order, bool, error) {
-	o, found, err := s.orderByKey(context.WithoutCancel(ctx), user, key, hash)
-	if err != nil {
-		return Order{}, false, err
-	}
-	if !found {
-		return Order{}, false, errors.New("insert order: duplicate key, but no order carries the idempotency key")
-	}
-	return o, true, nil
-}
