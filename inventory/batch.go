@@ -14,7 +14,7 @@ import (
 // hot SKU sells at most one order per hold (a hold is about 2 ms here), whatever the
 // lock. With it (Config.Batch, SetBatch), the orders for one SKU that arrive
 // in this process while the SKU's lock is busy here wait together in the
-// SKU's line. One goroutine per busy line, its driver, takes the lease; once
+// SKU's queue. One goroutine per busy queue, its driver, takes the lease; once
 // it holds it, it takes every order waiting (oldest first, at most
 // BatchMax) and serves them as one sale:
 //
@@ -55,36 +55,36 @@ import (
 const DefaultBatchMax = 64
 
 // SetBatch switches batching on or off for the orders that arrive from now
-// on; the lines already waiting are served as they are.
+// on; the queues already waiting are served as they are.
 func (s *Service) SetBatch(on bool) { s.batch.Store(on) }
 
 // Batch reports whether orders are batched under one lease.
 func (s *Service) Batch() bool { return s.batch.Load() }
 
-// batched reports whether an order under locker joins its SKU's line: with
+// batched reports whether an order under locker joins its SKU's queue: with
 // batching on, for the rungs whose guard is the lock.
 func (s *Service) batched(locker *lock.Locker) bool {
 	return s.batch.Load() && locker.Guard() == lock.GuardLock
 }
 
-// buyBatched puts the order in its SKU's line, starting the line's driver
+// buyBatched puts the order in its SKU's queue, starting the queue's driver
 // if nobody here is acquiring or holding the SKU's lock, and waits for the
 // answer, for the request to end or for its lock-wait budget, whichever
 // comes first. An order that leaves before a batch took it is not written.
 func (s *Service) buyBatched(ctx context.Context, p Purchase, hash string, sale int64, locker *lock.Locker) (Order, bool, error) {
 	o := &batchOrder{ctx: ctx, p: p, hash: hash, sale: sale, deadline: time.Now().Add(s.lockWait), answer: make(chan answer, 1)}
 	key := locker.Name() + " " + p.SKU
-	b := &s.lines
+	b := &s.queues
 	b.mu.Lock()
-	line, busy := b.lines[key]
+	queue, busy := b.queues[key]
 	if !busy {
-		line = &batchLine{}
-		b.lines[key] = line
+		queue = &batchQueue{}
+		b.queues[key] = queue
 	}
-	line.waiting = append(line.waiting, o)
+	queue.waiting = append(queue.waiting, o)
 	b.mu.Unlock()
 	if !busy {
-		go s.drive(key, line, locker, p.SKU)
+		go s.drive(key, queue, locker, p.SKU)
 	}
 	budget := time.NewTimer(time.Until(o.deadline))
 	defer budget.Stop()
@@ -95,9 +95,9 @@ func (s *Service) buyBatched(ctx context.Context, p Purchase, hash string, sale 
 	case <-ctx.Done():
 		gone = fmt.Errorf("waiting for lock sku:%s: %w", p.SKU, context.Cause(ctx))
 	case <-budget.C:
-		gone = fmt.Errorf("%w: sku:%s not obtained within %v: waited in its line", ErrLockBusy, p.SKU, s.lockWait)
+		gone = fmt.Errorf("%w: sku:%s not obtained within %v: waited in its queue", ErrLockBusy, p.SKU, s.lockWait)
 	}
-	if b.leave(line, o) {
+	if b.leave(queue, o) {
 		return Order{}, false, gone
 	}
 	a := <-o.answer // a batch took it first: its answer stands

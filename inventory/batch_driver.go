@@ -7,15 +7,15 @@ import (
 	"flashsale/lock"
 )
 
-// drive serves the line until nobody waits in it: acquire the SKU's lock
-// (waiting at most as long as the most patient order in line), take the
-// batch, sell it, release, again. A busy lock leaves the line to the
+// drive serves the queue until nobody waits in it: acquire the SKU's lock
+// (waiting at most as long as the most patient order in the queue), take the
+// batch, sell it, release, again. A busy lock leaves the queue to the
 // budgets; a crash or unreachable nodes answer everyone waiting, as each
 // would have been answered alone.
-func (s *Service) drive(key string, line *batchLine, locker *lock.Locker, sku string) {
+func (s *Service) drive(key string, queue *batchQueue, locker *lock.Locker, sku string) {
 	name := "sku:" + sku
 	for {
-		deadline, ok := s.lines.next(key, line, s.lockWait)
+		deadline, ok := s.queues.next(key, queue, s.lockWait)
 		if !ok {
 			return
 		}
@@ -24,11 +24,11 @@ func (s *Service) drive(key string, line *batchLine, locker *lock.Locker, sku st
 		cancel()
 		if err != nil {
 			if err = s.acquireError(context.Background(), locker, name, err); !errors.Is(err, ErrLockBusy) {
-				s.lines.take(line, 0, err)
+				s.queues.take(queue, 0, err)
 			}
 			continue
 		}
-		batch := s.lines.take(line, s.batchMax, nil)
+		batch := s.queues.take(queue, s.batchMax, nil)
 		if len(batch) == 0 { // everyone left while the lease was on its way
 			rctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
 			_ = lease.Release(rctx) // nothing was done under it: an error changes nothing

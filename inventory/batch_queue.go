@@ -7,19 +7,19 @@ import (
 	"time"
 )
 
-// batchLines are the lines of the SKUs whose lock is busy in this process,
-// by variant and SKU. A line is in the map exactly while its driver runs.
-type batchLines struct {
-	mu    sync.Mutex
-	lines map[string]*batchLine
+// batchQueues are the queues of the SKUs whose lock is busy in this process,
+// by variant and SKU. A queue is in the map exactly while its driver runs.
+type batchQueues struct {
+	mu     sync.Mutex
+	queues map[string]*batchQueue
 }
 
-// batchLine is the orders waiting for one SKU's next lease, oldest first.
-type batchLine struct {
+// batchQueue is the orders waiting for one SKU's next lease, oldest first.
+type batchQueue struct {
 	waiting []*batchOrder
 }
 
-// batchOrder is one request in a line. Once taken (by a batch, or answered
+// batchOrder is one request in a queue. Once taken (by a batch, or answered
 // by the driver) it must wait for its answer; before that, it may leave.
 type batchOrder struct {
 	ctx      context.Context
@@ -27,7 +27,7 @@ type batchOrder struct {
 	hash     string
 	sale     int64
 	deadline time.Time   // arrival + lock-wait budget
-	taken    bool        // guarded by batchLines.mu
+	taken    bool        // guarded by batchQueues.mu
 	answer   chan answer // buffered: the driver never blocks on it
 }
 
@@ -38,16 +38,16 @@ type answer struct {
 	err    error
 }
 
-// leave takes o out of its line unless it was taken already.
-func (b *batchLines) leave(line *batchLine, o *batchOrder) bool {
+// leave takes o out of its queue unless it was taken already.
+func (b *batchQueues) leave(queue *batchQueue, o *batchOrder) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if o.taken {
 		return false
 	}
-	for i, w := range line.waiting {
+	for i, w := range queue.waiting {
 		if w == o {
-			line.waiting = append(line.waiting[:i], line.waiting[i+1:]...)
+			queue.waiting = append(queue.waiting[:i], queue.waiting[i+1:]...)
 			break
 		}
 	}
@@ -56,14 +56,14 @@ func (b *batchLines) leave(line *batchLine, o *batchOrder) bool {
 
 // next answers busy the waiters whose budget has run out and returns the
 // latest budget of the others: how long the next lease is worth waiting
-// for. With nobody waiting, the line is closed (removed from the map, so
+// for. With nobody waiting, the queue is closed (removed from the map, so
 // the next order starts a new driver) and ok is false.
-func (b *batchLines) next(key string, line *batchLine, lockWait time.Duration) (deadline time.Time, ok bool) {
+func (b *batchQueues) next(key string, queue *batchQueue, lockWait time.Duration) (deadline time.Time, ok bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := time.Now()
-	kept := line.waiting[:0]
-	for _, o := range line.waiting {
+	kept := queue.waiting[:0]
+	for _, o := range queue.waiting {
 		if !now.Before(o.deadline) {
 			o.taken = true
 			o.answer <- answer{err: fmt.Errorf("%w: sku:%s not obtained within %v", ErrLockBusy, o.p.SKU, lockWait)}
@@ -72,10 +72,10 @@ func (b *batchLines) next(key string, line *batchLine, lockWait time.Duration) (
 		kept = append(kept, o)
 		deadline = o.deadline
 	}
-	clear(line.waiting[len(kept):])
-	line.waiting = kept
+	clear(queue.waiting[len(kept):])
+	queue.waiting = kept
 	if len(kept) == 0 {
-		delete(b.lines, key)
+		delete(b.queues, key)
 		return time.Time{}, false
 	}
 	return deadline, true
@@ -83,16 +83,16 @@ func (b *batchLines) next(key string, line *batchLine, lockWait time.Duration) (
 
 // take removes up to n waiting orders, oldest first, for one batch; or
 // answers every waiting order with err, when err is not nil.
-func (b *batchLines) take(line *batchLine, n int, err error) []*batchOrder {
+func (b *batchQueues) take(queue *batchQueue, n int, err error) []*batchOrder {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	n = min(n, len(line.waiting))
+	n = min(n, len(queue.waiting))
 	if err != nil {
-		n = len(line.waiting)
+		n = len(queue.waiting)
 	}
 	batch := make([]*batchOrder, n)
-	copy(batch, line.waiting)
-	line.waiting = append(line.waiting[:0], line.waiting[n:]...)
+	copy(batch, queue.waiting)
+	queue.waiting = append(queue.waiting[:0], queue.waiting[n:]...)
 	for _, o := range batch {
 		o.taken = true
 		if err != nil {

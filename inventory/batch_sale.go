@@ -12,17 +12,11 @@ import (
 )
 
 // sellBatch is the sale of one batch: read, allot, work, write, as the
-// package comment above says. It returns each order's answer, or one error
+// overview in batch.go says. It returns each order's answer, or one error
 // that answers the whole batch (a stale fence, a crash, a lost lease, a
 // failed write).
 func (s *Service) sellBatch(ctx context.Context, lease *lock.Lease, locker *lock.Locker, sku string, batch []*batchOrder) ([]answer, error) {
-	token, fenced := lease.Token()
-	if fenced {
-		if err := s.registerFence(ctx, "products", "sku = ?", token, sku); err != nil {
-			return nil, err
-		}
-	}
-	prod, err := s.product(ctx, sku)
+	prod, err := s.readFenced(ctx, lease, sku)
 	if err != nil {
 		return nil, err
 	}
@@ -56,8 +50,7 @@ func (s *Service) sellBatch(ctx context.Context, lease *lock.Lease, locker *lock
 			}
 			first[uk] = i
 		}
-		if o.p.Qty > left {
-			answers[i].err = fmt.Errorf("%w: %s has %d left, %d asked", ErrSoldOut, sku, left, o.p.Qty)
+		if answers[i].err = soldOut(sku, left, o.p.Qty); answers[i].err != nil {
 			continue
 		}
 		left -= o.p.Qty

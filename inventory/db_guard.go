@@ -1,6 +1,10 @@
 package inventory
 
-import "flashsale/lock"
+import (
+	"fmt"
+
+	"flashsale/lock"
+)
 
 // db-guard: the sale without any lock. A lock rung writes what its holder
 // read (stock read − qty; store_writes.go), so only the lock keeps two
@@ -53,4 +57,20 @@ func (s *Service) writeFor(locker *lock.Locker) stockWrite {
 // own answer.
 func (s *Service) caught(locker *lock.Locker) bool {
 	return s.production && locker.Guard() == lock.GuardLock
+}
+
+// guardedDecrement is db-guard's stock write: qty off the SKU's row in
+// place, and only while the row still has qty. The database applies it
+// atomically, so a decrement that would go below zero changes no row, and
+// refused is the answer then.
+func guardedDecrement(sku string, sale, qty int64) (q string, args []any, refused error) {
+	return "UPDATE products SET stock = stock - ? WHERE sku = ? AND sale = ? AND stock >= ?", []any{qty, sku, sale, qty},
+		fmt.Errorf("%w: %s (the database guard refused the decrement)", ErrSoldOut, sku)
+}
+
+// guardedBooking adds db-guard's condition to the seat write q: the seat is
+// not booked yet, so a second booking changes no row and is refused.
+func guardedBooking(q string, args []any, b *Booking) (string, []any, error) {
+	return q + " AND booked = ?", append(args, false),
+		fmt.Errorf("%w: %s %s (the database guard refused a second booking)", ErrSeatTaken, b.EventID, b.Seat)
 }

@@ -16,25 +16,20 @@ import (
 // returns the stock after the write; replay when the Idempotency-Key found
 // an earlier order; a gorm.ErrDuplicatedKey for the caller to resolve.
 func (s *Service) buy(ctx context.Context, p Purchase, hash string, sale int64, lease *lock.Lease, locker *lock.Locker) (order Order, replay bool, after int64, err error) {
-	token, fenced := lease.Token()
-	if fenced {
-		if err := s.registerFence(ctx, "products", "sku = ?", token, p.SKU); err != nil {
-			return Order{}, false, 0, err
-		}
+	prod, err := s.readFenced(ctx, lease, p.SKU)
+	if err != nil {
+		return Order{}, false, 0, err
 	}
 	if o, found, err := s.orderByKey(ctx, p.User, p.IdempotencyKey, hash); err != nil || found {
 		return o, found, 0, err
 	}
-	prod, err := s.product(ctx, p.SKU)
-	if err != nil {
+	if err := soldOut(p.SKU, prod.Stock, p.Qty); err != nil {
 		return Order{}, false, 0, err
-	}
-	if prod.Stock < p.Qty {
-		return Order{}, false, 0, fmt.Errorf("%w: %s has %d left, %d asked", ErrSoldOut, p.SKU, prod.Stock, p.Qty)
 	}
 	if err := s.doWork(ctx, lease); err != nil {
 		return Order{}, false, 0, err
 	}
+	token, fenced := lease.Token()
 	order = newOrder(p, hash, locker, prod.PriceCents, token, fenced)
 	after, err = s.commitOrder(ctx, sale, prod.Stock, token, fenced, s.writeFor(locker), s.caught(locker), &order)
 	return order, false, after, err
@@ -114,8 +109,8 @@ func (s *Service) Buy(ctx context.Context, p Purchase) (order Order, replay bool
 	}
 	// Sold out already: no need to queue for the lock. The check under the
 	// lock is the one that counts; this one only sheds load.
-	if prod.Stock < p.Qty {
-		return Order{}, false, fmt.Errorf("%w: %s has %d left, %d asked", ErrSoldOut, p.SKU, prod.Stock, p.Qty)
+	if err := soldOut(p.SKU, prod.Stock, p.Qty); err != nil {
+		return Order{}, false, err
 	}
 	sale := prod.Sale // read before the lock: the sale this request began in
 	if s.batched(locker) {
@@ -271,4 +266,27 @@ func (s *Service) product(ctx context.Context, sku string) (Product, error) {
 		return Product{}, fmt.Errorf("read product: %w", err)
 	}
 	return p, nil
+}
+
+// readFenced is how a lock rung's sale of one SKU begins under its lease,
+// for one order or a batch: register the holder's fencing token on the
+// SKU's row (fenced rungs only), then read the product whose stock the
+// sale checks and writes.
+func (s *Service) readFenced(ctx context.Context, lease *lock.Lease, sku string) (Product, error) {
+	if token, fenced := lease.Token(); fenced {
+		if err := s.registerFence(ctx, "products", "sku = ?", token, sku); err != nil {
+			return Product{}, err
+		}
+	}
+	return s.product(ctx, sku)
+}
+
+// soldOut is the answer to qty units of sku when left remain, nil when
+// they suffice: the check before the lock, the one under it that counts,
+// and a batch's allotment.
+func soldOut(sku string, left, qty int64) error {
+	if qty > left {
+		return fmt.Errorf("%w: %s has %d left, %d asked", ErrSoldOut, sku, left, qty)
+	}
+	return nil
 }

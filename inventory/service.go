@@ -89,7 +89,7 @@ type Service struct {
 	keys       storeKeys // redis-stock's keys on the first node
 	batch      atomic.Bool
 	batchMax   int
-	lines      batchLines // the SKUs whose lock is busy here, with the orders waiting for it
+	queues     batchQueues // the SKUs whose lock is busy here, with the orders waiting for it
 }
 
 // New migrates the schema and returns the service. A database without any
@@ -111,7 +111,7 @@ func New(ctx context.Context, db *gorm.DB, lockers *lock.Lockers, cfg Config) (*
 		return nil, fmt.Errorf("inventory: migrate: %w", err)
 	}
 	s := &Service{db: db, lockers: lockers, production: cfg.Production, lockWait: cfg.LockWait, log: cfg.Logger, notify: cfg.Notify,
-		keys: storeKeys{ns: lockers.Namespace()}, batchMax: cfg.BatchMax, lines: batchLines{lines: map[string]*batchLine{}}}
+		keys: storeKeys{ns: lockers.Namespace()}, batchMax: cfg.BatchMax, queues: batchQueues{queues: map[string]*batchQueue{}}}
 	s.batch.Store(cfg.Batch)
 	if err := s.seed(ctx); err != nil {
 		return nil, fmt.Errorf("inventory: seed: %w", err)

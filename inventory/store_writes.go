@@ -30,8 +30,7 @@ func (s *Service) commitOrder(ctx context.Context, sale, read int64, token uint6
 		var guardErr error
 		switch w {
 		case writeGuarded:
-			q, args = "UPDATE products SET stock = stock - ? WHERE sku = ? AND sale = ? AND stock >= ?", []any{qty, sku, sale, qty}
-			guardErr = fmt.Errorf("%w: %s (the database guard refused the decrement)", ErrSoldOut, sku)
+			q, args, guardErr = guardedDecrement(sku, sale, qty)
 		case writeInPlace:
 			q, args = "UPDATE products SET stock = stock - ? WHERE sku = ? AND sale = ?", []any{qty, sku, sale}
 		}
@@ -62,8 +61,7 @@ func (s *Service) commitBooking(ctx context.Context, b *Booking, sale int64, tok
 		q, args := "UPDATE seats SET booked = ? WHERE event_id = ? AND label = ? AND sale = ?", []any{true, b.EventID, b.Seat, sale}
 		var guardErr error
 		if guarded {
-			q, args = q+" AND booked = ?", append(args, false)
-			guardErr = fmt.Errorf("%w: %s %s (the database guard refused a second booking)", ErrSeatTaken, b.EventID, b.Seat)
+			q, args, guardErr = guardedBooking(q, args, b)
 		}
 		r := refusal{table: "seats", where: "event_id = ? AND label = ?", id: []any{b.EventID, b.Seat},
 			sale: sale, token: token, fenced: fenced, guardErr: guardErr, caught: caught}
