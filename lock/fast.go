@@ -55,8 +55,9 @@ import (
 // unchanged. Switched off at run time, a notification setting already made
 // stays on the node; nothing listens to it.
 //
-// What it may change: who tries next and when, how commands travel, and
-// when a caller gives up early. What it never does: grant. Every lease is
+// What it may change: who tries next and when, a release and the next
+// acquire fused into one hand-over, and when a caller gives up early. What
+// it never does: grant. Every lease is
 // the rung's own acquire, or the rung's declared hand-over, which checks
 // the holder's value and writes the next holder's in one atomic step on
 // each node, counts Redlock's validity and quorum exactly as an acquire
