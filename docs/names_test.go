@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"flashsale/internal/testsupport"
 	"flashsale/loadtest"
 )
 
@@ -253,5 +254,45 @@ func TestQuotedLineRangesExist(t *testing.T) {
 				t.Errorf("%s: %s lines %d–%d, but the file has %d lines", doc, m[1], from, to, n)
 			}
 		}
+	}
+}
+
+// Every load-runner, chaos-runner, storefront and pre-flight command any
+// document gives, in a code span or a code block, uses only flags its
+// program has: the run sheets and the handout are copied into terminals.
+func TestDocumentedCommandsUseRealFlags(t *testing.T) {
+	app, runner := binaries(t)
+	programs := map[string]flagSet{
+		"go run ./loadtest/cmd/loadtest": helpOf(t, runner),
+		"go run ./loadtest/cmd/chaos":    helpOf(t, testsupport.Binary(t, "./loadtest/cmd/chaos")),
+		"go run .":                       helpOf(t, app),
+		"go run ./cmd/preflight":         {takesValue: map[string]bool{"h": false, "build": false, "smoke": false, "addr": true}},
+	}
+	flagWord := regexp.MustCompile(`^-([a-z][a-z0-9-]*)(=.*)?$`)
+	n := 0
+	for _, doc := range allDocs(t) {
+		for _, line := range regexp.MustCompile("`([^`\n]+)`|(?m)^(go run [^\n]+)$").FindAllStringSubmatch(read(t, doc), -1) {
+			cmd := line[1] + line[2]
+			for prefix, fs := range programs {
+				rest, ok := strings.CutPrefix(cmd, prefix+" ")
+				if !ok || prefix == "go run ." && strings.HasPrefix(rest, "/") {
+					continue
+				}
+				n++
+				for _, w := range strings.Fields(rest) {
+					if w == "|" || w == "&&" || w == ";" || strings.HasPrefix(w, "#") {
+						break
+					}
+					if m := flagWord.FindStringSubmatch(w); m != nil {
+						if _, known := fs.takesValue[m[1]]; !known {
+							t.Errorf("%s: %q: -%s is not a flag of %s", doc, cmd, m[1], prefix)
+						}
+					}
+				}
+			}
+		}
+	}
+	if n < 20 {
+		t.Errorf("found only %d documented commands", n)
 	}
 }
