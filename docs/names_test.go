@@ -109,12 +109,17 @@ func TestNamedFilesAndFunctionsExist(t *testing.T) {
 			span := m[1]
 			switch {
 			case pathLike.MatchString(span) && strings.Contains(strings.TrimSuffix(span, "/"), "/"):
+				// From the root, or from the document's own directory.
+				_, fromRoot := os.Stat(filepath.Join(root, span))
+				_, fromDoc := os.Stat(filepath.Join(root, filepath.Dir(doc), span))
 				first, _, _ := strings.Cut(span, "/")
-				if !top[first] {
-					continue // out/…, /data/…: not the repository's
-				}
-				if _, err := os.Stat(filepath.Join(root, span)); err != nil {
+				if fromRoot != nil && fromDoc != nil && top[first] {
 					t.Errorf("%s names %s, which does not exist", doc, span)
+				}
+				if fromRoot != nil && fromDoc != nil && !top[first] && filepath.Dir(doc) != "." {
+					if _, err := os.Stat(filepath.Join(root, filepath.Dir(doc), first)); err == nil {
+						t.Errorf("%s names %s, which does not exist", doc, span)
+					}
 				}
 			case pathLike.MatchString(span) && sourceFile.MatchString(span):
 				if !ix.files[span] {
