@@ -28,6 +28,7 @@ func TestTaughtCommands(t *testing.T) {
 		{lock.GetDel, []string{"set K V nx px 2000", "get K", "del K"}},
 		{lock.PlainDel, []string{"set K V nx px 2000", "del K"}},
 		{lock.Lua, []string{"set K V nx px 2000", "evalsha * 1 K V"}},
+		{lock.Attendee, []string{"set K V nx px 2000", "get K", "del K"}}, // as shipped
 	}
 	for _, tc := range cases {
 		t.Run(tc.variant, func(t *testing.T) {
