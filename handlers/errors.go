@@ -73,6 +73,8 @@ var errorTable = map[string]outcome{
 		message: "This Idempotency-Key was already used for a different request; use a new key."},
 	"lock_busy": {status: http.StatusServiceUnavailable, retryAfter: "1",
 		message: "Too many shoppers on this item right now; retry in a moment."},
+	"overloaded": {status: http.StatusServiceUnavailable, retryAfter: "1", limit: "in_flight", showDetail: true,
+		message: "This instance is selling as fast as it can and takes no more orders right now; nothing was sold or booked. Retry in a moment."},
 	"lock_unavailable": {status: http.StatusServiceUnavailable, retryAfter: "2",
 		message: "Too few Redis nodes can vote right now (down, or restarted less than a lock TTL ago); nothing was sold or booked. Retry shortly."},
 	"holder_crashed": {status: http.StatusServiceUnavailable, retryAfter: "1",

@@ -26,11 +26,12 @@ const (
 	DefaultOrderBurst          = 10
 	DefaultBodyTimeout         = 10 * time.Second
 	DefaultAuditInterval       = time.Second
+	DefaultMaxInFlight         = 128
 )
 
 // limitNames label flashsale_limit_refusals_total: every limit that can
 // refuse a request, so each series exists from the start.
-var limitNames = []string{"streams", "streams_per_client", "order_rate", "body_timeout", "variant"}
+var limitNames = []string{"streams", "streams_per_client", "order_rate", "body_timeout", "variant", "in_flight"}
 
 // CorrectVariants are the rungs of the ladder that hold: those whose file
 // is their own reference (lua, redlock, and the rungs without a lock, whose
@@ -167,6 +168,42 @@ func (s *Server) limitOrders(c *gin.Context) error {
 			Detail: "at most " + strconv.FormatFloat(float64(s.orders.every), 'f', -1, 64) +
 				" orders a second per address, in bursts of " + strconv.Itoa(s.orders.burst)}
 	}
+	c.Next()
+	return nil
+}
+
+// inFlight bounds the sales (orders and seat grabs) this instance works on
+// at once. Past the store's pace a sale admitted beyond the bound sells
+// nothing more: it only waits in a longer line, takes a goroutine, memory
+// and the CPU the admitted ones need, and comes back late. So the rest are
+// answered at once, before any transaction or Redis command, and the
+// shopper retries after Retry-After.
+type inFlight struct {
+	slots chan struct{}
+}
+
+// admit takes a slot, or says the instance is full; done gives it back.
+func (l *inFlight) admit() (done func(), ok bool) {
+	select {
+	case l.slots <- struct{}{}:
+		return func() { <-l.slots }, true
+	default:
+		return nil, false
+	}
+}
+
+// admitSales holds the sale routes to the in-flight bound. With no bound
+// it lets everything through.
+func (s *Server) admitSales(c *gin.Context) error {
+	if s.inFlight == nil {
+		c.Next()
+		return nil
+	}
+	done, ok := s.inFlight.admit()
+	if !ok {
+		return errorf("overloaded", "%d sales in progress on this instance", cap(s.inFlight.slots))
+	}
+	defer done()
 	c.Next()
 	return nil
 }

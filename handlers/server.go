@@ -59,6 +59,10 @@ type Config struct {
 	// the last real audit: at most one real audit per interval. Default
 	// DefaultAuditInterval.
 	AuditInterval time.Duration
+	// MaxInFlight bounds the sales (orders and seat grabs) this instance
+	// works on at once; the rest are answered 503 overloaded at once.
+	// Default DefaultMaxInFlight; negative: no bound.
+	MaxInFlight int
 	// TrustedProxies are the addresses or CIDR ranges of proxies whose
 	// X-Forwarded-For and X-Real-IP name the client. Default: none, so the
 	// client is the peer address.
@@ -80,6 +84,7 @@ type Server struct {
 	variants    []string
 	streams     *streamLimit
 	orders      *rateLimit // nil: no order rate limit
+	inFlight    *inFlight  // nil: no bound on the sales in flight
 	bodyTimeout time.Duration
 	audits      *auditCache
 	// closing is closed when shutdown begins: every stream ends.
@@ -145,6 +150,12 @@ func NewServer(cfg Config) (*Server, error) {
 		bodyTimeout: cfg.BodyTimeout,
 		audits:      newAuditCache(cfg.AuditInterval),
 		closing:     make(chan struct{}),
+	}
+	if cfg.MaxInFlight == 0 {
+		cfg.MaxInFlight = DefaultMaxInFlight
+	}
+	if cfg.MaxInFlight > 0 {
+		s.inFlight = &inFlight{slots: make(chan struct{}, cfg.MaxInFlight)}
 	}
 	if cfg.OrderRate > 0 {
 		s.orders = &rateLimit{every: rate.Limit(cfg.OrderRate), burst: cfg.OrderBurst, clients: map[string]*rate.Limiter{}}
