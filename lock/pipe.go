@@ -2,6 +2,7 @@ package lock
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"flashsale/lock/internal/wire"
@@ -44,7 +45,21 @@ func (p piped) eval(_ context.Context, s script, keys []string, args []string, r
 // instances is how Redlock reaches its nodes.
 func (r *redlock) instances() []instance { return r.pipes }
 
-// stale drops the node's pipelined connection if it has not answered
-// anything for a whole TTL (a paused node, a cut without a reset): commands
-// queued behind a dead connection would otherwise wait for ever.
-func (r *redlock) stale(n *node) { n.pipe.Stale(r.cfg.ttl) }
+// stale judges a node whose vote was given up on (err says why): if its
+// connection shows it answering (wire.Pipe.Answering: bytes arrived since
+// the vote was sent, or wait unread, or the reply was already handed over),
+// the node is up and only late: ErrNodeLate, which makes the outcome busy,
+// not unavailable. A process too busy to read its replies within the
+// per-node timeout must not call live nodes down. It costs no safety: the
+// vote is still not counted, and the validity of any lease still subtracts
+// all the time that passed. Otherwise the node failed; its connection is
+// dropped if it has not answered anything for a whole TTL (a paused node,
+// a cut without a reset), since commands queued behind a dead connection
+// would otherwise wait for ever.
+func (r *redlock) stale(n *node, err error) error {
+	if n.pipe.Answering(time.Now().Add(-r.cfg.nodeTimeout)) {
+		return fmt.Errorf("%w: %w", ErrNodeLate, err)
+	}
+	n.pipe.Stale(r.cfg.ttl)
+	return err
+}

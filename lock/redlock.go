@@ -223,8 +223,7 @@ func count(votes []vote) (yes, no int) {
 func (r *redlock) giveUp(votes []vote, err error) {
 	for i := range votes {
 		if v := &votes[i]; !v.heard {
-			v.heard, v.err = true, err
-			r.stale(v.n)
+			v.heard, v.err = true, r.stale(v.n, err)
 		}
 	}
 }
