@@ -116,8 +116,8 @@ func (s *Service) buyForUpdate(ctx context.Context, p Purchase, hash string, sal
 		if err := claimRow(tx, &prod, "products", "sku = ?", sale, p.SKU); err != nil {
 			return err
 		}
-		if prod.Stock < p.Qty {
-			return fmt.Errorf("%w: %s has %d left, %d asked", ErrSoldOut, p.SKU, prod.Stock, p.Qty)
+		if err := soldOut(p.SKU, prod.Stock, p.Qty); err != nil {
+			return err
 		}
 		// The business work runs with the row locked: that is this
 		// design's price, paid by every buyer of the SKU queued behind it.
