@@ -95,3 +95,45 @@ func TestInFlightBound(t *testing.T) {
 		t.Errorf("metric counts %v in-flight refusals, want %d", n, orders-bound)
 	}
 }
+
+// TestAnsweredByDeadline: while the SKU's lock is held elsewhere for far
+// longer than the lock-wait budget, every order, batched or not, is
+// answered 503 lock_busy by its deadline, not when the lock comes free.
+// The bound checked is the budget plus a generous second for a loaded
+// machine: the property is that the budget is kept, not how fast.
+func TestAnsweredByDeadline(t *testing.T) {
+	const wait, slack, orders = 500 * time.Millisecond, time.Second, 6
+	a := newApp(t, appOpts{ttl: 30 * time.Second, wait: wait})
+	a.reset(100, 0)
+	l, err := a.lockers.Get(lock.Lua)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	lease, err := l.Acquire(ctx, "sku:hot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = lease.Release(context.Background()) }()
+	for _, batch := range []bool{false, true} {
+		a.svc.SetBatch(batch)
+		var wg sync.WaitGroup
+		for i := range orders {
+			wg.Go(func() {
+				start := time.Now()
+				r := a.callCtx(ctx, "POST", "/api/orders", map[string]any{"sku": "hot", "qty": 1, "user": fmt.Sprintf("d%d", i)},
+					"X-Lock-Variant", lock.Lua)
+				took := time.Since(start)
+				want(t, fmt.Sprintf("batch %v, order %d", batch, i), r, 503, "lock_busy")
+				if took > wait+slack {
+					t.Errorf("batch %v, order %d: answered after %v, budget %v", batch, i, took, wait)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	if au := a.audit(); au.Orders != 0 {
+		t.Errorf("audit counts %d orders while the lock was held throughout", au.Orders)
+	}
+}
