@@ -11,6 +11,26 @@ import (
 	"flashsale/lock"
 )
 
+// holdHot starts a sale of the SKU hot and takes its lua lock, as another
+// holder would, until the returned release (which may be called twice).
+func (a *app) holdHot(ctx context.Context) (release func()) {
+	a.t.Helper()
+	a.reset(100, 0)
+	l, err := a.lockers.Get(lock.Lua)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	lease, err := l.Acquire(ctx, "sku:hot")
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	return sync.OnceFunc(func() {
+		if err := lease.Release(context.Background()); err != nil {
+			a.t.Errorf("release: %v", err)
+		}
+	})
+}
+
 // TestInFlightBound sends more concurrent orders than the instance admits,
 // while the test itself holds the SKU's lock: every admitted order waits in
 // the SKU's line, so the bound is the most that can be inside at once. The
@@ -23,26 +43,9 @@ func TestInFlightBound(t *testing.T) {
 	const bound, orders = 4, 20
 	a := newApp(t, appOpts{ttl: 30 * time.Second, wait: 20 * time.Second, config: func(c *handlers.Config) { c.MaxInFlight = bound }})
 	a.svc.SetBatch(true)
-	a.reset(100, 0)
-	l, err := a.lockers.Get(lock.Lua)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	lease, err := l.Acquire(ctx, "sku:hot")
-	if err != nil {
-		t.Fatal(err)
-	}
-	released := false
-	release := func() {
-		if !released {
-			released = true
-			if err := lease.Release(context.Background()); err != nil {
-				t.Errorf("release: %v", err)
-			}
-		}
-	}
+	release := a.holdHot(ctx)
 	defer release()
 
 	answers := make(chan response, orders)
@@ -104,18 +107,9 @@ func TestInFlightBound(t *testing.T) {
 func TestAnsweredByDeadline(t *testing.T) {
 	const wait, slack, orders = 500 * time.Millisecond, time.Second, 6
 	a := newApp(t, appOpts{ttl: 30 * time.Second, wait: wait})
-	a.reset(100, 0)
-	l, err := a.lockers.Get(lock.Lua)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	lease, err := l.Acquire(ctx, "sku:hot")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = lease.Release(context.Background()) }()
+	defer a.holdHot(ctx)()
 	for _, batch := range []bool{false, true} {
 		a.svc.SetBatch(batch)
 		var wg sync.WaitGroup
