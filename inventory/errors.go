@@ -42,6 +42,11 @@ var (
 	// ErrHolderCrashed means an injected crash abandoned the request; the lock
 	// was left as a dead process leaves it.
 	ErrHolderCrashed = errors.New("holder crashed")
+	// ErrStoreUnavailable means the database could not be reached: a
+	// connection refused, reset or closed, a server shutting down, a file
+	// that cannot be opened. It is neither bad input nor a bug; the same
+	// request may be tried again shortly.
+	ErrStoreUnavailable = errors.New("store unavailable")
 	// ErrLeaseLost means the holder's check just before its write found its
 	// lease gone (lua+check): nothing was written.
 	ErrLeaseLost = errors.New("lease lost before the write")

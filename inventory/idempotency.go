@@ -11,6 +11,13 @@ import (
 	"gorm.io/gorm"
 )
 
+// Idempotency-Keys. A key is unique per user and route (the unique index
+// on orders and on bookings); the request's fingerprint tells a retry,
+// which gets the first answer again, from a reuse of the key for another
+// request, which is refused. A sale alone looks its key up before the lock
+// and again under it; a batch looks all its keys up in one query and
+// settles the twins within it.
+
 // validKey accepts an empty key (none) or 1 to MaxKeyLen visible ASCII bytes.
 func validKey(k string) error {
 	if len(k) > MaxKeyLen {

@@ -141,7 +141,7 @@ func (s *Service) seed(ctx context.Context) error {
 		return nil
 	}
 	products, event, seats := rows(DefaultCatalogue())
-	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	return s.transaction(ctx, func(tx *gorm.DB) error {
 		ignore := func() *gorm.DB { return tx.Clauses(clause.OnConflict{DoNothing: true}) }
 		if err := ignore().Create(&products).Error; err != nil {
 			return err
@@ -179,13 +179,14 @@ func (s *Service) SetWork(d time.Duration) { s.work.Store(int64(max(d, 0))) }
 // Work is the business work per sale.
 func (s *Service) Work() time.Duration { return time.Duration(s.work.Load()) }
 
-// Ping checks that the database answers.
+// Ping checks that the database answers; ErrStoreUnavailable when it
+// cannot be reached.
 func (s *Service) Ping(ctx context.Context) error {
 	sqlDB, err := s.db.DB()
 	if err != nil {
 		return err
 	}
-	return sqlDB.PingContext(ctx)
+	return storeUnavailable(sqlDB.PingContext(ctx))
 }
 
 // Products lists the catalogue by SKU.
@@ -235,7 +236,7 @@ func (s *Service) Reset(ctx context.Context, c Catalogue) (State, error) {
 		return State{}, fmt.Errorf("%w: reset redis-stock keys: %w", ErrLockUnavailable, err)
 	}
 	products, event, seats := rows(c)
-	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	err := s.transaction(ctx, func(tx *gorm.DB) error {
 		var last struct{ P, S int64 }
 		if err := tx.Raw("SELECT (SELECT COALESCE(MAX(sale), 0) FROM products) AS p, (SELECT COALESCE(MAX(sale), 0) FROM seats) AS s").Scan(&last).Error; err != nil {
 			return err

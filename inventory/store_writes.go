@@ -25,7 +25,7 @@ func (s *Service) commitOrder(ctx context.Context, sale, read int64, token uint6
 	after := read - qty
 	// Once the write starts it finishes: a shopper hanging up now must not
 	// leave a sale half-decided (the transaction is atomic either way).
-	err := s.db.WithContext(context.WithoutCancel(ctx)).Transaction(func(tx *gorm.DB) error {
+	err := s.transaction(context.WithoutCancel(ctx), func(tx *gorm.DB) error {
 		q, args := "UPDATE products SET stock = ? WHERE sku = ? AND sale = ?", []any{after, sku, sale}
 		var guardErr error
 		switch w {
@@ -57,7 +57,7 @@ func (s *Service) commitOrder(ctx context.Context, sale, read int64, token uint6
 // is in. guarded (db-guard, or -production under a lock rung) adds the
 // condition that the seat is not booked yet.
 func (s *Service) commitBooking(ctx context.Context, b *Booking, sale int64, token uint64, fenced, guarded, caught bool) error {
-	return s.db.WithContext(context.WithoutCancel(ctx)).Transaction(func(tx *gorm.DB) error {
+	return s.transaction(context.WithoutCancel(ctx), func(tx *gorm.DB) error {
 		q, args := "UPDATE seats SET booked = ? WHERE event_id = ? AND label = ? AND sale = ?", []any{true, b.EventID, b.Seat, sale}
 		var guardErr error
 		if guarded {
@@ -70,6 +70,13 @@ func (s *Service) commitBooking(ctx context.Context, b *Booking, sale int64, tok
 		}
 		return insert(tx, b, "booking")
 	})
+}
+
+// transaction runs fn in one transaction. Its statements mark an
+// unreachable database themselves (watchStore); the begin and the commit
+// are marked here.
+func (s *Service) transaction(ctx context.Context, fn func(tx *gorm.DB) error) error {
+	return storeUnavailable(s.db.WithContext(ctx).Transaction(fn))
 }
 
 // insert creates an order or booking row; a unique violation (the
