@@ -203,7 +203,7 @@ func (s *Server) logRequests(c *gin.Context) {
 	start := time.Now()
 	c.Next()
 	status := c.Writer.Status()
-	s.log.Log(c.Request.Context(), logLevel(status), "request",
+	s.log.Log(c.Request.Context(), logLevel(status, c.GetBool(shedKey)), "request",
 		"method", c.Request.Method, "path", c.Request.URL.Path, "route", route(c),
 		"status", status, "bytes", c.Writer.Size(), "duration", time.Since(start))
 }
