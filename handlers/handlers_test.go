@@ -75,7 +75,7 @@ func newApp(t *testing.T, o appOpts) *app {
 	}
 	t.Cleanup(func() { inventory.Close(db) })
 	live := broker.New(lockers.Clients(), ns, log, metrics.StreamDropped)
-	svc, err := inventory.New(ctx, db, lockers, inventory.Config{LockWait: o.wait, Logger: log, Notify: live.Publish})
+	svc, err := inventory.New(ctx, db, lockers, inventory.Config{LockWait: o.wait, Logger: log, Notify: func(c inventory.Change) { live.Publish(c) }})
 	if err != nil {
 		t.Fatal(err)
 	}

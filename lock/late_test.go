@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"flashsale/internal/redistest"
+	"flashsale/internal/testsupport"
 	"flashsale/lock"
 )
 
@@ -159,7 +159,7 @@ func (c gatedConn) NetConn() net.Conn { return c.Conn }
 func TestLateReaderIsNotUnavailable(t *testing.T) {
 	c := shared(t)
 	g := newReadGate()
-	nodes := redistest.Options(c)
+	nodes := testsupport.Options(t, c)
 	for i, o := range nodes {
 		cp := *o
 		cp.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
