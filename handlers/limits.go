@@ -170,42 +170,6 @@ func (s *Server) limitOrders(c *gin.Context) error {
 	return nil
 }
 
-// inFlight bounds the sales (orders and seat grabs) this instance works on
-// at once. Past the store's pace a sale admitted beyond the bound sells
-// nothing more: it only waits in a longer line, takes a goroutine, memory
-// and the CPU the admitted ones need, and comes back late. So the rest are
-// answered at once, before any transaction or Redis command, and the
-// shopper retries after Retry-After.
-type inFlight struct {
-	slots chan struct{}
-}
-
-// admit takes a slot, or says the instance is full; done gives it back.
-func (l *inFlight) admit() (done func(), ok bool) {
-	select {
-	case l.slots <- struct{}{}:
-		return func() { <-l.slots }, true
-	default:
-		return nil, false
-	}
-}
-
-// admitSales holds the sale routes to the in-flight bound. With no bound
-// it lets everything through.
-func (s *Server) admitSales(c *gin.Context) error {
-	if s.inFlight == nil {
-		c.Next()
-		return nil
-	}
-	done, ok := s.inFlight.admit()
-	if !ok {
-		return errorf("overloaded", "%d sales in progress on this instance", cap(s.inFlight.slots))
-	}
-	defer done()
-	c.Next()
-	return nil
-}
-
 // bodyDeadline gives a request with a body bodyTimeout to send it all: the
 // connection's read deadline, cleared once the body has been read, so the
 // handler's own work (a sale waiting for its lock) is not cut short.

@@ -60,9 +60,13 @@ type Config struct {
 	// DefaultAuditInterval.
 	AuditInterval time.Duration
 	// MaxInFlight bounds the sales (orders and seat grabs) this instance
-	// works on at once; the rest are answered 503 overloaded at once.
+	// works on at once; the rest are answered 503 overloaded at once. The
+	// bound adapts below it to how fast sales are answered (admission.go).
 	// Default DefaultMaxInFlight; negative: no bound.
 	MaxInFlight int
+	// InFlightTarget is how long an admitted sale may take before the bound
+	// shrinks. Default DefaultInFlightTarget.
+	InFlightTarget time.Duration
 	// TrustedProxies are the addresses or CIDR ranges of proxies whose
 	// X-Forwarded-For and X-Real-IP name the client. Default: none, so the
 	// client is the peer address.
@@ -154,8 +158,11 @@ func NewServer(cfg Config) (*Server, error) {
 	if cfg.MaxInFlight == 0 {
 		cfg.MaxInFlight = DefaultMaxInFlight
 	}
+	if cfg.InFlightTarget <= 0 {
+		cfg.InFlightTarget = DefaultInFlightTarget
+	}
 	if cfg.MaxInFlight > 0 {
-		s.inFlight = &inFlight{slots: make(chan struct{}, cfg.MaxInFlight)}
+		s.inFlight = newInFlight(cfg.MaxInFlight, cfg.InFlightTarget)
 	}
 	if cfg.OrderRate > 0 {
 		s.orders = &rateLimit{every: rate.Limit(cfg.OrderRate), burst: cfg.OrderBurst, clients: map[string]*rate.Limiter{}}
