@@ -19,9 +19,11 @@ const maxWorkMS = 60_000
 
 // requireAdmin lets a request through only with the admin bearer token. Both
 // sides are hashed first, so the comparison takes the same time whatever the
-// token's length or how much of it matches.
+// token's length or how much of it matches. The scheme's name is
+// case-insensitive (RFC 9110, section 11.1): "bearer" is "Bearer".
 func (s *Server) requireAdmin(c *gin.Context) error {
-	token, ok := strings.CutPrefix(c.GetHeader("Authorization"), "Bearer ")
+	scheme, token, _ := strings.Cut(strings.TrimSpace(c.GetHeader("Authorization")), " ")
+	ok := strings.EqualFold(scheme, "Bearer")
 	got := sha256.Sum256([]byte(strings.TrimSpace(token)))
 	if !ok || subtle.ConstantTimeCompare(got[:], s.adminHash[:]) != 1 {
 		return &Error{Code: "unauthorized"}

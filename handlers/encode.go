@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/gin-gonic/gin"
@@ -50,6 +51,11 @@ func decode(c *gin.Context, v any, limit int64, allowEmpty bool) (empty bool, er
 	if err := json.Unmarshal(data, &raw); err != nil {
 		return false, errorf("bad_json", "%s", jsonProblem(err))
 	}
+	// Every body is an object; encoding/json would take null as one left
+	// empty, and an empty plan or catalogue is not what null asks for.
+	if _, ok := raw.(map[string]any); !ok {
+		return false, errorf("bad_json", "the body must be a JSON object")
+	}
 	if path, found := unknownField(raw, reflect.TypeOf(v), ""); found {
 		return false, errorf("unknown_field", "%q is not a field of this request", path)
 	}
@@ -63,6 +69,9 @@ func decode(c *gin.Context, v any, limit int64, allowEmpty bool) (empty bool, er
 func jsonProblem(err error) string {
 	if e, ok := errors.AsType[*json.UnmarshalTypeError](err); ok {
 		if e.Field != "" {
+			if lo, hi, ok := intRange(e.Type); ok && isInteger(strings.TrimPrefix(e.Value, "number ")) {
+				return "field " + e.Field + " is out of range: an integer from " + lo + " to " + hi
+			}
 			return "field " + e.Field + " must be a JSON " + jsonKind(e.Type)
 		}
 		return "the body must be a JSON " + jsonKind(e.Type)
@@ -89,6 +98,24 @@ func jsonKind(t reflect.Type) string {
 	default:
 		return "object"
 	}
+}
+
+// intRange is the range of an integer type, in decimal.
+func intRange(t reflect.Type) (lo, hi string, ok bool) {
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return strconv.FormatInt(-1<<(t.Bits()-1), 10), strconv.FormatInt(1<<(t.Bits()-1)-1, 10), true
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "0", strconv.FormatUint(1<<t.Bits()-1, 10), true
+	}
+	return "", "", false
+}
+
+// isInteger tells a JSON number with no fraction or exponent, which an
+// integer field refuses only for its size.
+func isInteger(num string) bool {
+	num = strings.TrimPrefix(num, "-")
+	return num != "" && strings.Trim(num, "0123456789") == ""
 }
 
 func itoa(n int64) string {

@@ -71,9 +71,9 @@ func (s *Server) variant(c *gin.Context) (string, error) {
 	}
 	if !slices.Contains(s.variants, v) {
 		if !slices.Contains(lock.Names(), v) {
-			return "", errorf("unknown_lock", "%q; this instance allows %s", v, strings.Join(s.variants, ", "))
+			return "", errorf("unknown_lock", "X-Lock-Variant %q; this instance allows %s, or no header for %s", v, strings.Join(s.variants, ", "), s.defaultLock)
 		}
-		return "", errorf("variant_not_allowed", "%q; this instance allows %s", v, strings.Join(s.variants, ", "))
+		return "", errorf("variant_not_allowed", "X-Lock-Variant %q; this instance allows %s, or no header for %s", v, strings.Join(s.variants, ", "), s.defaultLock)
 	}
 	return v, nil
 }

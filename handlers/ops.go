@@ -1,29 +1,51 @@
 package handlers
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
 )
 
-// index tells a person who opens the API root where to go.
+// index tells a person who opens the API root where to go. Its routes are
+// the engine's own, so the list cannot drift from what is served.
 func (s *Server) index(c *gin.Context) error {
 	c.JSON(http.StatusOK, gin.H{
 		"service": "flashsale",
 		"lock":    s.defaultLock,
 		"locks":   s.variants,
-		"routes": []string{
-			"GET /healthz", "GET /readyz", "GET /metrics",
-			"GET /api/products", "POST /api/orders", "GET /api/orders?user=",
-			"GET /api/events/{event}/seats", "POST /api/events/{event}/seats/{seat}",
-			"GET /api/audit", "GET /api/stream",
-			"POST /api/admin/reset", "PUT /api/admin/faults", "GET /api/admin/faults", "GET /api/admin/audit",
-		},
+		"routes":  s.routeList(),
 	})
 	return nil
+}
+
+// routeList is every route the engine serves as "METHOD /path", parameters
+// written {name}, sorted by path. HEAD is left out: it mirrors a page's GET.
+func (s *Server) routeList() []string {
+	var out []string
+	for _, r := range s.engine.Routes() {
+		if r.Method == http.MethodHead {
+			continue
+		}
+		segs := strings.Split(r.Path, "/")
+		for i, seg := range segs {
+			if name, ok := strings.CutPrefix(seg, ":"); ok {
+				segs[i] = "{" + name + "}"
+			}
+		}
+		out = append(out, r.Method+" "+strings.Join(segs, "/"))
+	}
+	slices.SortFunc(out, func(a, b string) int {
+		_, pa, _ := strings.Cut(a, " ")
+		_, pb, _ := strings.Cut(b, " ")
+		return cmp.Or(strings.Compare(pa, pb), strings.Compare(a, b))
+	})
+	return out
 }
 
 func (s *Server) healthz(c *gin.Context) error {

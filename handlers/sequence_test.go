@@ -51,6 +51,8 @@ func TestWorkshopSequenceRoutes(t *testing.T) {
 		{"the whole sequence", idle, "POST", nil, admin, 202, ""},
 		{"two of its steps", idle, "POST", map[string]any{"only": []string{"lua/clean", "none/clean"}}, admin, 202, ""},
 		{"a step it lacks", idle, "POST", map[string]any{"only": []string{"lua/meteor"}}, admin, 422, "invalid_run"},
+		{"an empty only", idle, "POST", map[string]any{"only": []string{}}, admin, 400, "bad_json"},
+		{"only null", idle, "POST", `{"only":null}`, admin, 202, ""},
 		{"an unknown field", idle, "POST", map[string]any{"steps": 2}, admin, 400, ""},
 		{"while a run is in progress", busy, "POST", nil, admin, 409, "run_in_progress"},
 		{"a runner without a sequence", plain, "POST", nil, admin, 500, ""},

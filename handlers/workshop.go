@@ -55,12 +55,13 @@ func (s *Server) startWorkshopRun(c *gin.Context) error {
 		return err
 	}
 	if _, err := s.lockers.Get(req.Variant); err != nil {
-		return &Error{Code: "unknown_lock", Detail: err.Error()}
+		return &Error{Code: "unknown_lock", Err: err,
+			Detail: fmt.Sprintf("field variant is %q; this instance allows %s", req.Variant, strings.Join(s.variants, ", "))}
 	}
 	if !slices.Contains(s.variants, req.Variant) {
 		// The run's traffic names its variant in X-Lock-Variant, which this
 		// instance would refuse.
-		return errorf("variant_not_allowed", "%q; this instance allows %s", req.Variant, strings.Join(s.variants, ", "))
+		return errorf("variant_not_allowed", "field variant is %q; this instance allows %s", req.Variant, strings.Join(s.variants, ", "))
 	}
 	if s.workshop == nil {
 		return errNoWorkshop
@@ -173,7 +174,9 @@ type WorkshopSequencer interface {
 }
 
 type sequenceRequest struct {
-	// Only runs these steps of the sequence (variant/scenario); empty runs all.
+	// Only runs these steps of the sequence (variant/scenario); left out
+	// (or null), it runs them all. An empty list is refused: it names no
+	// step, which is almost surely a mistake rather than "all".
 	Only []string `json:"only"`
 }
 
@@ -198,6 +201,9 @@ func (s *Server) startWorkshopSequence(c *gin.Context) error {
 	var req sequenceRequest
 	if _, err := decode(c, &req, smallBody, true); err != nil {
 		return err
+	}
+	if req.Only != nil && len(req.Only) == 0 {
+		return errorf("bad_json", `field only lists no step; leave it out to run the whole sequence, or name steps as "variant/scenario"`)
 	}
 	sq, err := s.sequencer()
 	if err != nil {

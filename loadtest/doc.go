@@ -1,7 +1,7 @@
 // Package loadtest is flashsale's load runner: it drives the storefront with
 // vegeta (github.com/tsenart/vegeta/v12/lib) over a matrix of lock variants ×
-// fault scenarios and judges every cell against the expected-outcomes matrix
-// of docs/design.md.
+// fault scenarios and judges every cell against the expected outcomes
+// declared with the ladder (lock/ladder.go).
 //
 // It is written for a reader who does not trust the app. Every figure in its
 // report comes from two places only: the database audit (GET /api/audit) and
@@ -13,7 +13,7 @@
 // numbers alone, never from the name of the variant.
 //
 // The runner talks to the storefront over HTTP only, through the public
-// contract of docs/design.md: the admin API to reset the sale and set faults, the
+// contract of docs/api.md: the admin API to reset the sale and set faults, the
 // order and seat routes under attack, and the audit.
 //
 // Vegeta v12.12.0 has sharp edges this package works around, each at the
