@@ -40,10 +40,13 @@ USER flashsale
 # loadtest: the runner, plus socat. The runner sends load only to loopback
 # URLs, so the entrypoint relays 127.0.0.1 ports to the app and Redis
 # containers named in LOADTEST_APPS and LOADTEST_REDIS (deploy/loadtest/).
+# redis-server lets the runner start its own nodes (and sentinels) inside
+# the container for the node and failover scenarios: --entrypoint loadtest
+# with -app-bin /usr/local/bin/flashsale (docs/operations.md, labs on compose).
 FROM runtime AS loadtest
 USER root
 RUN apt-get update \
- && apt-get install -y --no-install-recommends socat \
+ && apt-get install -y --no-install-recommends socat redis-server \
  && rm -rf /var/lib/apt/lists/*
 COPY deploy/loadtest/entrypoint.sh /usr/local/bin/loadtest-entrypoint
 RUN chmod 0755 /usr/local/bin/loadtest-entrypoint
