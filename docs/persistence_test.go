@@ -153,8 +153,8 @@ func TestPersistenceLab(t *testing.T) {
 	}
 	flat := strings.Join(strings.Fields(sec), " ")
 	for _, c := range []struct{ quote, file string }{
-		{"local Redis node exited; starting it again on its own files", "main.go"},
-		{`msg="localredis: node started" node=0 addr=`, "internal/localredis/node.go"},
+		{"local Redis node exited; starting it again on its own files", "redis.go"},
+		{`msg="localredis: node started" node=0 addr=`, "internal/localredis/process.go"},
 	} {
 		code := strings.TrimPrefix(strings.TrimSuffix(c.quote, " node=0 addr="), `msg="`)
 		if !strings.Contains(flat, c.quote) || !strings.Contains(read(t, c.file), code) {

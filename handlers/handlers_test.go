@@ -38,6 +38,8 @@ type appOpts struct {
 	nodes int
 	ttl   time.Duration
 	wait  time.Duration
+	// db is the database's DSN; a fresh SQLite file when empty.
+	db string
 	// config, when set, changes the server's configuration before it is built.
 	config func(*handlers.Config)
 }
@@ -64,13 +66,16 @@ func newApp(t *testing.T, o appOpts) *app {
 	}
 	t.Cleanup(func() { lockers.Close() })
 	ctx := context.Background()
-	db, err := inventory.Open(ctx, testsupport.SQLite(t), log)
+	if o.db == "" {
+		o.db = testsupport.SQLite(t)
+	}
+	db, err := inventory.Open(ctx, o.db, log)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { inventory.Close(db) })
 	live := broker.New(lockers.Clients(), ns, log, metrics.StreamDropped)
-	svc, err := inventory.New(ctx, db, lockers, inventory.Config{LockWait: o.wait, Logger: log, Notify: live.Publish})
+	svc, err := inventory.New(ctx, db, lockers, inventory.Config{LockWait: o.wait, Logger: log, Notify: func(c inventory.Change) { live.Publish(c) }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,15 +32,13 @@ const (
 // refuse a request, so each series exists from the start.
 var limitNames = []string{"streams", "streams_per_client", "order_rate", "body_timeout", "variant"}
 
-// CorrectVariants are the rungs of the ladder that hold: those whose file
-// is their own reference (lua, redlock, and the rungs without a lock, whose
-// file is the inventory code that guards instead) and the fenced ones. Every broken
-// rung is read beside a correct one and is not its own reference
-// (lock/ladder.go), so this needs no list of its own.
+// CorrectVariants are the rungs the ladder declares correct
+// (lock/ladder.go), in ladder order: the only ones the production mode
+// allows.
 func CorrectVariants() []string {
 	var out []string
 	for _, r := range lock.Ladder() {
-		if r.File == r.Reference || r.Fenced {
+		if r.Correct {
 			out = append(out, r.Name)
 		}
 	}

@@ -34,8 +34,8 @@ type reply struct {
 }
 
 // queued sends the purchases, one after the other, while the test holds
-// variant's lock on the hot SKU: each waits in the SKU's line before the
-// next is sent, so the line's order is the purchases'. Then it releases the
+// variant's lock on the hot SKU: each waits in the SKU's queue before the
+// next is sent, so the queue's order is the purchases'. Then it releases the
 // lock, so that the next lease serves them (at most BatchMax a lease); the
 // replies come in the purchases' order.
 func queued(t *testing.T, s sale, variant string, ps []inventory.Purchase) []reply {
@@ -66,7 +66,7 @@ func queue(t *testing.T, s sale, variant string, ps []inventory.Purchase, ctxs [
 			o, replay, err := s.svc.Buy(ctx, p)
 			replies[i] = reply{o, replay, err}
 		})
-		waitFor(t, func() bool { return inventory.Waiting(s.svc, variant, "hot") == i+1 }, fmt.Sprintf("order %d waiting in the line", i))
+		waitFor(t, func() bool { return inventory.Waiting(s.svc, variant, "hot") == i+1 }, fmt.Sprintf("order %d waiting in the queue", i))
 	}
 	return func() []reply {
 		t.Helper()
@@ -176,8 +176,8 @@ func TestBatchAnswersEachOrder(t *testing.T) {
 	}
 }
 
-// A request that ends while it waits in the line gets its own error at
-// once and is not written; the rest of the line is served.
+// A request that ends while it waits in the queue gets its own error at
+// once and is not written; the rest of the queue is served.
 func TestBatchRequestGoneWhileQueued(t *testing.T) {
 	nodes := testsupport.Redis(t, 1)
 	s := newSale(t, testsupport.SQLite(t), nodes, inventory.Config{LockWait: 10 * time.Second, Batch: true})
@@ -189,7 +189,7 @@ func TestBatchRequestGoneWhileQueued(t *testing.T) {
 	}
 	finish := queue(t, s, lock.Lua, ps, []context.Context{nil, gone})
 	cancel()
-	waitFor(t, func() bool { return inventory.Waiting(s.svc, lock.Lua, "hot") == len(ps)-1 }, "the gone order out of the line")
+	waitFor(t, func() bool { return inventory.Waiting(s.svc, lock.Lua, "hot") == len(ps)-1 }, "the gone order out of the queue")
 	replies := finish()
 	for i, r := range replies {
 		if i == 1 {
@@ -256,7 +256,7 @@ func TestBatchStaleFenceRefusedWhole(t *testing.T) {
 
 // A crash inside the batch's critical section abandons the whole batch:
 // nobody is told 201, nothing is written, the lease is left to its TTL,
-// and the line is served again once it runs out.
+// and the queue is served again once it runs out.
 func TestBatchCrashAbandonsTheBatch(t *testing.T) {
 	nodes := testsupport.Redis(t, 1)
 	s := newSale(t, testsupport.SQLite(t), nodes, inventory.Config{LockWait: 3 * time.Second, Batch: true}, lock.WithTTL(200*time.Millisecond))

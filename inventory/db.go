@@ -38,6 +38,8 @@ func sqliteDSN(dsn string) string {
 
 // Open connects to the database named by dsn: PostgreSQL for a postgres://
 // URL, else a SQLite file (created if missing). It does not migrate; New does.
+// An error that says the database cannot be reached, from Open or from any
+// statement later run on the returned DB, wraps ErrStoreUnavailable.
 func Open(ctx context.Context, dsn string, log *slog.Logger) (*gorm.DB, error) {
 	if log == nil {
 		log = slog.Default()
@@ -62,7 +64,10 @@ func Open(ctx context.Context, dsn string, log *slog.Logger) (*gorm.DB, error) {
 	}
 	db, err := gorm.Open(dial, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("inventory: open %s: %w", redactDSN(dsn), err)
+		return nil, fmt.Errorf("inventory: open %s: %w", redactDSN(dsn), storeUnavailable(err))
+	}
+	if err := watchStore(db); err != nil {
+		return nil, fmt.Errorf("inventory: %w", err)
 	}
 	sqlDB, err := db.DB()
 	if err != nil {
@@ -83,7 +88,7 @@ func Open(ctx context.Context, dsn string, log *slog.Logger) (*gorm.DB, error) {
 	}
 	if err := sqlDB.PingContext(ctx); err != nil {
 		_ = sqlDB.Close()
-		return nil, fmt.Errorf("inventory: ping %s: %w", redactDSN(dsn), err)
+		return nil, fmt.Errorf("inventory: ping %s: %w", redactDSN(dsn), storeUnavailable(err))
 	}
 	return db, nil
 }

@@ -69,7 +69,7 @@ func (s *Service) rowLocked(ctx context.Context, fn func(tx *gorm.DB) error) err
 	wctx, cancel := context.WithTimeout(ctx, s.lockWait)
 	defer cancel()
 	wait := s.lockWait.Milliseconds()
-	err := s.db.WithContext(wctx).Connection(func(conn *gorm.DB) error {
+	err := storeUnavailable(s.db.WithContext(wctx).Connection(func(conn *gorm.DB) error {
 		conn = conn.WithContext(context.WithoutCancel(ctx))
 		if conn.Dialector.Name() == "sqlite" {
 			var was int64
@@ -89,7 +89,10 @@ func (s *Service) rowLocked(ctx context.Context, fn func(tx *gorm.DB) error) err
 			}
 			return fn(tx)
 		})
-	})
+	}))
+	if errors.Is(err, ErrStoreUnavailable) {
+		return err // no connection to wait on a row lock with: not busy, down
+	}
 	if lockTimedOut(err) || errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 		return fmt.Errorf("%w: row lock not obtained within %v: %w", ErrLockBusy, s.lockWait, err)
 	}
@@ -116,8 +119,8 @@ func (s *Service) buyForUpdate(ctx context.Context, p Purchase, hash string, sal
 		if err := claimRow(tx, &prod, "products", "sku = ?", sale, p.SKU); err != nil {
 			return err
 		}
-		if prod.Stock < p.Qty {
-			return fmt.Errorf("%w: %s has %d left, %d asked", ErrSoldOut, p.SKU, prod.Stock, p.Qty)
+		if err := soldOut(p.SKU, prod.Stock, p.Qty); err != nil {
+			return err
 		}
 		// The business work runs with the row locked: that is this
 		// design's price, paid by every buyer of the SKU queued behind it.

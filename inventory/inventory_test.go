@@ -193,11 +193,21 @@ func TestPauseInCriticalSection(t *testing.T) {
 		{lock.LuaFence, true},
 		{lock.RedlockFence, true},
 	}
+	// paused hears of every holder the fault pauses in its critical section.
+	paused := make(chan struct{}, 4)
+	heard := func(e lock.Event) {
+		if e.Kind == lock.FaultFired && e.Fault.Point == lock.InCriticalSection {
+			paused <- struct{}{}
+		}
+	}
 	s := newSale(t, testsupport.SQLite(t), nodes, inventory.Config{LockWait: 3 * time.Second},
-		lock.WithTTL(150*time.Millisecond), lock.WithNodeTimeout(50*time.Millisecond))
+		lock.WithTTL(150*time.Millisecond), lock.WithNodeTimeout(50*time.Millisecond), lock.WithObserver(heard))
 	for _, c := range cases {
 		t.Run(c.variant, func(t *testing.T) {
 			s.reset(t, 10, 0)
+			for len(paused) > 0 { // the previous case's second holder
+				<-paused
+			}
 			if err := s.lockers.Faults().Set(1, []lock.Fault{{Point: lock.InCriticalSection, Action: lock.Pause, P: 1, MS: 600}}); err != nil {
 				t.Fatal(err)
 			}
@@ -208,7 +218,7 @@ func TestPauseInCriticalSection(t *testing.T) {
 				_, _, err := s.svc.Buy(context.Background(), inventory.Purchase{SKU: "hot", Qty: 1, User: "first", Lock: c.variant})
 				first <- err
 			}()
-			time.Sleep(50 * time.Millisecond) // the first holder is paused by now
+			<-paused // the first holder is paused in its critical section
 			_, _, errSecond := s.svc.Buy(context.Background(), inventory.Purchase{SKU: "hot", Qty: 1, User: "second", Lock: c.variant})
 			errFirst := <-first
 			a := s.audit(t)

@@ -16,25 +16,20 @@ import (
 // returns the stock after the write; replay when the Idempotency-Key found
 // an earlier order; a gorm.ErrDuplicatedKey for the caller to resolve.
 func (s *Service) buy(ctx context.Context, p Purchase, hash string, sale int64, lease *lock.Lease, locker *lock.Locker) (order Order, replay bool, after int64, err error) {
-	token, fenced := lease.Token()
-	if fenced {
-		if err := s.registerFence(ctx, "products", "sku = ?", token, p.SKU); err != nil {
-			return Order{}, false, 0, err
-		}
+	prod, err := s.readFenced(ctx, lease, p.SKU)
+	if err != nil {
+		return Order{}, false, 0, err
 	}
 	if o, found, err := s.orderByKey(ctx, p.User, p.IdempotencyKey, hash); err != nil || found {
 		return o, found, 0, err
 	}
-	prod, err := s.product(ctx, p.SKU)
-	if err != nil {
+	if err := soldOut(p.SKU, prod.Stock, p.Qty); err != nil {
 		return Order{}, false, 0, err
-	}
-	if prod.Stock < p.Qty {
-		return Order{}, false, 0, fmt.Errorf("%w: %s has %d left, %d asked", ErrSoldOut, p.SKU, prod.Stock, p.Qty)
 	}
 	if err := s.doWork(ctx, lease); err != nil {
 		return Order{}, false, 0, err
 	}
+	token, fenced := lease.Token()
 	order = newOrder(p, hash, locker, prod.PriceCents, token, fenced)
 	after, err = s.commitOrder(ctx, sale, prod.Stock, token, fenced, s.writeFor(locker), s.caught(locker), &order)
 	return order, false, after, err
@@ -114,8 +109,8 @@ func (s *Service) Buy(ctx context.Context, p Purchase) (order Order, replay bool
 	}
 	// Sold out already: no need to queue for the lock. The check under the
 	// lock is the one that counts; this one only sheds load.
-	if prod.Stock < p.Qty {
-		return Order{}, false, fmt.Errorf("%w: %s has %d left, %d asked", ErrSoldOut, p.SKU, prod.Stock, p.Qty)
+	if err := soldOut(p.SKU, prod.Stock, p.Qty); err != nil {
+		return Order{}, false, err
 	}
 	sale := prod.Sale // read before the lock: the sale this request began in
 	if s.batched(locker) {
@@ -273,33 +268,25 @@ func (s *Service) product(ctx context.Context, sku string) (Product, error) {
 	return p, nil
 }
 
-// orderByKey finds the order the user's Idempotency-Key already made. found
-// with a nil error means: the same request, replay it.
-func (s *Service) orderByKey(ctx context.Context, user, key, hash string) (o Order, found bool, err error) {
-	if key == "" {
-		return Order{}, false, nil
+// readFenced is how a lock rung's sale of one SKU begins under its lease,
+// for one order or a batch: register the holder's fencing token on the
+// SKU's row (fenced rungs only), then read the product whose stock the
+// sale checks and writes.
+func (s *Service) readFenced(ctx context.Context, lease *lock.Lease, sku string) (Product, error) {
+	if token, fenced := lease.Token(); fenced {
+		if err := s.registerFence(ctx, "products", "sku = ?", token, sku); err != nil {
+			return Product{}, err
+		}
 	}
-	err = s.db.WithContext(ctx).Where("user_name = ? AND idempotency_key = ?", user, key).Take(&o).Error
-	switch {
-	case errors.Is(err, gorm.ErrRecordNotFound):
-		return Order{}, false, nil
-	case err != nil:
-		return Order{}, false, fmt.Errorf("read order by idempotency key: %w", err)
-	case o.RequestHash != hash:
-		return Order{}, false, fmt.Errorf("%w: key %q", ErrIdempotencyKeyReused, key)
-	}
-	return o, true, nil
+	return s.product(ctx, sku)
 }
 
-// duplicateOrder resolves a unique violation on insert: only the user's
-// idempotency key is unique on orders, so a concurrent twin won the race.
-func (s *Service) duplicateOrder(ctx context.Context, user, key, hash string) (Order, bool, error) {
-	o, found, err := s.orderByKey(context.WithoutCancel(ctx), user, key, hash)
-	if err != nil {
-		return Order{}, false, err
+// soldOut is the answer to qty units of sku when left remain, nil when
+// they suffice: the check before the lock, the one under it that counts,
+// and a batch's allotment.
+func soldOut(sku string, left, qty int64) error {
+	if qty > left {
+		return fmt.Errorf("%w: %s has %d left, %d asked", ErrSoldOut, sku, left, qty)
 	}
-	if !found {
-		return Order{}, false, errors.New("insert order: duplicate key, but no order carries the idempotency key")
-	}
-	return o, true, nil
+	return nil
 }

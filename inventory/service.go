@@ -12,10 +12,6 @@ package inventory
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -28,48 +24,6 @@ import (
 	"gorm.io/gorm/clause"
 
 	"flashsale/lock"
-)
-
-// Errors callers branch on with errors.Is; the HTTP layer maps each to one
-// status and message.
-var (
-	// ErrUnknownSKU means no product has the SKU.
-	ErrUnknownSKU = errors.New("unknown sku")
-	// ErrUnknownEvent means no event has the name.
-	ErrUnknownEvent = errors.New("unknown event")
-	// ErrUnknownSeat means the event has no seat with the label.
-	ErrUnknownSeat = errors.New("unknown seat")
-	// ErrInvalidUser means the user name is missing, too long or not text.
-	ErrInvalidUser = errors.New("invalid user")
-	// ErrInvalidQty means the quantity is not between 1 and MaxQty.
-	ErrInvalidQty = errors.New("invalid qty")
-	// ErrInvalidKey means the Idempotency-Key is too long or not visible ASCII.
-	ErrInvalidKey = errors.New("invalid idempotency key")
-	// ErrSoldOut means the stock read under the lock is less than asked.
-	ErrSoldOut = errors.New("sold out")
-	// ErrSeatTaken means the seat already has a booking.
-	ErrSeatTaken = errors.New("seat taken")
-	// ErrStaleFence means the holder's fencing token is older than one the
-	// row has seen: its lease ran out and someone else holds the lock now.
-	ErrStaleFence = errors.New("stale fencing token")
-	// ErrSaleReset means the sale was reset while the request was in
-	// flight: its write belonged to the old sale and was refused.
-	ErrSaleReset = errors.New("sale reset while the request was in flight")
-	// ErrIdempotencyKeyReused means the key came with a different request.
-	ErrIdempotencyKeyReused = errors.New("idempotency key reused with a different request")
-	// ErrLockBusy means the lock was not obtained within the wait budget.
-	ErrLockBusy = errors.New("lock busy")
-	// ErrLineTooLong is ErrLockBusy said at once: the waiters already in
-	// line would keep the request waiting past a third of its budget.
-	ErrLineTooLong = fmt.Errorf("%w: the line is longer than the wait", ErrLockBusy)
-	// ErrLockUnavailable means too few Redis nodes answered to decide.
-	ErrLockUnavailable = errors.New("lock unavailable")
-	// ErrHolderCrashed means an injected crash abandoned the request; the lock
-	// was left as a dead process leaves it.
-	ErrHolderCrashed = errors.New("holder crashed")
-	// ErrLeaseLost means the holder's check just before its write found its
-	// lease gone (lua+check): nothing was written.
-	ErrLeaseLost = errors.New("lease lost before the write")
 )
 
 // Config configures a Service.
@@ -135,7 +89,7 @@ type Service struct {
 	keys       storeKeys // redis-stock's keys on the first node
 	batch      atomic.Bool
 	batchMax   int
-	lines      batchLines // the SKUs whose lock is busy here, with the orders waiting for it
+	queues     batchQueues // the SKUs whose lock is busy here, with the orders waiting for it
 }
 
 // New migrates the schema and returns the service. A database without any
@@ -157,7 +111,7 @@ func New(ctx context.Context, db *gorm.DB, lockers *lock.Lockers, cfg Config) (*
 		return nil, fmt.Errorf("inventory: migrate: %w", err)
 	}
 	s := &Service{db: db, lockers: lockers, production: cfg.Production, lockWait: cfg.LockWait, log: cfg.Logger, notify: cfg.Notify,
-		keys: storeKeys{ns: lockers.Namespace()}, batchMax: cfg.BatchMax, lines: batchLines{lines: map[string]*batchLine{}}}
+		keys: storeKeys{ns: lockers.Namespace()}, batchMax: cfg.BatchMax, queues: batchQueues{queues: map[string]*batchQueue{}}}
 	s.batch.Store(cfg.Batch)
 	if err := s.seed(ctx); err != nil {
 		return nil, fmt.Errorf("inventory: seed: %w", err)
@@ -187,7 +141,7 @@ func (s *Service) seed(ctx context.Context) error {
 		return nil
 	}
 	products, event, seats := rows(DefaultCatalogue())
-	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	return s.transaction(ctx, func(tx *gorm.DB) error {
 		ignore := func() *gorm.DB { return tx.Clauses(clause.OnConflict{DoNothing: true}) }
 		if err := ignore().Create(&products).Error; err != nil {
 			return err
@@ -225,13 +179,14 @@ func (s *Service) SetWork(d time.Duration) { s.work.Store(int64(max(d, 0))) }
 // Work is the business work per sale.
 func (s *Service) Work() time.Duration { return time.Duration(s.work.Load()) }
 
-// Ping checks that the database answers.
+// Ping checks that the database answers; ErrStoreUnavailable when it
+// cannot be reached.
 func (s *Service) Ping(ctx context.Context) error {
 	sqlDB, err := s.db.DB()
 	if err != nil {
 		return err
 	}
-	return sqlDB.PingContext(ctx)
+	return storeUnavailable(sqlDB.PingContext(ctx))
 }
 
 // Products lists the catalogue by SKU.
@@ -241,79 +196,6 @@ func (s *Service) Products(ctx context.Context) ([]Product, error) {
 		return nil, fmt.Errorf("list products: %w", err)
 	}
 	return ps, nil
-}
-
-// SeatState is one seat of a seat map. Bookings above one is a double booking.
-type SeatState struct {
-	Seat     string `json:"seat"`
-	Row      string `json:"row"`
-	Number   int    `json:"number"`
-	Taken    bool   `json:"taken"`
-	User     string `json:"user,omitempty"`
-	Bookings int    `json:"bookings"`
-}
-
-// SeatMap is an event's seats and who holds them.
-type SeatMap struct {
-	Event string      `json:"event"`
-	Name  string      `json:"name"`
-	Seats []SeatState `json:"seats"`
-}
-
-// SeatMap returns the event's seats in row order, each with its first booking.
-func (s *Service) SeatMap(ctx context.Context, event string) (SeatMap, error) {
-	db := s.db.WithContext(ctx)
-	var ev Event
-	if err := db.Where("id = ?", event).Take(&ev).Error; err != nil {
-		if errors.Is(err, gorm.ErrRecordNotFound) {
-			return SeatMap{}, fmt.Errorf("%w %q", ErrUnknownEvent, event)
-		}
-		return SeatMap{}, fmt.Errorf("read event: %w", err)
-	}
-	var seats []Seat
-	if err := db.Where("event_id = ?", event).Find(&seats).Error; err != nil {
-		return SeatMap{}, fmt.Errorf("read seats: %w", err)
-	}
-	var bookings []Booking
-	if err := db.Where("event_id = ?", event).Order("id").Find(&bookings).Error; err != nil {
-		return SeatMap{}, fmt.Errorf("read bookings: %w", err)
-	}
-	byLabel := make(map[string]*SeatState, len(seats))
-	m := SeatMap{Event: ev.ID, Name: ev.Name, Seats: make([]SeatState, len(seats))}
-	sortSeats(seats)
-	for i, st := range seats {
-		m.Seats[i] = SeatState{Seat: st.Label, Row: st.Row, Number: st.Number}
-		byLabel[st.Label] = &m.Seats[i]
-	}
-	for _, b := range bookings {
-		st := byLabel[b.Seat]
-		if st == nil {
-			continue
-		}
-		if !st.Taken {
-			st.Taken, st.User = true, b.User
-		}
-		st.Bookings++
-	}
-	return m, nil
-}
-
-// sortSeats orders seats by row (A … Z, AA …) and number.
-func sortSeats(seats []Seat) {
-	less := func(a, b Seat) bool {
-		if len(a.Row) != len(b.Row) {
-			return len(a.Row) < len(b.Row)
-		}
-		if a.Row != b.Row {
-			return a.Row < b.Row
-		}
-		return a.Number < b.Number
-	}
-	for i := 1; i < len(seats); i++ {
-		for j := i; j > 0 && less(seats[j], seats[j-1]); j-- {
-			seats[j], seats[j-1] = seats[j-1], seats[j]
-		}
-	}
 }
 
 // Orders lists a user's orders, newest first.
@@ -354,7 +236,7 @@ func (s *Service) Reset(ctx context.Context, c Catalogue) (State, error) {
 		return State{}, fmt.Errorf("%w: reset redis-stock keys: %w", ErrLockUnavailable, err)
 	}
 	products, event, seats := rows(c)
-	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	err := s.transaction(ctx, func(tx *gorm.DB) error {
 		var last struct{ P, S int64 }
 		if err := tx.Raw("SELECT (SELECT COALESCE(MAX(sale), 0) FROM products) AS p, (SELECT COALESCE(MAX(sale), 0) FROM seats) AS s").Scan(&last).Error; err != nil {
 			return err
@@ -412,35 +294,6 @@ func validUser(u string) error {
 		return fmt.Errorf("%w: user is blank", ErrInvalidUser)
 	}
 	return nil
-}
-
-// validKey accepts an empty key (none) or 1 to MaxKeyLen visible ASCII bytes.
-func validKey(k string) error {
-	if len(k) > MaxKeyLen {
-		return fmt.Errorf("%w: longer than %d bytes", ErrInvalidKey, MaxKeyLen)
-	}
-	for i := 0; i < len(k); i++ {
-		if k[i] <= ' ' || k[i] > '~' {
-			return fmt.Errorf("%w: only visible ASCII characters are allowed", ErrInvalidKey)
-		}
-	}
-	return nil
-}
-
-// requestHash fingerprints what a request asks for, so a retry with the same
-// Idempotency-Key can be told from a reuse of the key for something else.
-func requestHash(v any) string {
-	b, _ := json.Marshal(v) // plain structs of strings and ints always marshal
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
-}
-
-// keyPtr is nil for no key, so the unique index ignores keyless rows.
-func keyPtr(k string) *string {
-	if k == "" {
-		return nil
-	}
-	return &k
 }
 
 // fencePtr records the token only for fenced variants.

@@ -24,9 +24,13 @@
 // MaxBody is set (it is); a zero rate with default workers is unbounded (the
 // rate must be positive and workers are capped).
 //
-// By default the runner starts what it attacks (StartLocal): real
-// redis-server nodes, reached through toxiproxy proxies (see Network), and three
+// By default the runner starts what it attacks (cluster.StartLocal): real
+// redis-server nodes, reached through toxiproxy proxies, and three
 // storefront processes on one SQLite file; it stops them, by PID, when done.
-// The scenarios, their faults and the expected matrix are in matrix.go; what
-// happens to the Redis nodes during an attack is in nodes.go.
+// The scenarios and their faults are in matrix.go; the expected outcomes are
+// the ladder's (lock/ladder.go), read in expected.go; one cell's steps are in
+// cell.go; what happens to the Redis nodes during an attack is package
+// cluster's. The sweep and the chaos run are
+// packages of their own (sweep, chaos) on the same parts: storefront (the
+// HTTP client), traffic (what is sent and the tally) and output.
 package loadtest

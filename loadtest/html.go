@@ -6,6 +6,8 @@ import (
 	"io"
 	"math"
 	"strings"
+
+	"flashsale/loadtest/output"
 )
 
 // Metric is a per-cell figure a chart can show.
@@ -19,9 +21,6 @@ var (
 	MetricOversold = Metric{"oversold units", func(c *Cell) float64 { return float64(c.Audit.OversoldUnits) }}
 	MetricLost     = Metric{"lost updates", func(c *Cell) float64 { return float64(c.Audit.LostUpdates) }}
 )
-
-// scenarioColors tell the scenarios apart in the bar charts.
-var scenarioColors = []string{"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#9c755f"}
 
 // Chart draws m for every cell as a standalone SVG bar chart: one group of
 // bars per variant, one bar per scenario. Nothing is fetched to draw it, so
@@ -52,17 +51,12 @@ func (r *Report) Chart(m Metric) string {
 	for i := range r.Cells {
 		peak = math.Max(peak, m.Value(&r.Cells[i]))
 	}
-	scaleMax, step := niceScale(peak)
+	scaleMax, step := output.NiceScale(peak)
 	y := func(v float64) float64 { return top + plotH - v/scaleMax*plotH }
 
 	var b strings.Builder
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" viewBox="0 0 %.0f %.0f" font-family="sans-serif" font-size="11">`+"\n", width, height, width, height)
-	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="#fff"/>`+"\n")
-	fmt.Fprintf(&b, `<text x="%.0f" y="20" font-size="14" font-weight="bold">%s per lock variant and scenario (from the database audit)</text>`+"\n", left, esc(m.Name))
-	for v := 0.0; v <= scaleMax+step/2; v += step {
-		fmt.Fprintf(&b, `<line x1="%.0f" x2="%.0f" y1="%.1f" y2="%.1f" stroke="#ddd"/>`, left, width-right, y(v), y(v))
-		fmt.Fprintf(&b, `<text x="%.0f" y="%.1f" text-anchor="end" dominant-baseline="middle">%s</text>`+"\n", left-6, y(v), trimFloat(v))
-	}
+	output.OpenSVG(&b, width, height, left, m.Name+" per lock variant and scenario (from the database audit)")
+	output.GridY(&b, scaleMax, step, left, width-right, y)
 	for vi, variant := range r.Variants {
 		x0 := left + float64(vi)*groupW + gap/2
 		for si, sc := range r.Scenarios {
@@ -77,50 +71,30 @@ func (r *Report) Chart(m Metric) string {
 				h = math.Max(h, 2) // a small non-zero value must still be seen
 			}
 			fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"><title>%s × %s: %s %s (expected %s)</title></rect>`,
-				x, top+plotH-h, barW-1, h, scenarioColors[si%len(scenarioColors)], esc(variant), esc(sc.Name), trimFloat(v), esc(m.Name), c.Expected)
+				x, top+plotH-h, barW-1, h, output.Color(si), output.Esc(variant), output.Esc(sc.Name), output.Num(v), output.Esc(m.Name), c.Expected)
 			if v > 0 {
-				fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" font-size="9" text-anchor="middle">%s</text>`, x+barW/2, top+plotH-h-3, trimFloat(v))
+				fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" font-size="9" text-anchor="middle">%s</text>`, x+barW/2, top+plotH-h-3, output.Num(v))
 			}
 		}
 		fmt.Fprintf(&b, `<text transform="translate(%.1f,%.1f) rotate(-30)" text-anchor="end">%s</text>`+"\n",
-			x0+float64(nsc)*barW/2, top+plotH+14, esc(variant))
+			x0+float64(nsc)*barW/2, top+plotH+14, output.Esc(variant))
 	}
 	fmt.Fprintf(&b, `<line x1="%.0f" x2="%.0f" y1="%.1f" y2="%.1f" stroke="#333"/>`+"\n", left, width-right, y(0), y(0))
 	for si, sc := range r.Scenarios {
 		it := legend[si]
 		ly := top + plotH + bottom - 18 + 16*it.y
 		fmt.Fprintf(&b, `<rect x="%.0f" y="%.0f" width="10" height="10" fill="%s"/><text x="%.0f" y="%.0f">%s</text>`,
-			it.x, ly-9, scenarioColors[si%len(scenarioColors)], it.x+13, ly, esc(sc.Name))
+			it.x, ly-9, output.Color(si), it.x+13, ly, output.Esc(sc.Name))
 	}
 	b.WriteString("\n</svg>\n")
 	return b.String()
 }
 
-// niceScale rounds peak up to a readable axis maximum and tick step.
-func niceScale(peak float64) (max, step float64) {
-	if peak <= 0 {
-		return 1, 1
-	}
-	raw := peak / 4
-	mag := math.Pow(10, math.Floor(math.Log10(raw)))
-	for _, m := range []float64{1, 2, 5, 10} {
-		if step = m * mag; step >= raw {
-			break
-		}
-	}
-	step = math.Max(step, 1)
-	return math.Ceil(peak/step) * step, step
-}
-
-func trimFloat(v float64) string { return fmt.Sprintf("%g", v) }
-
-func esc(s string) string { return template.HTMLEscapeString(s) }
-
 // htmlPage is the self-contained report: inline CSS, inline SVG, and each
 // of vegeta's latency plots (which carry their own scripts inline) in an
 // iframe's srcdoc. Nothing is loaded from the network.
 var htmlPage = template.Must(template.New("report").Funcs(template.FuncMap{
-	"ms": ms,
+	"ms": output.Millis,
 	"mark": func(c *Cell) string {
 		if c == nil {
 			return "—"
@@ -148,8 +122,8 @@ var htmlPage = template.Must(template.New("report").Funcs(template.FuncMap{
 		}
 	},
 	"join":  strings.Join,
-	"fired": firedList,
-	"codes": errorCodes,
+	"fired": output.Counts[uint64],
+	"codes": output.Counts[int],
 }).Parse(`<!doctype html>
 <html lang="en">
 <head>

@@ -19,6 +19,7 @@ import (
 
 	"flashsale/internal/testsupport"
 	"flashsale/loadtest"
+	"flashsale/loadtest/cluster"
 )
 
 var full = flag.Bool("loadtest.full", false, "run every cell of the matrix at the command's default size (minutes) instead of the short matrix")
@@ -114,7 +115,7 @@ func runMatrix(t *testing.T, shortCells []string, mode matrixMode) {
 	if testing.Short() {
 		t.Skip("the matrix runs real app instances for about a minute")
 	}
-	mod, err := loadtest.FindModule(".")
+	mod, err := cluster.FindModule(".")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,8 +128,8 @@ func runMatrix(t *testing.T, shortCells []string, mode matrixMode) {
 		Batch:    mode.batch,
 		Taught:   mode.taught,
 		OutDir:   out,
-		Local:    loadtest.LocalConfig{ModuleDir: mod, Dir: t.TempDir()},
-		Logger:   slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Local:    cluster.LocalConfig{ModuleDir: mod, Dir: t.TempDir()},
+		Logger:   testsupport.TestLog(t, slog.LevelWarn),
 	}
 	if *full {
 		cfg.Cells, cfg.Rate, cfg.Duration = nil, 300, 4*time.Second
@@ -252,14 +253,6 @@ func checkResults(t *testing.T, rep *loadtest.Report) {
 	}
 }
 
-// testWriter sends log lines to the test log.
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
-}
-
 var repeat = flag.Int("loadtest.repeat", 0, "run the breaking cells of the taught matrix this many times, seeds 1..N, and report how often each broke (minutes per run)")
 
 // How reliably each "breaks" cell breaks with the speed layer off: every
@@ -272,7 +265,7 @@ func TestTaughtBreaksRepeatably(t *testing.T) {
 		t.Skip("-loadtest.repeat=N runs it")
 	}
 	testsupport.RequireRedis(t)
-	mod, err := loadtest.FindModule(".")
+	mod, err := cluster.FindModule(".")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,7 +280,7 @@ func TestTaughtBreaksRepeatably(t *testing.T) {
 	for seed := 1; seed <= *repeat; seed++ {
 		rep, err := loadtest.Run(context.Background(), loadtest.Config{
 			Rate: 200, Duration: 2 * time.Second, Seed: uint64(seed), Cells: breaking, Taught: true,
-			OutDir: t.TempDir(), Local: loadtest.LocalConfig{ModuleDir: mod, Dir: t.TempDir()},
+			OutDir: t.TempDir(), Local: cluster.LocalConfig{ModuleDir: mod, Dir: t.TempDir()},
 			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		})
 		if err != nil {

@@ -1,14 +1,16 @@
 package loadtest
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"flashsale/loadtest/cluster"
+	"flashsale/loadtest/output"
+	"flashsale/loadtest/storefront"
+	"flashsale/loadtest/traffic"
 )
 
 // Verdict is a cell's seen outcome judged against the expected one.
@@ -43,16 +45,16 @@ type Cell struct {
 	// Initial is the stock the sale started with, all SKUs together.
 	Initial int64 `json:"initial_stock"`
 	// HotSKU is the scarce product, where overselling shows.
-	HotSKU string `json:"hot_sku,omitempty"`
-	Audit  Audit  `json:"audit"`
+	HotSKU string           `json:"hot_sku,omitempty"`
+	Audit  storefront.Audit `json:"audit"`
 	// FaultsFired counts the injected faults that fired, by point, summed
 	// over the instances: evidence that a cell faced its fault.
 	FaultsFired map[string]uint64 `json:"faults_fired,omitempty"`
 	// StuckLocks is the larger of the audit's figure and the runner's own
 	// scan of the Redis nodes.
-	StuckLocks    int         `json:"stuck_locks"`
-	StuckLockKeys []StuckLock `json:"stuck_lock_keys,omitempty"`
-	Summary       Summary     `json:"vegeta"`
+	StuckLocks    int                 `json:"stuck_locks"`
+	StuckLockKeys []cluster.StuckLock `json:"stuck_lock_keys,omitempty"`
+	Summary       traffic.Summary     `json:"vegeta"`
 	// CrossCheck lists every disagreement between the audit and vegeta.
 	CrossCheck []string `json:"cross_check,omitempty"`
 	// Notes are what happened along the way (node faults, scans).
@@ -119,17 +121,17 @@ func (c *Cell) judge() {
 
 // Settings are the parameters of a run, as the report records them.
 type Settings struct {
-	Rate        int           `json:"rate_per_second"`
-	Duration    time.Duration `json:"duration_ns"`
-	MaxRequests uint64        `json:"max_requests"`
-	MaxWorkers  uint64        `json:"max_workers"`
-	Seed        uint64        `json:"seed"`
-	LockTTL     time.Duration `json:"lock_ttl_ns"`
-	Instances   int           `json:"instances"`
-	Nodes       int           `json:"redis_nodes"`
-	Targets     []string      `json:"targets,omitempty"`
-	Catalogue   Catalogue     `json:"catalogue"`
-	Mix         Mix           `json:"mix"`
+	Rate        int                  `json:"rate_per_second"`
+	Duration    time.Duration        `json:"duration_ns"`
+	MaxRequests uint64               `json:"max_requests"`
+	MaxWorkers  uint64               `json:"max_workers"`
+	Seed        uint64               `json:"seed"`
+	LockTTL     time.Duration        `json:"lock_ttl_ns"`
+	Instances   int                  `json:"instances"`
+	Nodes       int                  `json:"redis_nodes"`
+	Targets     []string             `json:"targets,omitempty"`
+	Catalogue   storefront.Catalogue `json:"catalogue"`
+	Mix         traffic.Mix          `json:"mix"`
 }
 
 func settingsOf(c Config) Settings {
@@ -299,7 +301,7 @@ func (r *Report) WriteText(w io.Writer) error {
 			c.Variant, c.Scenario, c.Expected, c.Seen, c.Verdict,
 			c.SoldOfInitial(), c.Audit.OversoldUnits, c.Audit.LostUpdates, c.Audit.DoubleBookedSeats, c.StuckLocks,
 			s.Counts.Created, s.Counts.Conflict, s.Counts.Unavailable, s.Counts.Other,
-			s.SalesPerSecond, ms(s.P50), ms(s.P99))
+			s.SalesPerSecond, output.Millis(s.P50), output.Millis(s.P99))
 	}
 	tw.Flush()
 
@@ -317,10 +319,10 @@ func (r *Report) WriteText(w io.Writer) error {
 		if len(c.Reasons) > 0 {
 			fmt.Fprintf(ew, ": %s", strings.Join(c.Reasons, "; "))
 		}
-		if codes := errorCodes(c.Summary.Counts.ByError); codes != "" {
+		if codes := output.Counts(c.Summary.Counts.ByError); codes != "" {
 			fmt.Fprintf(ew, " (answers: %s)", codes)
 		}
-		if fired := firedList(c.FaultsFired); fired != "" {
+		if fired := output.Counts(c.FaultsFired); fired != "" {
 			fmt.Fprintf(ew, " (faults fired: %s)", fired)
 		}
 		fmt.Fprintln(ew)
@@ -336,91 +338,19 @@ func (r *Report) WriteText(w io.Writer) error {
 	return ew.err
 }
 
-// firedList lists fault counters as "point n".
-func firedList(m map[string]uint64) string {
-	counts := make(map[string]int, len(m))
-	for k, v := range m {
-		counts[k] = int(v)
-	}
-	return errorCodes(counts)
-}
-
-// errorCodes lists the app's error codes by count, most frequent first.
-func errorCodes(m map[string]int) string {
-	type kv struct {
-		k string
-		v int
-	}
-	var all []kv
-	for k, v := range m {
-		all = append(all, kv{k, v})
-	}
-	for i := 1; i < len(all); i++ {
-		for j := i; j > 0 && (all[j].v > all[j-1].v || (all[j].v == all[j-1].v && all[j].k < all[j-1].k)); j-- {
-			all[j], all[j-1] = all[j-1], all[j]
-		}
-	}
-	parts := make([]string, len(all))
-	for i, e := range all {
-		parts[i] = fmt.Sprintf("%s %d", e.k, e.v)
-	}
-	return strings.Join(parts, ", ")
-}
-
-func ms(d time.Duration) string {
-	switch {
-	case d == 0:
-		return "-"
-	case d < 10*time.Millisecond:
-		return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond))
-	default:
-		return fmt.Sprintf("%dms", d.Milliseconds())
-	}
-}
-
 // WriteJSON writes the report as indented JSON.
-func (r *Report) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(r)
-}
+func (r *Report) WriteJSON(w io.Writer) error { return output.JSON(w, r) }
 
 // WriteFiles writes report.txt, report.json, report.html, oversold.svg and
 // lost-updates.svg into dir (vegeta's binary results are already there, under results/).
 func (r *Report) WriteFiles(dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	write := func(name string, fn func(io.Writer) error) error {
-		f, err := os.Create(filepath.Join(dir, name))
-		if err != nil {
-			return err
-		}
-		if err := fn(f); err != nil {
-			f.Close()
-			return fmt.Errorf("%s: %w", name, err)
-		}
-		return f.Close()
-	}
-	if err := write("report.txt", r.WriteText); err != nil {
-		return err
-	}
-	if err := write("report.json", r.WriteJSON); err != nil {
-		return err
-	}
-	if err := write("report.html", r.WriteHTML); err != nil {
-		return err
-	}
-	for name, m := range map[string]Metric{"oversold.svg": MetricOversold, "lost-updates.svg": MetricLost} {
-		err := write(name, func(w io.Writer) error {
-			_, err := io.WriteString(w, r.Chart(m))
-			return err
-		})
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	return output.WriteFiles(dir,
+		output.File{Name: "report.txt", Write: r.WriteText},
+		output.File{Name: "report.json", Write: r.WriteJSON},
+		output.File{Name: "report.html", Write: r.WriteHTML},
+		output.File{Name: "oversold.svg", Write: output.SVG(func() string { return r.Chart(MetricOversold) })},
+		output.File{Name: "lost-updates.svg", Write: output.SVG(func() string { return r.Chart(MetricLost) })},
+	)
 }
 
 // errWriter remembers the first write error, so a report can be written

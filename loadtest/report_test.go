@@ -10,6 +10,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"flashsale/loadtest/storefront"
+	"flashsale/loadtest/traffic"
 )
 
 // The matrix as docs/design.md writes it, row by row, so a change to either one
@@ -86,7 +89,7 @@ func TestExpectedIsDesignMatrix(t *testing.T) {
 }
 
 func TestJudge(t *testing.T) {
-	sold := Summary{Counts: Counts{Requests: 10, Created: 5}, Sales: 5}
+	sold := traffic.Summary{Counts: traffic.Counts{Requests: 10, Created: 5}, Sales: 5}
 	cases := []struct {
 		name     string
 		cell     Cell
@@ -95,16 +98,16 @@ func TestJudge(t *testing.T) {
 		inReason string
 	}{
 		{"holds as expected", Cell{Expected: Holds, Summary: sold}, Holds, VerdictOK, ""},
-		{"oversold where it must hold", Cell{Expected: Holds, Summary: sold, Audit: Audit{OversoldUnits: 2}}, Breaks, VerdictBug, "oversold 2"},
+		{"oversold where it must hold", Cell{Expected: Holds, Summary: sold, Audit: storefront.Audit{OversoldUnits: 2}}, Breaks, VerdictBug, "oversold 2"},
 		{"stuck lock where it must break", Cell{Expected: Breaks, Summary: sold, StuckLocks: 1}, Breaks, VerdictOK, "stuck"},
 		{"holds where it must break", Cell{Expected: Breaks, Summary: sold}, Holds, VerdictNoDemo, ""},
 		{"invented order", Cell{Expected: Holds, Summary: sold, CrossCheck: []string{"invented orders: …"}}, Breaks, VerdictBug, "cross-check"},
-		{"double booking", Cell{Expected: Holds, Summary: sold, Audit: Audit{DoubleBookedSeats: 1}}, Breaks, VerdictBug, "double-booked"},
-		{"lost update", Cell{Expected: Holds, Summary: sold, Audit: Audit{LostUpdates: 3}}, Breaks, VerdictBug, "lost updates"},
-		{"no claim", Cell{Expected: NoClaim, Summary: sold, Audit: Audit{LostUpdates: 3}}, Breaks, VerdictOK, ""},
-		{"nothing sold", Cell{Expected: Holds, Summary: Summary{Counts: Counts{Requests: 10}}}, "", VerdictError, "nothing was sold"},
-		{"no answers", Cell{Expected: Holds, Summary: Summary{Counts: Counts{Requests: 10, Transport: 2}, Sales: 3}}, "", VerdictError, "no HTTP answer"},
-		{"no answers, broke anyway", Cell{Expected: Holds, Summary: Summary{Counts: Counts{Requests: 10, Transport: 2}, Sales: 3}, Audit: Audit{OversoldUnits: 1}}, Breaks, VerdictBug, "oversold"},
+		{"double booking", Cell{Expected: Holds, Summary: sold, Audit: storefront.Audit{DoubleBookedSeats: 1}}, Breaks, VerdictBug, "double-booked"},
+		{"lost update", Cell{Expected: Holds, Summary: sold, Audit: storefront.Audit{LostUpdates: 3}}, Breaks, VerdictBug, "lost updates"},
+		{"no claim", Cell{Expected: NoClaim, Summary: sold, Audit: storefront.Audit{LostUpdates: 3}}, Breaks, VerdictOK, ""},
+		{"nothing sold", Cell{Expected: Holds, Summary: traffic.Summary{Counts: traffic.Counts{Requests: 10}}}, "", VerdictError, "nothing was sold"},
+		{"no answers", Cell{Expected: Holds, Summary: traffic.Summary{Counts: traffic.Counts{Requests: 10, Transport: 2}, Sales: 3}}, "", VerdictError, "no HTTP answer"},
+		{"no answers, broke anyway", Cell{Expected: Holds, Summary: traffic.Summary{Counts: traffic.Counts{Requests: 10, Transport: 2}, Sales: 3}, Audit: storefront.Audit{OversoldUnits: 1}}, Breaks, VerdictBug, "oversold"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -128,16 +131,16 @@ func sampleReport() *Report {
 		Scenarios: Scenarios(500 * time.Millisecond)[:2],
 		plots:     map[string][]byte{Clean: []byte(`<!doctype html><html><body><script>var x = "</b>";</script></body></html>`)},
 	}
-	sold := Summary{Counts: Counts{Requests: 100, Created: 60, Conflict: 30, Unavailable: 10}, Sales: 60, SalesPerSecond: 20, P50: 3 * time.Millisecond, P99: 40 * time.Millisecond}
-	add := func(v, sc string, exp Outcome, a Audit) {
+	sold := traffic.Summary{Counts: traffic.Counts{Requests: 100, Created: 60, Conflict: 30, Unavailable: 10}, Sales: 60, SalesPerSecond: 20, P50: 3 * time.Millisecond, P99: 40 * time.Millisecond}
+	add := func(v, sc string, exp Outcome, a storefront.Audit) {
 		c := Cell{Variant: v, Scenario: sc, Expected: exp, Summary: sold, Audit: a, HotSKU: "hot", Initial: 100}
 		c.judge()
 		r.Cells = append(r.Cells, c)
 	}
-	add("none", Clean, Breaks, Audit{OversoldUnits: 12, LostUpdates: 30})
-	add("redlock", Clean, Holds, Audit{})
-	add("none", CrashBetweenSteps, Breaks, Audit{OversoldUnits: 3})
-	add("redlock", CrashBetweenSteps, Holds, Audit{LostUpdates: 1})
+	add("none", Clean, Breaks, storefront.Audit{OversoldUnits: 12, LostUpdates: 30})
+	add("redlock", Clean, Holds, storefront.Audit{})
+	add("none", CrashBetweenSteps, Breaks, storefront.Audit{OversoldUnits: 3})
+	add("redlock", CrashBetweenSteps, Holds, storefront.Audit{LostUpdates: 1})
 	r.Cells = append(r.Cells, Cell{Variant: "lua<&>", Scenario: Clean, Verdict: VerdictSkipped})
 	r.summarise()
 	return r
@@ -202,14 +205,6 @@ func TestChartIsWellFormedSVG(t *testing.T) {
 		}
 		if !strings.Contains(svg, label) {
 			t.Errorf("%s chart has no bar labelled %s", m.Name, label)
-		}
-	}
-}
-
-func TestNiceScale(t *testing.T) {
-	for _, tc := range []struct{ peak, max, step float64 }{{0, 1, 1}, {3, 3, 1}, {12, 15, 5}, {37, 40, 10}, {240, 300, 100}} {
-		if max, step := niceScale(tc.peak); max != tc.max || step != tc.step {
-			t.Errorf("niceScale(%v) = %v, %v; want %v, %v", tc.peak, max, step, tc.max, tc.step)
 		}
 	}
 }

@@ -15,7 +15,7 @@ import (
 	rsgoredis "github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	"github.com/redis/go-redis/v9"
 
-	"flashsale/internal/redistest"
+	"flashsale/internal/testsupport"
 	"flashsale/lock"
 )
 
@@ -65,7 +65,7 @@ func newBenchEnv(b *testing.B) *benchEnv {
 	c := shared(b)
 	e := newEnv(b, c)
 	var pools []rsredis.Pool
-	for _, o := range redistest.Options(c) {
+	for _, o := range testsupport.Options(b, c) {
 		cl := redis.NewClient(o)
 		b.Cleanup(func() { _ = cl.Close() })
 		pools = append(pools, rsgoredis.NewPool(cl))
@@ -91,7 +91,7 @@ func BenchmarkUncontended(b *testing.B) {
 	}
 	// Redlock over the first node alone: the same client code as the
 	// five-node rows, so the ratio between them is the cost of the nodes.
-	one := newEnvOn(b, redistest.Options(shared(b))[:1])
+	one := newEnvOn(b, testsupport.Options(b, shared(b))[:1])
 	b.Run("ref=redlock-1", func(b *testing.B) { loopPairs(b, variantPair(one.locker(lock.Redlock))) })
 	b.Run("ref=redsync-5", func(b *testing.B) { loopPairs(b, redsyncPair(be.redsync)) })
 }

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"flashsale/internal/localredis"
-	"flashsale/internal/redistest"
+	"flashsale/internal/testsupport"
 	"flashsale/lock"
 )
 
@@ -93,7 +93,7 @@ func (p *stallProxy) forward(dst, src net.Conn, stallConfig bool) {
 // reply to that SET as the vote for the one after, and a client would be
 // granted a lock that another holds on a quorum.
 func TestStalledHandshakeNeverShiftsVotes(t *testing.T) {
-	c := redistest.Start(t, 5, localredis.Options{})
+	c := testsupport.Redis(t, 5, localredis.Options{})
 	const ttl = 2 * time.Second
 	holder := newEnv(t, c, lock.WithTTL(ttl))
 	holder.aged(c)
@@ -106,7 +106,7 @@ func TestStalledHandshakeNeverShiftsVotes(t *testing.T) {
 		}
 	}
 
-	opts := redistest.Options(c)
+	opts := testsupport.Options(t, c)
 	proxy := newStallProxy(t, opts[0].Addr, 300*time.Millisecond)
 	opts[0].Addr = proxy.addr()
 	opts[0].DialTimeout = 150 * time.Millisecond
@@ -150,7 +150,7 @@ func TestStalledHandshakeNeverShiftsVotes(t *testing.T) {
 func TestRestartedNodesSitOutForANewClient(t *testing.T) {
 	for _, name := range []string{lock.Redlock, lock.RedlockFence} {
 		t.Run(name, func(t *testing.T) {
-			c := redistest.Start(t, 5, localredis.Options{})
+			c := testsupport.Redis(t, 5, localredis.Options{})
 			const ttl = 3 * time.Second
 			first := newEnv(t, c, lock.WithTTL(ttl))
 			first.aged(c)
@@ -166,7 +166,7 @@ func TestRestartedNodesSitOutForANewClient(t *testing.T) {
 			}
 
 			// A process that starts now: it has no memory of the nodes.
-			ls, err := lock.NewLockers(redistest.Options(c), lock.WithNamespace(first.ns), lock.WithTTL(ttl),
+			ls, err := lock.NewLockers(testsupport.Options(t, c), lock.WithNamespace(first.ns), lock.WithTTL(ttl),
 				lock.WithNodeTimeout(100*time.Millisecond))
 			if err != nil {
 				t.Fatal(err)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Errors a caller can branch on with errors.Is.
@@ -86,4 +88,10 @@ func (e *QuorumError) Unwrap() error {
 	default:
 		return ErrNotHeld
 	}
+}
+
+// down marks a Redis error of a single-node rung as its node being
+// unreachable.
+func down(rdb *redis.Client, err error) error {
+	return fmt.Errorf("%w: node %s: %w", ErrUnavailable, rdb.Options().Addr, err)
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"flashsale/internal/localredis"
-	"flashsale/internal/redistest"
 	"flashsale/internal/testsupport"
 	"flashsale/lock"
 )
@@ -33,7 +32,7 @@ func TestSentinelFailover(t *testing.T) {
 		{lock.LuaFence, true},
 	} {
 		t.Run(tc.variant, func(t *testing.T) {
-			redistest.Require(t)
+			testsupport.RequireRedis(t)
 			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 			defer cancel()
 			sc, err := localredis.StartSentinel(ctx, localredis.SentinelOptions{Logger: testsupport.Logger()})

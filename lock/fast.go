@@ -25,18 +25,39 @@ import (
 //     wakes the process at the head of the line, not every process, and
 //     puts the releasing process behind it, so one that comes straight
 //     back for the key (a batch's next lease) waits its turn;
-//   - a hand-over within a process (fast_handover.go): a release with a
-//     waiter of the same process passes the lease to it in one atomic step,
-//     the rung's hand-over script (in the rung's own file), in place of the
-//     release and the acquire that would follow;
+//   - a hand-over within a process (fast_handover.go, fast_pass.go): a
+//     release with a waiter of the same process passes the lease to it in
+//     one atomic step in place of the release and the acquire that would
+//     follow;
 //   - an ordered release for Redlock (fast_handover.go): the next waiter of
 //     this process tries as soon as the deletes are queued on each node's
 //     connection, which carries one process's commands in order;
 //   - an early busy answer (Locker.ExpectedWait): a caller can be told busy
 //     at once when the waiters ahead of it will use up its wait.
 //
-// What it may change: who tries next and when, how commands travel, and
-// when a caller gives up early. What it never does: grant. Every lease is
+// What the switch changes, and all it changes. On: Acquire waits with
+// acquireFast, Release is releaseFast, ExpectedWait answers, the waker
+// listens (a pub/sub connection and a goroutine per node, this process's
+// line channel subscribed), and a node's keyspace notifications are turned
+// on (notify-keyspace-events gains K, g and x) by the first connection made
+// to each of its incarnations while the layer is on. Off: Acquire is retry.go's loop, Release is the
+// rung's own release, ExpectedWait is zero, the waker does not listen (its
+// connections close when switched off at run time) and no notification
+// setting is made; the waiting rooms, lines and hand-over scripts are never
+// used. What stays the same either way: every rung's acquire, release and
+// extend, the watchdog, the fault points, restart awareness, and the
+// transport beneath Redlock: its votes always travel on one pipelined
+// connection per node (pipe.go). That transport is not a speed feature one
+// could do without: sending each vote on a pooled go-redis connection from
+// a goroutine of its own, tried as the plain transport, missed the per-node
+// timeout under a flash sale's hundreds of waiters, and every vote then
+// failed as unavailable. It sends the same commands, so what is taught is
+// unchanged. Switched off at run time, a notification setting already made
+// stays on the node; nothing listens to it.
+//
+// What it may change: who tries next and when, a release and the next
+// acquire fused into one hand-over, and when a caller gives up early. What
+// it never does: grant. Every lease is
 // the rung's own acquire, or the rung's declared hand-over, which checks
 // the holder's value and writes the next holder's in one atomic step on
 // each node, counts Redlock's validity and quorum exactly as an acquire

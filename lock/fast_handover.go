@@ -138,23 +138,16 @@ func (l *Locker) received(kw *keyWait) (*Lease, bool) {
 // past its validity only a quorum of deletes does. The other deletes are
 // sent all the same.
 func (r *redlock) releaseThen(ctx context.Context, k keys, value string, valid bool, queued func()) error {
-	decided, need := r.decided, r.quorum()
+	u, need := r.majority(), r.quorum()
 	if valid {
-		decided, need = func(votes []vote) bool {
-			yes, no := count(votes)
-			return yes >= 1 || no == len(r.nodes)
-		}, 1
+		u, need = until{yes: 1}, 1
 	}
-	sent := 0
-	votes := r.ask(ctx, func(n instance, reply func(answer)) {
-		n.eval(ctx, compareAndDelete, []string{k.lock}, []string{value}, reply)
-		// ask sends to the nodes one after another on this goroutine, and a
-		// pipelined send is queued when it returns.
-		if sent++; sent == len(r.nodes) && queued != nil {
-			queued()
-		}
-	}, decided)
-	if qe := r.tally("release", k, votes); len(qe.Granted) < need {
+	// send has queued a command on every node's connection when it returns.
+	replies := r.send(ctx, compareAndDelete.call([]string{k.lock}, value))
+	if queued != nil {
+		queued()
+	}
+	if qe := r.tally("release", k, r.gather(ctx, replies, u)); len(qe.Granted) < need {
 		return qe
 	}
 	return nil

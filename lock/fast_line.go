@@ -59,6 +59,52 @@ func newLine(cfg *config, first *node) *line {
 	return &line{id: id, channel: prefix + id, prefix: prefix, ns: cfg.namespace, ttl: cfg.ttl, timeout: cfg.nodeTimeout, first: first.pipe}
 }
 
+// The scripts of the line, run on the first node.
+var (
+	// joinLine puts a waiting process at the back of a key's line, unless it
+	// stands in it already, but only while the lock key is there: a release
+	// that comes later then wakes the line's head. If the key is gone
+	// already the caller should try at once. KEYS[1] lock, KEYS[2] line;
+	// ARGV[1] process id, ARGV[2] line TTL ms. Returns the caller's place in
+	// the line (1: the head), or 0 if the lock key is gone.
+	joinLine = newScript(`
+if redis.call("exists", KEYS[1]) == 0 then
+	return 0
+end
+local place = redis.call("lpos", KEYS[2], ARGV[1])
+if place then
+	place = place + 1
+else
+	place = redis.call("rpush", KEYS[2], ARGV[1])
+end
+redis.call("pexpire", KEYS[2], ARGV[2])
+return place`)
+
+	// wakeHead takes the head of a key's line and tells it, by a message on
+	// its own channel, that the lock was released; the caller's own id is
+	// only returned, not published. A caller that will want the key again
+	// (its own waiters still wait, or it may come straight back) goes to the
+	// back of the line in the same step, unless it stands in it already,
+	// once another process was woken (the line is not empty then, so a
+	// release will come).
+	// KEYS[1] line; ARGV[1] channel prefix, ARGV[2] message (the lock key),
+	// ARGV[3] the caller's id, ARGV[4] the id to put back ("" for none),
+	// ARGV[5] line TTL ms. Returns the head's id, or "" for an empty line.
+	wakeHead = newScript(`
+local head = redis.call("lpop", KEYS[1])
+if not head then
+	return ""
+end
+if head ~= ARGV[3] then
+	redis.call("publish", ARGV[1] .. head, ARGV[2])
+	if ARGV[4] ~= "" and not redis.call("lpos", KEYS[1], ARGV[4]) then
+		redis.call("rpush", KEYS[1], ARGV[4])
+		redis.call("pexpire", KEYS[1], ARGV[5])
+	end
+end
+return head`)
+)
+
 // of is the line of a lock key ("<ns>lock:<name>" → "<ns>line:<name>").
 func (q *line) of(lockKey string) string {
 	return q.ns + "line:" + lockKey[len(q.ns+"lock:"):]

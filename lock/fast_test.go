@@ -10,6 +10,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"flashsale/internal/localredis"
+	"flashsale/internal/testsupport"
 	"flashsale/lock"
 )
 
@@ -127,4 +129,134 @@ func (e *env) setsAfter(n int64, within time.Duration) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// With the speed layer off nothing of it runs, as the nodes themselves
+// see it: two app instances contend for a lua and a Redlock key, and no
+// node has a pub/sub subscriber, a CONFIG SET, or keyspace notifications
+// turned on. Switched on at run time, the first node gains this process's
+// subscriber and the notifications (so the checks can see the layer);
+// switched off again, the subscribers go.
+func TestSpeedLayerOffRunsNothing(t *testing.T) {
+	c := testsupport.Redis(t, 3, localredis.Options{})
+	nodes := testsupport.Options(t, c)
+	ctx := context.Background()
+	var raw []*redis.Client
+	for _, o := range nodes {
+		r := redis.NewClient(o)
+		t.Cleanup(func() { _ = r.Close() })
+		// localredis starts its nodes with notifications on: a node as an
+		// operator left it, with none, shows whether the app sets them.
+		if err := r.ConfigSet(ctx, "notify-keyspace-events", "").Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.ConfigResetStat(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		raw = append(raw, r)
+	}
+	e := newEnvOn(t, nodes, lock.WithFast(false))
+	other := e.instance(lock.WithFast(false))
+	for _, name := range []string{lock.Lua, lock.Redlock} {
+		l := e.locker(name)
+		ol, err := other.Get(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		holder := mustAcquire(t, l, name, 5*time.Second)
+		sets := e.setCalls()
+		here, there := acquireAsync(ctx, t, l, name, 5*time.Second), acquireAsync(ctx, t, ol, name, 5*time.Second)
+		e.setsAfter(sets+1, 2*time.Second) // the waiters have tried: they wait
+		if err := holder.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for _, got := range []<-chan *lock.Lease{here, there} {
+			if lease := <-got; lease != nil {
+				_ = lease.Release(ctx)
+			}
+		}
+	}
+	for i, r := range raw {
+		if subs := subscribers(t, r); subs != 0 {
+			t.Errorf("node %d: %d pub/sub subscribers with the speed layer off, want 0", i, subs)
+		}
+		if calls := commandCalls(t, r, "config|set"); calls != 0 {
+			t.Errorf("node %d: %d CONFIG SET calls with the speed layer off, want 0", i, calls)
+		}
+		if got := notifications(t, r); got != "" {
+			t.Errorf("node %d: notify-keyspace-events = %q with the speed layer off, want it left empty", i, got)
+		}
+	}
+
+	e.ls.SetFast(true)
+	within(t, 5*time.Second, "no pub/sub subscriber on the first node with the speed layer on", func() bool {
+		return subscribers(t, raw[0]) > 0
+	})
+	if got := notifications(t, raw[0]); !strings.Contains(got, "K") {
+		t.Errorf("notify-keyspace-events = %q on the first node with the speed layer on, want keyspace events", got)
+	}
+	e.ls.SetFast(false)
+	within(t, 5*time.Second, "the pub/sub subscriber stayed after the speed layer was switched off", func() bool {
+		return subscribers(t, raw[0]) == 0
+	})
+}
+
+// within polls ok until it holds, and fails the test with msg if it does not
+// within d.
+func within(t *testing.T, d time.Duration, msg string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatal(msg)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// subscribers counts the clients of a node subscribed to any channel or
+// pattern, as CLIENT LIST shows them.
+func subscribers(t *testing.T, r *redis.Client) int {
+	t.Helper()
+	list, err := r.ClientList(context.Background()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, client := range strings.Split(strings.TrimSpace(list), "\n") {
+		for _, f := range strings.Fields(client) {
+			k, v, _ := strings.Cut(f, "=")
+			if (k == "sub" || k == "psub" || k == "ssub") && v != "0" {
+				n++
+				break
+			}
+		}
+	}
+	return n
+}
+
+// commandCalls is how many times a node ran cmd since its stats were reset.
+func commandCalls(t *testing.T, r *redis.Client, cmd string) int64 {
+	t.Helper()
+	info, err := r.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if rest, ok := strings.CutPrefix(line, "cmdstat_"+cmd+":calls="); ok {
+			n, _ := strconv.ParseInt(rest[:strings.IndexByte(rest, ',')], 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+// notifications is the node's notify-keyspace-events setting.
+func notifications(t *testing.T, r *redis.Client) string {
+	t.Helper()
+	v, err := r.ConfigGet(context.Background(), "notify-keyspace-events").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v["notify-keyspace-events"]
 }

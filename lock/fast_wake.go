@@ -2,16 +2,13 @@ package lock
 
 import (
 	"context"
-	"fmt"
-	"strings"
 	"sync"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // This file is part of the speed layer (fast.go): the waiting rooms of a
-// process and the keyspace notifications that wake them.
+// process and what wakes them (the notifications are heard in
+// fast_listen.go).
 
 // waker turns Redis keyspace notifications (a lock key deleted or expired)
 // and the wake-ups of a key's line (fast_line.go) into wake-ups for the waiters
@@ -19,16 +16,25 @@ import (
 // polling storm. It subscribes to a key's events only while someone here
 // waits for it and no line wakes them: an uncontended lock causes no
 // notification traffic at all, and a hot key in line causes none either.
+//
+// Its rooms are plain memory; what talks to Redis is its listening: a
+// pub/sub connection and a goroutine per node, and the subscription to this
+// process's line channel. That runs only while the speed layer is on
+// (listen, quiet): with the layer off nothing here opens a connection.
 type waker struct {
 	cancel context.CancelFunc
-	ctx    context.Context
-	wg     sync.WaitGroup
-	subs   []subscription
-	line   *line // the Redlock key lines (fast_line.go); nil without notifications
-	// subMu is held while a key's subscription is brought in line with its
-	// waiting room (sync); subscribed is, under it, the keys subscribed now.
+	ctx    context.Context // done when the lockers close
+	nodes  []*node
+	line   *line // the keys' waiting lines (fast_line.go); nil without notifications
+	// subMu is held while a key's subscription is matched to its
+	// waiting room (sync), and while listening starts or stops; under it,
+	// subscribed is the keys subscribed now, subs the nodes' pub/sub
+	// connections while listening (nil otherwise), and stop ends them.
 	subMu      sync.Mutex
 	subscribed map[string]int // how many of subs, from the first, listen
+	subs       []subscription
+	stop       context.CancelFunc
+	wg         sync.WaitGroup // the listening goroutines
 	// confirmed is, by channel, closed when the node confirms a
 	// subscription to it: only then is no later event missed.
 	confirmed map[string]chan struct{}
@@ -57,12 +63,6 @@ type waker struct {
 	// with nobody here waiting (toLine): the next waiter here takes that
 	// place rather than trying at once, so the head it woke goes first.
 	placed map[string]time.Time
-}
-
-// subscription is one node's pub/sub connection and its keyspace prefix.
-type subscription struct {
-	ps     *redis.PubSub
-	prefix string // "__keyspace@<db>__:"
 }
 
 // keyWait is the waiting room of one lock key in this process.
@@ -128,150 +128,12 @@ func (kw *keyWait) wake() {
 
 func newWaker(cfg *config, nodes []*node) *waker {
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &waker{ctx: ctx, cancel: cancel, keys: map[string]*keyWait{}, held: map[string]*Lease{}, subscribed: map[string]int{},
+	w := &waker{ctx: ctx, cancel: cancel, nodes: nodes, keys: map[string]*keyWait{}, held: map[string]*Lease{}, subscribed: map[string]int{},
 		confirmed: map[string]chan struct{}{}, contended: map[string]time.Time{}, placed: map[string]time.Time{}}
-	if !cfg.notifications {
-		return w
-	}
-	w.line = newLine(cfg, nodes[0])
-	for i, n := range nodes {
-		c := n.rdb
-		sub := subscription{ps: c.Subscribe(ctx), prefix: fmt.Sprintf("__keyspace@%d__:", c.Options().DB)}
-		if i == 0 {
-			// This process's wake-ups from the Redlock key lines (fast_line.go).
-			sctx, scancel := context.WithTimeout(ctx, time.Second)
-			_ = sub.ps.Subscribe(sctx, w.line.channel)
-			scancel()
-		}
-		w.subs = append(w.subs, sub)
-		w.wg.Go(func() {
-			defer sub.ps.Close()
-			ch := sub.ps.ChannelWithSubscriptions()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case msg, ok := <-ch:
-					if !ok {
-						return
-					}
-					m, ok := msg.(*redis.Message)
-					if !ok {
-						if s, ok := msg.(*redis.Subscription); ok && s.Kind == "subscribe" {
-							w.confirm(s.Channel)
-						}
-						continue
-					}
-					if m.Channel == w.line.channel {
-						w.handoff(m.Payload, false)
-						continue
-					}
-					key := strings.TrimPrefix(m.Channel, sub.prefix)
-					switch m.Payload {
-					case "del":
-						w.deleted(key)
-					case "expired", "evicted":
-						w.freed(key)
-					}
-				}
-			}
-		})
+	if cfg.notifications {
+		w.line = newLine(cfg, nodes[0])
 	}
 	return w
-}
-
-// sync subscribes to the key's events on the first node that answers while a
-// waiting room for it is open here, and unsubscribes once none is. Rooms open and close
-// under mu, but the (un)subscribe calls run later, under subMu: so sync
-// reads whether a room is open only once it holds subMu, and every open or
-// close is followed by a sync. Whichever sync runs last then sees the last
-// change, and a room that opens while an older one closes stays subscribed,
-// whatever order the two syncs run in. A node that does not answer keeps the
-// subscription (go-redis subscribes again on reconnect) and the next node is
-// asked too; with every node down the waiters fall back to the backoff.
-func (w *waker) sync(key string) {
-	if w.beforeSync != nil {
-		w.beforeSync(key)
-	}
-	w.subMu.Lock()
-	defer w.subMu.Unlock()
-	w.mu.Lock()
-	kw := w.keys[key]
-	want := kw != nil && kw.listens()
-	w.mu.Unlock()
-	n, had := w.subscribed[key]
-	if want == had {
-		return
-	}
-	if !want {
-		for _, s := range w.subs[:n] {
-			ctx, cancel := context.WithTimeout(w.ctx, 100*time.Millisecond)
-			_ = s.ps.Unsubscribe(ctx, s.prefix+key)
-			cancel()
-		}
-		delete(w.subscribed, key)
-		return
-	}
-	// The first node's events are enough: it is the single-node variants'
-	// node and holds the Redlock lines, and one node deleting a Redlock key
-	// means its holder released it. Every event wakes every process that
-	// listens, so listening to five nodes costs five wake-ups per release
-	// in each waiting process: on a busy machine, CPU the holder needs. The
-	// next node is asked only while the one before it does not answer.
-	for _, s := range w.subs {
-		n++
-		if w.subscribe(s, s.prefix+key) {
-			break
-		}
-	}
-	w.subscribed[key] = n
-}
-
-// subscribe subscribes s to channel and waits, 100 ms at most, until the
-// node confirms it: from then on no event of the channel is missed.
-func (w *waker) subscribe(s subscription, channel string) bool {
-	ctx, cancel := context.WithTimeout(w.ctx, 100*time.Millisecond)
-	defer cancel()
-	done := make(chan struct{})
-	w.mu.Lock()
-	w.confirmed[channel] = done
-	w.mu.Unlock()
-	defer func() {
-		w.mu.Lock()
-		if w.confirmed[channel] == done {
-			delete(w.confirmed, channel)
-		}
-		w.mu.Unlock()
-	}()
-	if err := s.ps.Subscribe(ctx, channel); err != nil {
-		return false
-	}
-	select {
-	case <-done:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
-// confirm is a node's confirmation of a subscription to channel.
-func (w *waker) confirm(channel string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if done := w.confirmed[channel]; done != nil {
-		close(done)
-		delete(w.confirmed, channel)
-	}
-}
-
-// resync brings the key's subscription in line with its room off the
-// caller's path, after the room's need of the key's events changed.
-func (w *waker) resync(key string) {
-	w.syncs.Add(1)
-	go func() {
-		defer w.syncs.Done()
-		w.sync(key)
-	}()
 }
 
 // waiting reports whether anyone in this process waits for the key, or
@@ -298,7 +160,7 @@ func (w *waker) hasPlace(key string) bool {
 func (w *waker) close() {
 	w.cancel()
 	w.syncs.Wait()
-	w.wg.Wait()
+	w.quiet()
 }
 
 func (w *waker) freed(key string) {

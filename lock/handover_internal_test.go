@@ -9,20 +9,15 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"flashsale/internal/localredis"
-	"flashsale/internal/redistest"
+	"flashsale/internal/testsupport"
 )
 
 // handOverCluster is five nodes old enough to vote, shared by the tests
 // of this file.
 func handOverCluster(t *testing.T) []*redis.Options {
 	t.Helper()
-	c := redistest.Start(t, 5, localredis.Options{})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := c.Aged(ctx, redistest.Age); err != nil {
-		t.Fatal(err)
-	}
-	return redistest.Options(c)
+	c := testsupport.Redis(t, 5, localredis.Options{}) // aged: old enough to vote
+	return testsupport.Options(t, c)
 }
 
 // votes waits until a quorum of the nodes votes for ls.

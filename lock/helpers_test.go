@@ -13,7 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"flashsale/internal/localredis"
-	"flashsale/internal/redistest"
+	"flashsale/internal/testsupport"
 	"flashsale/lock"
 )
 
@@ -36,7 +36,7 @@ func TestMain(m *testing.M) {
 
 func shared(t testing.TB) *localredis.Cluster {
 	t.Helper()
-	redistest.Require(t)
+	testsupport.RequireRedis(t)
 	sharedOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -46,7 +46,7 @@ func shared(t testing.TB) *localredis.Cluster {
 		}
 		// New nodes do not vote in their first TTL + drift (restart
 		// awareness): let them age past the default TTL once, for every test.
-		sharedErr = sharedCluster.Aged(ctx, redistest.Age)
+		sharedErr = sharedCluster.Aged(ctx, testsupport.RedisAge)
 	})
 	if sharedErr != nil {
 		t.Fatalf("start shared redis nodes: %v", sharedErr)
@@ -66,7 +66,7 @@ type env struct {
 
 func newEnv(t testing.TB, c *localredis.Cluster, opts ...lock.Option) *env {
 	t.Helper()
-	return newEnvOn(t, redistest.Options(c), opts...)
+	return newEnvOn(t, testsupport.Options(t, c), opts...)
 }
 
 // newEnvOn is newEnv over the given nodes only.

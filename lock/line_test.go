@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"flashsale/internal/localredis"
-	"flashsale/internal/redistest"
+	"flashsale/internal/testsupport"
 	"flashsale/lock"
 )
 
@@ -66,7 +66,7 @@ func TestLineServesEveryInstance(t *testing.T) {
 // line up beyond the TTL: the release that wakes the dead head wakes nobody,
 // and the waiter behind it comes in by its own timer.
 func TestDeadHeadDoesNotStrandTheLine(t *testing.T) {
-	c := redistest.Start(t, 5, localredis.Options{})
+	c := testsupport.Redis(t, 5, localredis.Options{})
 	e := newEnv(t, c)
 	e.aged(c)
 	l := e.locker(lock.Redlock)
@@ -74,7 +74,7 @@ func TestDeadHeadDoesNotStrandTheLine(t *testing.T) {
 	holder := mustAcquire(t, l, "k", time.Second)
 
 	// The dead process: it waits, joins the line, and dies there.
-	dead, err := lock.NewLockers(redistest.Options(c), lock.WithNamespace(e.ns), lock.WithNodeTimeout(100*time.Millisecond))
+	dead, err := lock.NewLockers(testsupport.Options(t, c), lock.WithNamespace(e.ns), lock.WithNodeTimeout(100*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -314,8 +314,8 @@ func TestStalePlaceNeverStrandsAWaiter(t *testing.T) {
 		t.Run(variant, func(t *testing.T) {
 			h := newEnv(t, c)
 			h.voting()
-			s := newEnvOn(t, redistest.Options(c), lock.WithNamespace(h.ns), noTimers)
-			p := newEnvOn(t, redistest.Options(c), lock.WithNamespace(h.ns), noTimers)
+			s := newEnvOn(t, testsupport.Options(t, c), lock.WithNamespace(h.ns), noTimers)
+			p := newEnvOn(t, testsupport.Options(t, c), lock.WithNamespace(h.ns), noTimers)
 			ctx := context.Background()
 			holder := mustAcquire(t, h.locker(variant), "k", time.Second)
 

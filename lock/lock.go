@@ -15,11 +15,12 @@
 //
 // Beside the ladder is the speed layer (fast.go and the fast_*.go files):
 // a waiting line per hot key across processes, keyspace wake-ups, a
-// hand-over to the next waiter of the same process, pipelined connections
-// for Redlock, an early busy answer. It decides who tries next and how the
-// commands travel; it never grants. fast.go says what it changes and what
-// it never does. Switched off (WithFast, Lockers.SetFast), what runs is
-// exactly the ladder and the machinery.
+// hand-over to the next waiter of the same process, an ordered release for
+// Redlock, an early busy answer. It decides who tries next and when; it
+// never grants. Switched off (WithFast, Lockers.SetFast), what runs is
+// exactly the ladder and the machinery; fast.go says what the switch
+// changes and the one thing that is not the page's but stays on: Redlock's
+// pipelined connections (pipe.go).
 package lock
 
 import (
@@ -40,8 +41,11 @@ type keys struct {
 
 // grant is what one successful acquire attempt of a variant yields.
 type grant struct {
-	validity time.Duration // how long the lease is safe to use from now
-	token    uint64        // fencing token; meaningful only when fenced
+	// validity is how long the lease is safe to use, counted from the
+	// moment the attempt's first command was sent (Locker.try's start),
+	// for every rung: the TTL for one node, TTL − drift for Redlock.
+	validity time.Duration
+	token    uint64 // fencing token; meaningful only when fenced
 }
 
 // gap is a fault point between two steps of a variant's operation. It returns

@@ -366,3 +366,51 @@ func TestUnknownVariant(t *testing.T) {
 		t.Fatalf("got %v, want ErrUnknownVariant", err)
 	}
 }
+
+// A lease's validity is counted from the moment its first command was
+// sent, for every rung, and once: a single node's lease ends a TTL after
+// that, a Redlock lease a TTL less the drift allowance after it (the page's
+// TTL − elapsed − drift, counted from the end of the acquire, is the same
+// instant). Subtracting the time the acquire took from a validity that is
+// then added to the start time again would end it early.
+func TestValidityCountsFromTheFirstCommand(t *testing.T) {
+	const ttl = 2 * time.Second
+	drift := lock.MinUptime(ttl) - time.Second - ttl
+	e := newEnv(t, shared(t), lock.WithTTL(ttl))
+	e.voting()
+	ctx := context.Background()
+	for _, tc := range []struct {
+		variant string
+		valid   time.Duration // from the first command
+	}{
+		{lock.Lua, ttl},
+		{lock.LuaFence, ttl},
+		{lock.Redlock, ttl - drift},
+		{lock.RedlockFence, ttl - drift},
+	} {
+		t.Run(tc.variant, func(t *testing.T) {
+			l := e.locker(tc.variant)
+			before := time.Now()
+			lease, err := l.TryAcquire(ctx, "v")
+			after := time.Now()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = lease.Release(ctx) }()
+			if got := lease.ValidUntil(); got.Before(before.Add(tc.valid)) || got.After(after.Add(tc.valid)) {
+				t.Errorf("valid until acquire start + %v, want between %v and %v (the acquire took %v)",
+					got.Sub(before), tc.valid, after.Add(tc.valid).Sub(before), after.Sub(before))
+			}
+			before = time.Now()
+			err = lease.Extend(ctx)
+			after = time.Now()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := lease.ValidUntil(); got.Before(before.Add(tc.valid)) || got.After(after.Add(tc.valid)) {
+				t.Errorf("after extend valid until extend start + %v, want between %v and %v",
+					got.Sub(before), tc.valid, after.Add(tc.valid).Sub(before))
+			}
+		})
+	}
+}

@@ -20,6 +20,7 @@ type Lockers struct {
 	nodes  []*node
 	byName map[string]*Locker
 	wake   *waker
+	fastMu sync.Mutex // orders SetFast's switch and the waker's listening
 }
 
 // NewLockers connects to the given Redis nodes (independent masters, one per
@@ -60,6 +61,9 @@ func NewLockers(nodes []*redis.Options, opts ...Option) (*Lockers, error) {
 		n.peers = s.nodes
 	}
 	s.wake = newWaker(cfg, s.nodes)
+	if cfg.fast.Load() {
+		s.wake.listen()
+	}
 	// Open a connection to every node now, in the background: the first
 	// connection runs the restart check, and a vote should not pay for it.
 	for _, n := range s.nodes {
@@ -132,8 +136,18 @@ func (s *Lockers) Watchdog() bool { return s.cfg.watchdog.Load() }
 
 // SetFast switches the speed layer (fast.go) on or off for every variant,
 // from the next acquire and release on: off, what runs is exactly the
-// taught code. The expected outcome of every fault is the same either way.
-func (s *Lockers) SetFast(on bool) { s.cfg.fast.Store(on) }
+// taught code, and the waker stops listening (its pub/sub connections
+// close). The expected outcome of every fault is the same either way.
+func (s *Lockers) SetFast(on bool) {
+	s.fastMu.Lock()
+	defer s.fastMu.Unlock()
+	s.cfg.fast.Store(on)
+	if on {
+		s.wake.listen()
+	} else {
+		s.wake.quiet()
+	}
+}
 
 // Fast reports whether the speed layer is on.
 func (s *Lockers) Fast() bool { return s.cfg.fast.Load() }
@@ -238,7 +252,7 @@ func (s *Lockers) Reset(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// Close stops the wake-up subscriptions and closes every client.
+// Close stops the waker's listening, if it listens, and closes every client.
 func (s *Lockers) Close() error {
 	s.cancel()
 	s.wake.close()

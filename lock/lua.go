@@ -34,6 +34,14 @@ func (v luaLock) acquire(ctx context.Context, at gap, k keys, value string, ttl 
 	return grant{validity: ttl}, nil
 }
 
+// compareAndDelete deletes the lock only if it still carries our value, in
+// one atomic step. KEYS[1] lock; ARGV[1] owner value. Returns 1 if deleted.
+var compareAndDelete = newScript(`
+if redis.call("get", KEYS[1]) == ARGV[1] then
+	return redis.call("del", KEYS[1])
+end
+return 0`)
+
 func (v luaLock) release(ctx context.Context, _ gap, k keys, value string) error {
 	n, err := compareAndDelete.Run(ctx, v.rdb, []string{k.lock}, value).Int()
 	if err != nil {
@@ -45,24 +53,14 @@ func (v luaLock) release(ctx context.Context, _ gap, k keys, value string) error
 	return nil
 }
 
-// handOver is the release and the next acquire fused, used only by the
-// speed layer (fast_handover.go) when a waiter of this same process is
-// next: one script checks that the key still carries the holder's value
-// (the compare of the compare-and-delete) and, in the same atomic step,
-// writes the next holder's value with a fresh TTL (the SET of its acquire).
-// Nobody can take the key in between, and a key that is no longer the
-// holder's passes nothing, so it is exactly as safe as the release followed
-// by the acquire; it saves a round trip and the key never goes free.
-func (v luaLock) handOver(ctx context.Context, k keys, from, to string, ttl time.Duration) (grant, error) {
-	n, err := passLease.Run(ctx, v.rdb, []string{k.lock}, from, to, ttl.Milliseconds()).Int()
-	if err != nil {
-		return grant{}, down(v.rdb, err)
-	}
-	if n == 0 {
-		return grant{}, ErrNotHeld
-	}
-	return grant{validity: ttl}, nil
-}
+// compareAndPexpire renews the lock only if it still carries our value, in
+// one atomic step. KEYS[1] lock; ARGV[1] owner value, ARGV[2] ttl in ms.
+// Returns 1 if renewed.
+var compareAndPexpire = newScript(`
+if redis.call("get", KEYS[1]) == ARGV[1] then
+	return redis.call("pexpire", KEYS[1], ARGV[2])
+end
+return 0`)
 
 func (v luaLock) extend(ctx context.Context, k keys, value string, ttl time.Duration) (time.Duration, error) {
 	n, err := compareAndPexpire.Run(ctx, v.rdb, []string{k.lock}, value, ttl.Milliseconds()).Int()

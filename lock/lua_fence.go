@@ -18,6 +18,16 @@ import (
 // stop (unavailable) until the counter passes the old value, never unsafe.
 type luaFence struct{ luaLock }
 
+// acquireFenced takes the lock and, in the same atomic step, draws the
+// next fencing token from this key's counter. KEYS[1] lock, KEYS[2] fence
+// counter; ARGV[1] owner value, ARGV[2] ttl ms. Returns the token, or 0 if
+// the lock is held.
+var acquireFenced = newScript(`
+if redis.call("set", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then
+	return redis.call("incr", KEYS[2])
+end
+return 0`)
+
 func (v luaFence) acquire(ctx context.Context, at gap, k keys, value string, ttl time.Duration) (grant, error) {
 	token, err := acquireFenced.Run(ctx, v.rdb, []string{k.lock, k.fence}, value, ttl.Milliseconds()).Uint64()
 	if err != nil {
@@ -28,19 +38,6 @@ func (v luaFence) acquire(ctx context.Context, at gap, k keys, value string, ttl
 	}
 	if err := at(ctx, AfterAcquireStep1); err != nil {
 		return grant{}, err
-	}
-	return grant{validity: ttl, token: token}, nil
-}
-
-// handOver is lua's hand-over (lua.go) that draws the next holder's token
-// in the same step, as acquire draws it.
-func (v luaFence) handOver(ctx context.Context, k keys, from, to string, ttl time.Duration) (grant, error) {
-	token, err := passLeaseFenced.Run(ctx, v.rdb, []string{k.lock, k.fence}, from, to, ttl.Milliseconds()).Uint64()
-	if err != nil {
-		return grant{}, down(v.rdb, err)
-	}
-	if token == 0 {
-		return grant{}, ErrNotHeld
 	}
 	return grant{validity: ttl, token: token}, nil
 }

@@ -153,8 +153,8 @@ func notifyFlags(flags string) string {
 }
 
 func infoField(info, field string) string {
-	for _, line := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(line, field+":"); ok {
+	for _, row := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(row, field+":"); ok {
 			return strings.TrimSpace(v)
 		}
 	}

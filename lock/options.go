@@ -67,13 +67,16 @@ func WithRestartAwareness(on bool) Option { return func(c *config) { c.restartAw
 
 // WithFast switches the speed layer (fast.go) on or off. Off, every variant
 // runs exactly its taught code: a waiter retries after a random delay, a
-// release is the variant's own, Redlock's commands travel on go-redis.
-// Default on; Lockers.SetFast switches it later.
+// release is the variant's own, nothing listens for wake-ups and the app
+// sets no keyspace notifications. Redlock's votes travel on their pipelined
+// connections either way (fast.go says why). Default on; Lockers.SetFast
+// switches it later.
 func WithFast(on bool) Option { return func(c *config) { c.fast.Store(on) } }
 
 // WithNotifications turns waking waiters by keyspace notifications, and the
 // waiting line across processes, on or off: off, the speed layer's waiters
-// fall back to the jittered backoff. Default on.
+// fall back to the jittered backoff. It matters only while the speed layer
+// is on: off, neither runs whatever this says. Default on.
 func WithNotifications(on bool) Option { return func(c *config) { c.notifications = on } }
 
 // WithBackoff bounds the fallback retry delay of a waiting Acquire: it starts

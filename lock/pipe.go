@@ -2,13 +2,12 @@ package lock
 
 import (
 	"context"
-	"time"
 
 	"flashsale/lock/internal/wire"
 )
 
 // piped is the transport beneath a Redlock instance, with the speed layer on
-// or off: every command for a node travels on the node's one pipelined
+// or off (fast.go says why it stays on): every command for a node travels on the node's one pipelined
 // connection (internal/wire), appended to whatever other callers are
 // sending, its reply handed back by the connection's reader. Asking five
 // nodes costs five buffered writes and no goroutine; concurrent lockers
@@ -21,20 +20,24 @@ import (
 // hundreds of waiters: every vote failed as "unavailable".)
 type piped struct{ n *node }
 
-func (p piped) setNX(_ context.Context, key, value string, ttl time.Duration, reply func(answer)) {
-	p.n.pipe.Send([]string{"SET", key, value, "NX", "PX", ms(ttl)}, wire.OKOrNil, func(v any, inc string, err error) {
-		set := false
-		if err == nil {
-			set, err = wire.OK(v)
-		}
-		reply(answer{n: one(set), inc: inc, err: err})
-	})
-}
-
-func (p piped) eval(_ context.Context, s script, keys []string, args []string, reply func(answer)) {
-	p.n.pipe.Send(s.eval(keys, args...), wire.Integer, func(v any, inc string, err error) {
+func (p piped) send(ctx context.Context, c command, reply func(answer)) {
+	if err := ctx.Err(); err != nil {
+		reply(answer{err: err}) // the caller gave up: nothing to send
+		return
+	}
+	want := wire.Integer
+	if c.set {
+		want = wire.OKOrNil
+	}
+	p.n.pipe.Send(c.args, want, func(v any, inc string, err error) {
 		var n int64
-		if err == nil {
+		switch {
+		case err != nil:
+		case c.set:
+			var set bool
+			set, err = wire.OK(v)
+			n = one(set)
+		default:
 			n, err = wire.Int(v)
 		}
 		reply(answer{n: n, inc: inc, err: err})

@@ -25,30 +25,24 @@ import (
 type redlockFence struct{ *redlock }
 
 func (r redlockFence) acquire(ctx context.Context, at gap, k keys, value string, ttl time.Duration) (grant, error) {
-	return r.fencedTake(ctx, at, k, value, ttl, acquireFenced, []string{value, ms(ttl)})
+	return r.fenced(ctx, at, k, value, ttl, acquireFenced.call([]string{k.lock, k.fence}, value, ms(ttl)))
 }
 
-// handOver is redlock's hand-over (redlock.go) that draws the next holder's
-// token and writes it back as acquire does.
-func (r redlockFence) handOver(ctx context.Context, k keys, from, to string, ttl time.Duration) (grant, error) {
-	return r.fencedTake(ctx, noGap, k, to, ttl, passLeaseFenced, []string{from, to, ms(ttl)})
-}
-
-// fencedTake is steps 1 to 5 of redlock's acquire with s in place of SET NX
-// PX, a script that takes the lock and draws a token on each node, and one
-// step more: the largest token of the quorum is written back before the
-// lease is used.
-func (r redlockFence) fencedTake(ctx context.Context, at gap, k keys, value string, ttl time.Duration, s script, args []string) (grant, error) {
+// fenced is redlock's acquire, steps 1 to 5, with take in place of SET NX
+// PX: a script that takes the lock and draws a token on each node
+// (acquireFenced, lua+fence's). And one step more: the largest token of the
+// quorum is written back before the lease is used.
+func (r redlockFence) fenced(ctx context.Context, at gap, k keys, value string, ttl time.Duration, take command) (grant, error) {
 	start := time.Now()
 	// A yes is decided only once the first node has answered too: lua+fence
 	// draws from that node's counter alone, and only its answer makes this
 	// token pass it.
-	drawn := r.ask(ctx, func(n instance, reply func(answer)) { n.eval(ctx, s, []string{k.lock, k.fence}, args, reply) },
-		func(votes []vote) bool { return r.decided(votes) && (votes[0].heard || !r.won(votes)) })
+	drawn := r.ask(ctx, take, until{yes: r.quorum(), first: true})
 	if err := at(ctx, AfterAcquireStep1); err != nil {
 		return grant{}, err
 	}
-	if _, err := r.enough("acquire", k, value, start, ttl, drawn); err != nil {
+	if _, err := r.lease("acquire", k, drawn, start, ttl); err != nil {
+		r.unlock(k, value)
 		return grant{}, err
 	}
 	var token uint64
@@ -59,18 +53,25 @@ func (r redlockFence) fencedTake(ctx context.Context, at gap, k keys, value stri
 	}
 	// The write-back: a majority that still holds our value raises its
 	// counter to the token; the other nodes get it all the same.
-	written := r.ask(ctx, func(n instance, reply func(answer)) {
-		n.eval(ctx, raiseFence, []string{k.lock, k.fence}, []string{value, strconv.FormatUint(token, 10)}, reply)
-	}, r.decided)
-	validity, err := r.enough("acquire", k, value, start, ttl, written)
+	written := r.ask(ctx, raiseFence.call([]string{k.lock, k.fence}, value, strconv.FormatUint(token, 10)), r.majority())
+	g, err := r.lease("acquire", k, written, start, ttl)
 	if err != nil {
+		r.unlock(k, value)
 		return grant{}, err
 	}
-	return grant{validity: validity, token: token}, nil
+	g.token = token
+	return g, nil
 }
 
-// won reports whether a quorum of nodes that count said yes.
-func (r *redlock) won(votes []vote) bool {
-	yes, _ := count(votes)
-	return yes >= r.quorum()
-}
+// raiseFence writes a chosen token back as max(counter, token), but only on
+// a node where our lease still stands: a later grant on that node then
+// draws a larger token. KEYS[1] lock, KEYS[2] fence counter; ARGV[1] owner
+// value, ARGV[2] token. Returns 1 if the lease stands there.
+var raiseFence = newScript(`
+if redis.call("get", KEYS[1]) ~= ARGV[1] then
+	return 0
+end
+if tonumber(redis.call("get", KEYS[2]) or "0") < tonumber(ARGV[2]) then
+	redis.call("set", KEYS[2], ARGV[2])
+end
+return 1`)

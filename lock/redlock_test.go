@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"flashsale/internal/localredis"
-	"flashsale/internal/redistest"
+	"flashsale/internal/testsupport"
 	"flashsale/lock"
 )
 
@@ -32,7 +32,7 @@ func (tk *tokens) next(lease *lock.Lease) {
 func TestRedlockNodesDown(t *testing.T) {
 	for _, name := range []string{lock.Redlock, lock.RedlockFence} {
 		t.Run(name, func(t *testing.T) {
-			c := redistest.Start(t, 5, localredis.Options{})
+			c := testsupport.Redis(t, 5, localredis.Options{})
 			e := newEnv(t, c, lock.WithTTL(2*time.Second))
 			l := e.locker(name)
 			tk := &tokens{t: t}
@@ -114,7 +114,7 @@ func TestRedlockNodeRestart(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.variant+"/"+tc.name, func(t *testing.T) {
-			c := redistest.Start(t, 5, localredis.Options{})
+			c := testsupport.Redis(t, 5, localredis.Options{})
 			const ttl = 2 * time.Second
 			e := newEnv(t, c, lock.WithTTL(ttl), lock.WithRestartAwareness(tc.aware))
 			e.aged(c)
@@ -196,7 +196,7 @@ func TestRedlockNodeRestart(t *testing.T) {
 // the key is free there for the next holder, not held by a late SET for its
 // whole TTL.
 func TestPausedNodeGetsReleaseAfterAcquire(t *testing.T) {
-	c := redistest.Start(t, 5, localredis.Options{})
+	c := testsupport.Redis(t, 5, localredis.Options{})
 	// A TTL that cannot run out during the test. Restart awareness would keep
 	// these new nodes out of every quorum for that long; this test is about
 	// the order of commands on one connection, not about restarts.

@@ -134,7 +134,7 @@ func (n *node) meet(info, seeded string, recorded time.Duration, get func() (str
 	young := now.Before(inc.back)
 	startReseed := n.cfg.restartAware && inc.reseed && !inc.reseeding
 	inc.reseeding = inc.reseeding || startReseed
-	notify := n.cfg.notifications && !inc.notified
+	notify := n.cfg.notifications && n.cfg.fast.Load() && !inc.notified // the speed layer's wake-ups (fast.go)
 	back, ttl := inc.back, inc.ttl
 	inc.mu.Unlock()
 

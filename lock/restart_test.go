@@ -10,7 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"flashsale/internal/localredis"
-	"flashsale/internal/redistest"
+	"flashsale/internal/testsupport"
 	"flashsale/lock"
 )
 
@@ -59,7 +59,7 @@ func nodeUptime(t *testing.T, rdb *redis.Client) int64 {
 // take the second for real: the node would vote up to a second early, and a
 // lease that held a bare quorum could be granted twice.
 func TestRestartSitOutSurvivesTheSecondBoundary(t *testing.T) {
-	c := redistest.Start(t, 5, localredis.Options{})
+	c := testsupport.Redis(t, 5, localredis.Options{})
 	const ttl = 2 * time.Second
 	first := newEnv(t, c, lock.WithTTL(ttl))
 	first.aged(c)
@@ -93,7 +93,7 @@ func TestRestartSitOutSurvivesTheSecondBoundary(t *testing.T) {
 	}
 
 	// A process that meets the node only now, after the tick.
-	second := newEnvOn(t, redistest.Options(c), lock.WithNamespace(first.ns), lock.WithTTL(ttl))
+	second := newEnvOn(t, testsupport.Options(t, c), lock.WithNamespace(first.ns), lock.WithTTL(ttl))
 	grantedWhileHeld(t, second.locker(lock.Redlock), "k", held)
 }
 
@@ -101,9 +101,9 @@ func TestRestartSitOutSurvivesTheSecondBoundary(t *testing.T) {
 // of the nodes uses, not for the asking client's own: a client with a short
 // TTL must not be granted a lock that a client with a long one holds.
 func TestRestartSitOutIsTheLargestTTL(t *testing.T) {
-	c := redistest.Start(t, 5, localredis.Options{})
+	c := testsupport.Redis(t, 5, localredis.Options{})
 	long := newEnv(t, c, lock.WithTTL(5*time.Second))
-	short := newEnvOn(t, redistest.Options(c), lock.WithNamespace(long.ns), lock.WithTTL(500*time.Millisecond))
+	short := newEnvOn(t, testsupport.Options(t, c), lock.WithNamespace(long.ns), lock.WithTTL(500*time.Millisecond))
 	long.aged(c)
 	short.aged(c)
 	ctx := context.Background()

@@ -8,7 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"flashsale/internal/localredis"
-	"flashsale/internal/redistest"
+	"flashsale/internal/testsupport"
 )
 
 // A waiting room that opens while the previous one for the same key is
@@ -17,8 +17,8 @@ import (
 // until the new room has subscribed: its late UNSUBSCRIBE must not leave the
 // new waiter without wake-ups.
 func TestReopenedWaitingRoomStaysSubscribed(t *testing.T) {
-	c := redistest.Start(t, 1, localredis.Options{})
-	opts := redistest.Options(c)
+	c := testsupport.Redis(t, 1, localredis.Options{})
+	opts := testsupport.Options(t, c)
 	ls, err := NewLockers(opts, WithNamespace("w:"))
 	if err != nil {
 		t.Fatal(err)

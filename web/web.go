@@ -102,7 +102,7 @@ func Handler(opts Options) http.Handler {
 		s, ok := sources[r.PathValue("variant")]
 		if !ok {
 			writeError(w, http.StatusNotFound, "unknown_variant",
-				"No lock variant of that name has its source here; pick one of "+strings.Join(variantNames(), ", ")+".")
+				"No lock variant of that name has its source here; pick one of "+strings.Join(lock.Names(), ", ")+".")
 			return
 		}
 		w.Header().Set("Cache-Control", "no-cache")

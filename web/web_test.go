@@ -105,21 +105,6 @@ func TestRoutesCoverHandler(t *testing.T) {
 	}
 }
 
-// The workshop has a paragraph for every rung of the lock package's ladder, in its order.
-func TestLadderMatchesLock(t *testing.T) {
-	if got, want := variantNames(), lock.Names(); !slices.Equal(got, want) {
-		t.Fatalf("web's ladder %v, lock's %v", got, want)
-	}
-	for _, v := range ladder {
-		if _, ok := lock.SourceFile(v.name); !ok {
-			t.Errorf("%s: no file in lock", v.name)
-		}
-		if v.why == "" || v.showsWith == "" {
-			t.Errorf("%s: missing paragraph or scenario", v.name)
-		}
-	}
-}
-
 func TestSource(t *testing.T) {
 	h := Handler(Options{LockSource: lock.Source, StoreSource: inventory.Source, Logger: quiet()})
 	read := func(variant string) sourceView {

@@ -11,8 +11,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"flashsale/inventory"
 )
 
 // Broker carries stock and seat changes between instances: a change is
@@ -56,10 +54,11 @@ func New(nodes []*redis.Client, namespace string, log *slog.Logger, onDrop func(
 // Channel is the Redis pub/sub channel the broker uses.
 func (b *Broker) Channel() string { return b.channel }
 
-// Publish queues a change for every instance's streams. It never blocks and
-// never fails the sale that made the change: a full queue drops it.
-func (b *Broker) Publish(ch inventory.Change) {
-	msg, err := json.Marshal(ch)
+// Publish queues a change, sent as its JSON, for every instance's streams.
+// It never blocks and never fails the sale that made the change: a full
+// queue drops it, and so does one that does not marshal.
+func (b *Broker) Publish(change any) {
+	msg, err := json.Marshal(change)
 	if err != nil {
 		return
 	}

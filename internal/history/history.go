@@ -22,7 +22,6 @@ import (
 	"sync"
 	"time"
 
-	"flashsale/inventory"
 	"flashsale/lock"
 )
 
@@ -144,9 +143,22 @@ func (r *Recorder) Lock(e lock.Event) {
 	r.Write(rec)
 }
 
+// Change is a committed store write as the store reports it (its fields
+// are those of the inventory's change, so one converts to the other; this
+// package names them itself and imports nothing of the store).
+type Change struct {
+	Type  string // "stock", "seat" or "reset"
+	SKU   string
+	Stock *int64
+	Event string
+	Seat  string
+	User  string
+	Owner string // the owner value of the lease the write was made under
+}
+
 // Change records a committed store write; a reset is not a write under a
 // lease and is skipped.
-func (r *Recorder) Change(c inventory.Change) {
+func (r *Recorder) Change(c Change) {
 	if r == nil || c.Owner == "" {
 		return
 	}

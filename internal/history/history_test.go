@@ -11,7 +11,6 @@ import (
 
 	"flashsale/internal/localredis"
 	"flashsale/internal/testsupport"
-	"flashsale/inventory"
 	"flashsale/lock"
 )
 
@@ -41,8 +40,8 @@ func TestRecordsLeasesAndWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	stock := int64(9)
-	rec.Change(inventory.Change{Type: "stock", SKU: "hot", Stock: &stock, Owner: lease.Owner()})
-	rec.Change(inventory.Change{Type: "reset"}) // no lease: not history
+	rec.Change(Change{Type: "stock", SKU: "hot", Stock: &stock, Owner: lease.Owner()})
+	rec.Change(Change{Type: "reset"}) // no lease: not history
 	if err := lease.Release(ctx); err != nil {
 		t.Fatal(err)
 	}

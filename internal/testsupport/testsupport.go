@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -105,4 +106,18 @@ func FreePort(tb testing.TB) int {
 func FreeAddr(tb testing.TB) string {
 	tb.Helper()
 	return net.JoinHostPort("127.0.0.1", strconv.Itoa(FreePort(tb)))
+}
+
+// TestLog is a logger that writes the records at level and above to tb's
+// log, so they show with the test that made them.
+func TestLog(tb testing.TB, level slog.Level) *slog.Logger {
+	return slog.New(slog.NewTextHandler(tbWriter{tb}, &slog.HandlerOptions{Level: level}))
+}
+
+// tbWriter sends each write to tb's log, one call per record.
+type tbWriter struct{ tb testing.TB }
+
+func (w tbWriter) Write(p []byte) (int, error) {
+	w.tb.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"flashsale/handlers"
 	"flashsale/loadtest"
+	"flashsale/loadtest/cluster"
 	"flashsale/lock"
 )
 
@@ -29,9 +30,14 @@ type Step struct {
 func (s Step) ID() string { return s.Variant + "/" + s.Scenario }
 
 // Sequence is the labs' ladder as one list: every rung under the fault that
-// shows its flaw, then the rung that fixes it. A new rung or column is one
-// more line here; the page draws whatever this list holds.
-var Sequence = []Step{
+// shows its flaw, then the rung that fixes it; the page draws whatever this
+// list holds. It is the labs' steps, then every rung of the ladder they do
+// not name, under the column its entry says shows it: a new rung is in the
+// sequence without a line here.
+var Sequence = sequence()
+
+// labSteps are the labs' steps in the order the labs take them.
+var labSteps = []Step{
 	{lock.None, loadtest.Clean, 300, 1500},
 	{lock.Lua, loadtest.Clean, 300, 1500},
 	{lock.SetNXExpire, loadtest.CrashBetweenSteps, 300, 2000},
@@ -54,6 +60,17 @@ var Sequence = []Step{
 	{lock.DBForUpdate, loadtest.PauseInCriticalSection, 300, 2000},
 	{lock.RedisStock, loadtest.PauseInCriticalSection, 300, 2000},
 	{lock.Attendee, loadtest.Clean, 300, 1500},
+}
+
+// sequence is labSteps and a step for every rung they leave out.
+func sequence() []Step {
+	out := slices.Clone(labSteps)
+	for _, r := range lock.Ladder() {
+		if !slices.ContainsFunc(out, func(s Step) bool { return s.Variant == r.Name }) {
+			out = append(out, Step{r.Name, r.ShowsWith, 300, 2000})
+		}
+	}
+	return out
 }
 
 // sequenceTTL is the lease TTL of the environment the sequence starts for
@@ -191,11 +208,11 @@ func (w *Runner) runSequence(r *workshopRun, base, appBin string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	notes := slog.New(&noteHandler{run: r})
-	var env *loadtest.Local
+	var env *cluster.Local
 	if appBin != "" {
 		r.emit(event{"type": "note", "message": "starting the sequence's own environment: 5 Redis nodes and 3 app instances"})
 		var err error
-		env, err = loadtest.StartLocal(ctx, loadtest.LocalConfig{AppBin: appBin, LockTTL: sequenceTTL, Logger: notes})
+		env, err = cluster.StartLocal(ctx, cluster.LocalConfig{AppBin: appBin, LockTTL: sequenceTTL, Logger: notes})
 		if err != nil {
 			w.finishSequence(r, fmt.Errorf("starting the sequence's environment: %w", err))
 			return

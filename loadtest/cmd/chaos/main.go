@@ -26,7 +26,10 @@ import (
 	"syscall"
 	"time"
 
+	"flashsale/internal/cli"
 	"flashsale/loadtest"
+	"flashsale/loadtest/chaos"
+	"flashsale/loadtest/cluster"
 )
 
 func main() {
@@ -42,7 +45,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	var (
 		variants  = fs.String("variants", "all", "lock variants to run side by side, comma-separated: "+strings.Join(loadtest.Variants, ", "))
-		faults    = fs.String("faults", "all", "nemesis fault kinds, comma-separated: "+strings.Join(loadtest.FaultKinds, ", "))
+		faults    = fs.String("faults", "all", "nemesis fault kinds, comma-separated: "+strings.Join(chaos.FaultKinds, ", "))
 		duration  = fs.Duration("duration", 2*time.Minute, "how long the clients work while the nemesis strikes")
 		seed      = fs.Uint64("seed", 1, "seed of the nemesis's schedule and the traffic")
 		rate      = fs.Int("rate", 30, "purchases per second, per variant")
@@ -57,15 +60,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		verbose   = fs.Bool("v", false, "log what the runner and the nemesis do on stderr")
 		check     = fs.String("check", "", "judge a kept run's directory again (its chaos.json, histories and database) instead of running")
 	)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "chaos: unexpected arguments %q\n", fs.Args())
-		return 2
+	if exit, ok := cli.Parse(fs, args, stderr); !ok {
+		return exit
 	}
 	level := slog.LevelWarn
 	if *verbose {
@@ -73,7 +69,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	if *check != "" {
-		rep, err := loadtest.RecheckChaos(ctx, *check)
+		rep, err := chaos.Recheck(ctx, *check)
 		if err != nil {
 			fmt.Fprintf(stderr, "chaos: %v\n", err)
 			return 2
@@ -87,10 +83,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
-	rep, err := loadtest.RunChaos(ctx, loadtest.ChaosConfig{
-		Variants: split(*variants), Faults: split(*faults), Duration: *duration, Seed: *seed, Rate: *rate,
+	rep, err := chaos.Run(ctx, chaos.Config{
+		Variants: cli.Split(*variants), Faults: cli.Split(*faults), Duration: *duration, Seed: *seed, Rate: *rate,
 		LockTTL: *lockTTL, LockWait: *lockWait, OutDir: *out, Logger: logger, Batch: *batch,
-		Local: loadtest.LocalConfig{Instances: *instances, Nodes: *nodes, AppBin: *appBin, Logger: logger},
+		Local: cluster.LocalConfig{Instances: *instances, Nodes: *nodes, AppBin: *appBin, Logger: logger},
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "chaos: %v\n", err)
@@ -106,15 +102,4 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
-}
-
-// split turns a comma-separated flag into its non-empty parts.
-func split(s string) []string {
-	var out []string
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
 }

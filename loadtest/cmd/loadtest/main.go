@@ -15,7 +15,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -27,7 +26,10 @@ import (
 	"syscall"
 	"time"
 
+	"flashsale/internal/cli"
 	"flashsale/loadtest"
+	"flashsale/loadtest/cluster"
+	"flashsale/loadtest/sweep"
 )
 
 func main() {
@@ -67,14 +69,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		batch       = fs.Bool("batch", false, "run every cell (every -sweep step) with batching under one lease on; the cells are judged as batching expects (the broken rungs' breaks become either way); off, it is off everywhere")
 		dbURL       = fs.String("db", "", "database of the instances started: empty for a SQLite file beside the logs, or a postgres:// URL (its tables are reset every cell)")
 		watchdog    = fs.Bool("watchdog", false, "turn the lease watchdog on in every cell (long-work is then judged as long-work-watchdog); off, only long-work-watchdog has it")
-		unawareArgs = fs.String("unaware-args", strings.Join(loadtest.DefaultUnawareArgs, " "), "storefront arguments that turn Redlock restart awareness off")
+		unawareArgs = fs.String("unaware-args", strings.Join(cluster.DefaultUnawareArgs, " "), "storefront arguments that turn Redlock restart awareness off")
 
 		targets     = fs.String("targets", "", "base URLs of running instances to attack instead (comma-separated, loopback only); node scenarios are then skipped")
 		adminToken  = fs.String("admin-token", getenv("FLASHSALE_ADMIN_TOKEN"), "admin token of -targets (env FLASHSALE_ADMIN_TOKEN)")
 		redisURLs   = fs.String("redis", "", "Redis URLs of -targets, comma-separated, for the runner's own stuck-lock scan")
-		lockPattern = fs.String("lock-pattern", loadtest.DefaultLockPattern, "Redis key pattern of lock keys")
+		lockPattern = fs.String("lock-pattern", cluster.DefaultLockPattern, "Redis key pattern of lock keys")
 
-		sweep      = fs.Bool("sweep", false, "instead of the matrix, offer rising rates of purchases of one hot SKU to every variant (default variants "+strings.Join(loadtest.SweepVariants, ",")+", 5s a rate)")
+		sweep      = fs.Bool("sweep", false, "instead of the matrix, offer rising rates of purchases of one hot SKU to every variant (default variants "+strings.Join(sweep.Variants, ",")+", 5s a rate)")
 		sweepRates = fs.String("sweep-rates", "200,500,1000", "offered rates of -sweep, requests per second, comma-separated")
 		sweepWork  = fs.Int("sweep-work-ms", 1, "business work inside every critical section of -sweep, ms")
 	)
@@ -82,15 +84,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fmt.Fprintf(stderr, "usage: loadtest [flags]\n\nRuns every lock variant under every fault scenario with vegeta and judges each cell against the expected outcomes of docs/design.md.\n\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "loadtest: unexpected arguments %q\n", fs.Args())
-		return 2
+	if exit, ok := cli.Parse(fs, args, stderr); !ok {
+		return exit
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -109,9 +104,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	cfg := loadtest.Config{
-		Variants:    split(*variants),
-		Scenarios:   split(*scenarios),
-		Cells:       split(*cells),
+		Variants:    cli.Split(*variants),
+		Scenarios:   cli.Split(*scenarios),
+		Cells:       cli.Split(*cells),
 		JudgeAs:     *judgeAs,
 		Rate:        *rate,
 		Duration:    *duration,
@@ -122,11 +117,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		Watchdog:    *watchdog,
 		Taught:      !*fast,
 		Batch:       *batch,
-		Targets:     split(*targets),
+		Targets:     cli.Split(*targets),
 		AdminToken:  *adminToken,
-		RedisURLs:   split(*redisURLs),
+		RedisURLs:   cli.Split(*redisURLs),
 		LockPattern: *lockPattern,
-		Local: loadtest.LocalConfig{
+		Local: cluster.LocalConfig{
 			Instances:   *instances,
 			Nodes:       *nodes,
 			AppBin:      *appBin,
@@ -184,15 +179,4 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 func isTerminal(f *os.File) bool {
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
-}
-
-// split turns a comma-separated flag into its non-empty parts.
-func split(s string) []string {
-	var out []string
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
 }

@@ -7,7 +7,9 @@ import (
 	"strconv"
 	"strings"
 
+	"flashsale/internal/cli"
 	"flashsale/loadtest"
+	"flashsale/loadtest/sweep"
 )
 
 // runSweep is the command's -sweep mode: the matrix's flags where they
@@ -21,8 +23,8 @@ func runSweep(ctx context.Context, cfg loadtest.Config, set map[string]bool, rat
 	if len(cfg.Targets) > 0 || len(cfg.Cells) > 0 || set["scenarios"] {
 		return fail(2, fmt.Errorf("-sweep starts its own instances and has no scenarios: -targets, -cells and -scenarios do not apply"))
 	}
-	sc := loadtest.SweepConfig{
-		Variants: loadtest.SweepVariants, WorkMS: workMS, Seed: cfg.Seed, Batch: cfg.Batch,
+	sc := sweep.Config{
+		Variants: sweep.Variants, WorkMS: workMS, Seed: cfg.Seed, Batch: cfg.Batch,
 		Local: cfg.Local, Progress: cfg.Progress, Logger: cfg.Logger,
 	}
 	if workMS == 0 {
@@ -37,14 +39,14 @@ func runSweep(ctx context.Context, cfg loadtest.Config, set map[string]bool, rat
 	if set["max-workers"] {
 		sc.MaxWorkers = cfg.MaxWorkers
 	}
-	for _, r := range split(rates) {
+	for _, r := range cli.Split(rates) {
 		n, err := strconv.Atoi(r)
 		if err != nil {
 			return fail(2, fmt.Errorf("-sweep-rates: %q is not a rate", r))
 		}
 		sc.Rates = append(sc.Rates, n)
 	}
-	rep, err := loadtest.Sweep(ctx, sc)
+	rep, err := sweep.Run(ctx, sc)
 	if err != nil {
 		return fail(2, err)
 	}

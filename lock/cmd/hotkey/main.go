@@ -47,6 +47,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"flashsale/internal/cli"
+	"flashsale/internal/clock"
 	"flashsale/internal/localredis"
 	"flashsale/lock"
 )
@@ -111,18 +113,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "usage: hotkey [flags]\n\nMeasures the lock on one hot key with contenders in several OS processes.\n\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if exit, ok := cli.Parse(fs, args, stderr); !ok {
+		return exit
 	}
 	bad := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "hotkey: "+format+"\n", a...)
 		return 2
-	}
-	if fs.NArg() > 0 {
-		return bad("unexpected arguments %q", fs.Args())
 	}
 	for p := range strings.SplitSeq(*procs, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(p))
@@ -211,7 +207,7 @@ func bench(ctx context.Context, s settings, log *slog.Logger) (*Report, error) {
 	// A node younger than the TTL (and a little drift) does not vote: it
 	// cannot tell a first start from a restart that lost its locks.
 	log.Info("waiting for the nodes to age past the lease TTL", "ttl", s.ttl)
-	if !sleep(ctx, time.Until(born.Add(s.ttl+time.Second))) {
+	if !clock.Sleep(ctx, time.Until(born.Add(s.ttl+time.Second))) {
 		return nil, ctx.Err()
 	}
 	solo, err := newSolo(ctx, s, nodes, log)
@@ -383,16 +379,4 @@ func (so *solo) measure(ctx context.Context, variant string) (time.Duration, err
 		}
 	}
 	return total / soloPairs, nil
-}
-
-// sleep waits for d or until ctx ends, and reports whether it slept it all.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"flashsale/internal/redistest"
+	"flashsale/internal/testsupport"
 	"flashsale/lock"
 )
 
@@ -27,7 +27,7 @@ func TestMain(m *testing.M) {
 // lets no two sections overlap across the processes, and the overlap count
 // is not blind — no lock at all overlaps at once.
 func TestSmoke(t *testing.T) {
-	redistest.Require(t)
+	testsupport.RequireRedis(t)
 	if testing.Short() {
 		t.Skip("starts Redis nodes and contender processes for about ten seconds")
 	}

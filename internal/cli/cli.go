@@ -1,0 +1,68 @@
+// Package cli holds what the project's commands share when they read their
+// flags: a comma-separated list, and a selection from a list of known names.
+package cli
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+)
+
+// Split turns a comma-separated flag value into its non-empty parts, each
+// trimmed of spaces.
+func Split(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Pick selects from known the names in the comma-separated sel, in known's
+// order; "" and "all" select every name. A name not in known is an error,
+// and so is a selection that names nothing.
+func Pick(sel string, known []string) ([]string, error) {
+	if sel == "" || sel == "all" {
+		return slices.Clone(known), nil
+	}
+	want := map[string]bool{}
+	for _, s := range Split(sel) {
+		if !slices.Contains(known, s) {
+			return nil, fmt.Errorf("unknown name %q (known: %s)", s, strings.Join(known, ", "))
+		}
+		want[s] = true
+	}
+	var out []string
+	for _, k := range known {
+		if want[k] {
+			out = append(out, k)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("empty selection %q", sel)
+	}
+	return out, nil
+}
+
+// Parse parses a command's flags from args and refuses positional
+// arguments. ok is true when the command should go on; otherwise exit is
+// its exit status: 0 after -h, 2 after a flag that does not parse (which
+// fs has already reported) or an argument it does not take.
+func Parse(fs *flag.FlagSet, args []string, stderr io.Writer) (exit int, ok bool) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0, false
+		}
+		return 2, false
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "%s: unexpected arguments %q\n", fs.Name(), fs.Args())
+		return 2, false
+	}
+	return 0, true
+}

@@ -1,0 +1,141 @@
+package inventory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"gorm.io/gorm"
+
+	"flashsale/lock"
+)
+
+// sellBatch is the sale of one batch: read, allot, work, write, as the
+// overview in batch.go says. It returns each order's answer, or one error
+// that answers the whole batch (a stale fence, a crash, a lost lease, a
+// failed write).
+func (s *Service) sellBatch(ctx context.Context, lease *lock.Lease, locker *lock.Locker, sku string, batch []*batchOrder) ([]answer, error) {
+	prod, err := s.readFenced(ctx, lease, sku)
+	if err != nil {
+		return nil, err
+	}
+	earlier, err := s.ordersByKeys(ctx, batch)
+	if err != nil {
+		return nil, err
+	}
+	answers := make([]answer, len(batch))
+	twinOf := make(map[int]int) // a later order with a key earlier in the batch → that earlier one
+	first := make(map[userKey]int)
+	left := prod.Stock
+	var sold []int
+	for i, o := range batch {
+		switch {
+		case o.ctx.Err() != nil:
+			answers[i].err = fmt.Errorf("waiting for lock sku:%s: %w", sku, context.Cause(o.ctx))
+			continue
+		case o.sale != prod.Sale:
+			answers[i].err = fmt.Errorf("%w: products [%s]", ErrSaleReset, sku)
+			continue
+		}
+		if o.p.IdempotencyKey != "" {
+			uk := userKey{o.p.User, o.p.IdempotencyKey}
+			if e, found := earlier[uk]; found {
+				answers[i] = replayOf(e, o)
+				continue
+			}
+			if j, dup := first[uk]; dup {
+				twinOf[i] = j
+				continue
+			}
+			first[uk] = i
+		}
+		if answers[i].err = soldOut(sku, left, o.p.Qty); answers[i].err != nil {
+			continue
+		}
+		left -= o.p.Qty
+		sold = append(sold, i)
+	}
+	if sold = s.batchWork(batch, sold, answers); len(sold) > 0 {
+		if err := s.beforeWrite(ctx, lease); err != nil {
+			return nil, err
+		}
+		if err := s.commitBatch(ctx, lease, locker, prod, batch, sold, answers); err != nil {
+			return nil, err
+		}
+	}
+	for i, j := range twinOf {
+		answers[i] = twinAnswer(answers[j], batch[j], batch[i])
+	}
+	return answers, nil
+}
+
+// batchWork runs the business work of the sold orders concurrently, each
+// under its own request's context, and returns the orders still sold: one
+// whose request ended during its work is answered with that, and not
+// written (its units stay unsold).
+func (s *Service) batchWork(batch []*batchOrder, sold []int, answers []answer) []int {
+	errs := make([]error, len(sold))
+	var wg sync.WaitGroup
+	for n, i := range sold {
+		wg.Go(func() { errs[n] = s.businessWork(batch[i].ctx) })
+	}
+	wg.Wait()
+	kept := sold[:0]
+	for n, i := range sold {
+		if errs[n] != nil {
+			answers[i].err = fmt.Errorf("business work of an order to %s: %w", batch[i].p.SKU, errs[n])
+			continue
+		}
+		kept = append(kept, i)
+	}
+	return kept
+}
+
+// commitBatch writes the sold orders and the stock in one transaction. A
+// unique violation means a twin with the same Idempotency-Key committed in
+// another process since the keys were read: those orders become replays
+// of the twin's, and the rest is written again, still under the same lease
+// and fence.
+func (s *Service) commitBatch(ctx context.Context, lease *lock.Lease, locker *lock.Locker, prod Product, batch []*batchOrder, sold []int, answers []answer) error {
+	token, fenced := lease.Token()
+	for len(sold) > 0 {
+		orders := make([]*Order, len(sold))
+		for n, i := range sold {
+			o := newOrder(batch[i].p, batch[i].hash, locker, prod.PriceCents, token, fenced)
+			orders[n] = &o
+		}
+		after, err := s.commitOrder(ctx, prod.Sale, prod.Stock, token, fenced, s.writeFor(locker), s.caught(locker), orders...)
+		if err == nil {
+			for n, i := range sold {
+				answers[i].order = *orders[n]
+			}
+			s.notify(Change{Type: "stock", SKU: prod.SKU, Stock: &after, Owner: lease.Owner()})
+			return nil
+		}
+		if !errors.Is(err, gorm.ErrDuplicatedKey) {
+			return err
+		}
+		some := make([]*batchOrder, len(sold))
+		for n, i := range sold {
+			some[n] = batch[i]
+		}
+		earlier, err := s.ordersByKeys(ctx, some)
+		if err != nil {
+			return err
+		}
+		kept := sold[:0]
+		for _, i := range sold {
+			if e, found := earlier[userKey{batch[i].p.User, batch[i].p.IdempotencyKey}]; found && batch[i].p.IdempotencyKey != "" {
+				answers[i] = replayOf(e, batch[i])
+				continue
+			}
+			kept = append(kept, i)
+		}
+		if len(kept) == len(sold) {
+			return errors.New("insert orders: duplicate key, but no order carries any of the batch's idempotency keys")
+		}
+		sold = kept
+	}
+	return nil
+}

@@ -1,0 +1,137 @@
+package inventory
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"gorm.io/gorm"
+)
+
+// Idempotency-Keys. A key is unique per user and route (the unique index
+// on orders and on bookings); the request's fingerprint tells a retry,
+// which gets the first answer again, from a reuse of the key for another
+// request, which is refused. A sale alone looks its key up before the lock
+// and again under it; a batch looks all its keys up in one query and
+// settles the twins within it.
+
+// validKey accepts an empty key (none) or 1 to MaxKeyLen visible ASCII bytes.
+func validKey(k string) error {
+	if len(k) > MaxKeyLen {
+		return fmt.Errorf("%w: longer than %d bytes", ErrInvalidKey, MaxKeyLen)
+	}
+	for i := 0; i < len(k); i++ {
+		if k[i] <= ' ' || k[i] > '~' {
+			return fmt.Errorf("%w: only visible ASCII characters are allowed", ErrInvalidKey)
+		}
+	}
+	return nil
+}
+
+// requestHash fingerprints what a request asks for, so a retry with the same
+// Idempotency-Key can be told from a reuse of the key for something else.
+func requestHash(v any) string {
+	b, _ := json.Marshal(v) // plain structs of strings and ints always marshal
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// keyPtr is nil for no key, so the unique index ignores keyless rows.
+func keyPtr(k string) *string {
+	if k == "" {
+		return nil
+	}
+	return &k
+}
+
+// orderByKey finds the order the user's Idempotency-Key already made. found
+// with a nil error means: the same request, replay it.
+func (s *Service) orderByKey(ctx context.Context, user, key, hash string) (o Order, found bool, err error) {
+	if key == "" {
+		return Order{}, false, nil
+	}
+	err = s.db.WithContext(ctx).Where("user_name = ? AND idempotency_key = ?", user, key).Take(&o).Error
+	switch {
+	case errors.Is(err, gorm.ErrRecordNotFound):
+		return Order{}, false, nil
+	case err != nil:
+		return Order{}, false, fmt.Errorf("read order by idempotency key: %w", err)
+	case o.RequestHash != hash:
+		return Order{}, false, fmt.Errorf("%w: key %q", ErrIdempotencyKeyReused, key)
+	}
+	return o, true, nil
+}
+
+// duplicateOrder resolves a unique violation on insert: only the user's
+// idempotency key is unique on orders, so a concurrent twin won the race.
+func (s *Service) duplicateOrder(ctx context.Context, user, key, hash string) (Order, bool, error) {
+	o, found, err := s.orderByKey(context.WithoutCancel(ctx), user, key, hash)
+	if err != nil {
+		return Order{}, false, err
+	}
+	if !found {
+		return Order{}, false, errors.New("insert order: duplicate key, but no order carries the idempotency key")
+	}
+	return o, true, nil
+}
+
+// userKey is one user's Idempotency-Key.
+type userKey struct{ user, key string }
+
+// ordersByKeys reads, in one query, the orders the batch's Idempotency-Keys
+// already made, by user and key. The query names the users too: a key is
+// unique per user, and the users lead that index, so the query reads only
+// the batch's users' orders instead of scanning every order.
+func (s *Service) ordersByKeys(ctx context.Context, batch []*batchOrder) (map[userKey]Order, error) {
+	var users, keys []string
+	want := map[userKey]bool{}
+	for _, o := range batch {
+		if o.p.IdempotencyKey != "" {
+			users, keys = append(users, o.p.User), append(keys, o.p.IdempotencyKey)
+			want[userKey{o.p.User, o.p.IdempotencyKey}] = true
+		}
+	}
+	found := map[userKey]Order{}
+	if len(keys) == 0 {
+		return found, nil
+	}
+	var os []Order
+	if err := s.db.WithContext(ctx).Where("user_name IN ? AND idempotency_key IN ?", users, keys).Find(&os).Error; err != nil {
+		return nil, fmt.Errorf("read orders by idempotency key: %w", err)
+	}
+	for _, o := range os {
+		if k := (userKey{o.User, *o.IdempotencyKey}); want[k] {
+			found[k] = o
+		}
+	}
+	return found, nil
+}
+
+// replayOf is the answer to o when its key already made order e: a replay
+// of the same request, or a key reused for another.
+func replayOf(e Order, o *batchOrder) answer {
+	if e.RequestHash != o.hash {
+		return answer{err: fmt.Errorf("%w: key %q", ErrIdempotencyKeyReused, o.p.IdempotencyKey)}
+	}
+	return answer{order: e, replay: true}
+}
+
+// twinAnswer is the answer to twin, which came in the same batch as first
+// with the same user and key: first's order as a replay, first's refusal,
+// or a key reused for another request.
+func twinAnswer(a answer, first, twin *batchOrder) answer {
+	switch {
+	case first.hash != twin.hash:
+		return answer{err: fmt.Errorf("%w: key %q", ErrIdempotencyKeyReused, twin.p.IdempotencyKey)}
+	case a.err == nil:
+		return answer{order: a.order, replay: true}
+	case first.ctx.Err() != nil:
+		// The first request went away: that says nothing about this one,
+		// which may simply try again.
+		return answer{err: fmt.Errorf("%w: the same request in this batch ended before it was written", ErrLockBusy)}
+	}
+	return answer{err: a.err}
+}

@@ -1,0 +1,146 @@
+// Package chaos is the load runner's chaos run: every selected variant sells
+// side by side on its own SKUs and seats while a seeded nemesis crashes,
+// wipes, pauses and partitions the Redis nodes, the app processes and the
+// network between them; the checker then judges each variant from the
+// recorded histories and the database.
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"flashsale/loadtest"
+	"flashsale/loadtest/checker"
+)
+
+// Report is the outcome of a chaos run: chaos.json.
+type Report struct {
+	Seed      uint64              `json:"seed"`
+	Duration  string              `json:"duration"`
+	Faults    []string            `json:"faults"`
+	Instances int                 `json:"instances"`
+	Nodes     int                 `json:"nodes"`
+	LockTTL   string              `json:"lock_ttl"`
+	Variants  map[string]*Variant `json:"variants"`
+	Schedule  []NemesisEvent      `json:"schedule"`
+	Nemesis   []NemesisRecord     `json:"nemesis"`
+	Command   string              `json:"command,omitempty"`
+	Started   time.Time           `json:"started"`
+	// RunStart is when the clients and the nemesis began: the timeline's 0.
+	RunStart time.Time `json:"run_start"`
+	Finished time.Time `json:"finished"`
+	Notes    []string  `json:"notes,omitempty"`
+	// StuckLockKeys are the lock keys the runner found without a TTL.
+	StuckLockKeys []string                  `json:"stuck_lock_keys,omitempty"`
+	holders       map[string][]checker.Span // per variant, its hot key's leases
+	order         []string
+}
+
+// Variant is one variant's verdict.
+type Variant struct {
+	Verdict  string           `json:"verdict"`
+	Expected loadtest.Outcome `json:"expected"`
+	// ExpectedBreakers are the run's fault kinds that can break it.
+	ExpectedBreakers       []string `json:"expected_breakers,omitempty"`
+	OK                     bool     `json:"ok"`
+	LockOverlaps           int64    `json:"lock_overlaps"`
+	StaleWrites            int64    `json:"stale_writes"`
+	OversoldUnits          int64    `json:"oversold_units"`
+	LostUpdates            int64    `json:"lost_updates"`
+	DoubleBookedSeats      int64    `json:"double_booked_seats"`
+	StuckLocks             int64    `json:"stuck_locks"`
+	LostAcknowledgedOrders int64    `json:"lost_acknowledged_orders"`
+	// TokenInversions are fenced leases back from their acquire with a
+	// lower token than one granted meanwhile (refused by the store).
+	TokenInversions int64 `json:"token_inversions"`
+	// NemesisEvents counts the faults of the run, by kind: every variant
+	// met all of them.
+	NemesisEvents map[string]int `json:"nemesis_events"`
+	// Requests and Answers are the client's side: answers by status, 0
+	// for none.
+	Requests int            `json:"requests"`
+	Answers  map[string]int `json:"answers"`
+	// Leases, Orders and Bookings are how much the verdict rests on.
+	Leases         int                 `json:"leases"`
+	Orders         int64               `json:"orders"`
+	Bookings       int64               `json:"bookings"`
+	FirstViolation *checker.Violation  `json:"first_violation,omitempty"`
+	Violations     []checker.Violation `json:"violations,omitempty"`
+	Scope          checker.Scope       `json:"scope"`
+}
+
+// Failed reports whether a variant that must hold broke, or, with strict,
+// a variant expected to break held.
+func (r *Report) Failed(strict bool) bool {
+	for _, v := range r.Variants {
+		if !v.OK && (v.Expected == loadtest.Holds || strict) {
+			return true
+		}
+	}
+	return false
+}
+
+// judge runs the checker on a run's directory — the instances' histories,
+// the client's and the nemesis's logs, the database — and fills in every
+// variant's verdict.
+func (r *Report) judge(ctx context.Context, dir string) error {
+	histories, err := filepath.Glob(filepath.Join(dir, "env", "history-app*.jsonl"))
+	if err != nil {
+		return err
+	}
+	recs, err := checker.ReadFiles(append(histories, filepath.Join(dir, "client.jsonl"), filepath.Join(dir, "nemesis.jsonl"))...)
+	if err != nil {
+		return err
+	}
+	db, err := checker.OpenSQLite(filepath.Join(dir, "env", "sale.db"))
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	var in []checker.Scope
+	for _, v := range r.order {
+		in = append(in, r.Variants[v].Scope)
+	}
+	results, err := checker.Check(ctx, checker.Input{Records: recs, DB: db, Scopes: in, StuckLockKeys: r.StuckLockKeys})
+	if err != nil {
+		return err
+	}
+	r.holders = map[string][]checker.Span{}
+	for _, res := range results {
+		cv := r.Variants[res.Variant]
+		cv.Verdict = res.Verdict
+		cv.LockOverlaps, cv.StaleWrites, cv.OversoldUnits, cv.LostUpdates = res.LockOverlaps, res.StaleWrites, res.OversoldUnits, res.LostUpdates
+		cv.DoubleBookedSeats, cv.StuckLocks, cv.LostAcknowledgedOrders = res.DoubleBookedSeats, res.StuckLocks, res.LostAcknowledgedOrders
+		cv.TokenInversions, cv.Leases, cv.Orders, cv.Bookings = res.TokenInversions, res.Leases, res.Orders, res.Bookings
+		cv.FirstViolation, cv.Violations = res.FirstViolation, res.Violations
+		cv.OK = cv.Expected == loadtest.NoClaim || string(cv.Expected) == res.Verdict
+		r.holders[res.Variant] = checker.Holders(recs, res.Variant, "sku:"+cv.Scope.SKUs[0])
+	}
+	return nil
+}
+
+// Recheck judges a kept chaos run again from its directory (its
+// chaos.json, histories and database), with the checker as it is now.
+func Recheck(ctx context.Context, dir string) (*Report, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "chaos.json"))
+	if err != nil {
+		return nil, err
+	}
+	var r Report
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("%s: %w", dir, err)
+	}
+	for _, v := range loadtest.Variants {
+		if r.Variants[v] != nil {
+			r.order = append(r.order, v)
+		}
+	}
+	if err := r.judge(ctx, dir); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}

@@ -1,0 +1,147 @@
+package chaos
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"flashsale/internal/cli"
+	"flashsale/loadtest"
+	"flashsale/loadtest/cluster"
+)
+
+// Config configures a chaos run: every selected variant sells side by
+// side, each on SKUs and seats of its own, on three app instances and five
+// Redis nodes, while a seeded nemesis breaks the world.
+type Config struct {
+	// Variants to run; nil means all.
+	Variants []string
+	// Faults are the nemesis's fault kinds; nil means FaultKinds.
+	Faults []string
+	// Duration is how long the clients work and the nemesis strikes.
+	// Default 2m.
+	Duration time.Duration
+	// Seed fixes the nemesis's schedule and the traffic. Default 1.
+	Seed uint64
+	// Rate is each variant's purchases per second. Default 30.
+	Rate int
+	// WorkMS is the business work inside every critical section: long
+	// enough that the hot lock is always wanted, so a fault that frees it
+	// early has a waiter to let in. Default 40.
+	WorkMS int
+	// LockTTL and LockWait are the instances' lease TTL and wait budget.
+	// Defaults 500ms and 1s.
+	LockTTL, LockWait time.Duration
+	// Batch runs every variant with batching under one lease on (the
+	// app's -batch).
+	Batch bool
+	// Local is the environment; Instances and Nodes default to 3 and 5,
+	// and AOF and History are always on.
+	Local cluster.LocalConfig
+	// OutDir receives chaos.json, chaos.html, the histories and the
+	// environment. Required.
+	OutDir string
+	// Logger receives notes as the run goes. Default: discard.
+	Logger *slog.Logger
+}
+
+func (c *Config) defaults() error {
+	var err error
+	if c.Variants, err = cli.Pick(strings.Join(c.Variants, ","), loadtest.Variants); err != nil {
+		return fmt.Errorf("variants: %w", err)
+	}
+	if c.Faults, err = cli.Pick(strings.Join(c.Faults, ","), FaultKinds); err != nil {
+		return fmt.Errorf("faults: %w", err)
+	}
+	if c.Duration <= 0 {
+		c.Duration = 2 * time.Minute
+	}
+	if c.Seed == 0 {
+		c.Seed = 1
+	}
+	if c.Rate <= 0 {
+		c.Rate = 30
+	}
+	if c.WorkMS <= 0 {
+		c.WorkMS = 40
+	}
+	if c.LockTTL <= 0 {
+		c.LockTTL = 500 * time.Millisecond
+	}
+	if c.LockWait <= 0 {
+		c.LockWait = time.Second
+	}
+	if c.OutDir == "" {
+		return errors.New("a chaos run needs an output directory")
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Local.Instances <= 0 {
+		c.Local.Instances = 3
+	}
+	if c.Local.Nodes <= 0 {
+		c.Local.Nodes = 5
+	}
+	if c.Local.Instances < 2 || c.Local.Nodes < 3 {
+		return errors.New("a chaos run needs at least 2 app instances and 3 Redis nodes")
+	}
+	c.Local.AOF, c.Local.History = true, true
+	c.Local.LockTTL, c.Local.LockWait = c.LockTTL, c.LockWait
+	c.Local.Dir = filepath.Join(c.OutDir, "env")
+	if c.Local.Logger == nil {
+		c.Local.Logger = c.Logger
+	}
+	return nil
+}
+
+// breakers are, per variant, the fault kinds that can make it break.
+// Whether one does in a given run depends on timing (a pause must catch a
+// holder inside its critical section), so a variant expected to break may
+// hold in a short run: only -strict fails on that. A variant with no
+// breaker among the run's faults must hold, and breaking fails the run.
+var breakers = map[string][]string{
+	// Concurrency alone breaks it.
+	"none": nil,
+	// setnx-expire also leaves a key with no TTL whenever anything lands
+	// between SETNX and EXPIRE: a crash, a wait deadline, a reply lost to a
+	// paused or cut-off node. Every fault can break it.
+	"setnx-expire": FaultKinds,
+	"get-del":      {AppPause, loadtest.ClockJump, NetDelay},
+	"plain-del":    {AppPause, loadtest.ClockJump, NetDelay},
+	"lua":          {AppPause, loadtest.ClockJump, NetDelay},
+	// Redlock checks its validity (a late grant is refused) and tolerates
+	// a minority of nodes crashed, wiped, paused or cut off; it cannot
+	// tell a holder that stopped past its TTL, nor a majority whose clocks
+	// jumped.
+	"redlock":       {AppPause, loadtest.ClockJump},
+	"lua+fence":     {},
+	"redlock+fence": {},
+}
+
+// Expected is what a variant must do under the given fault kinds:
+// loadtest.Holds, or loadtest.Breaks with the kinds that can break it (none for `none`,
+// which breaks on concurrency alone).
+func Expected(variant string, kinds []string) (loadtest.Outcome, []string) {
+	breakers, ok := breakers[variant]
+	if !ok {
+		return loadtest.NoClaim, nil
+	}
+	if breakers == nil {
+		return loadtest.Breaks, nil
+	}
+	var by []string
+	for _, k := range kinds {
+		if slices.Contains(breakers, k) {
+			by = append(by, k)
+		}
+	}
+	if len(by) == 0 {
+		return loadtest.Holds, nil
+	}
+	return loadtest.Breaks, by
+}

@@ -1,0 +1,166 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"flashsale/internal/clock"
+	"flashsale/loadtest/checker"
+	"flashsale/loadtest/cluster"
+	"flashsale/loadtest/output"
+	"flashsale/loadtest/storefront"
+)
+
+// Run starts the environment, runs the clients and the nemesis for
+// the configured duration, heals everything, and judges every variant
+// with the checker. It fails only when it could not run.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.OutDir, 0o755); err != nil {
+		return nil, err
+	}
+	rep := &Report{
+		Seed: cfg.Seed, Duration: cfg.Duration.String(), Faults: cfg.Faults, Instances: cfg.Local.Instances,
+		Nodes: cfg.Local.Nodes, LockTTL: cfg.LockTTL.String(), Variants: map[string]*Variant{},
+		Started: time.Now(), order: cfg.Variants,
+	}
+	if cfg.Batch {
+		rep.Notes = append(rep.Notes, "-batch: orders batched under one lease on every instance")
+	}
+	local, err := cluster.StartLocal(ctx, cfg.Local)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if local != nil {
+			_ = local.Close()
+		}
+	}()
+	fleet := storefront.NewFleet(local.Bases(), local.Token())
+	scopes, plan, err := setUpSale(ctx, cfg, fleet)
+	if err != nil {
+		return nil, err
+	}
+
+	clientLog, err := os.Create(filepath.Join(cfg.OutDir, "client.jsonl"))
+	if err != nil {
+		return nil, err
+	}
+	nlog, err := openNemesisLog(filepath.Join(cfg.OutDir, "nemesis.jsonl"))
+	if err != nil {
+		clientLog.Close()
+		return nil, err
+	}
+	rep.Schedule = Schedule(cfg.Seed, cfg.Duration, cfg.LockTTL, cfg.Faults, cfg.Local.Instances, cfg.Local.Nodes)
+	cl := &clients{bases: local.Bases(), out: clientLog, counts: map[string]map[string]int{}, requests: map[string]*atomic.Int64{}}
+	n := &nemesis{local: local, plan: plan, pattern: cluster.DefaultLockPattern, log: nlog, logger: cfg.Logger}
+	rep.RunStart = attack(ctx, cfg, cl, n, rep.Schedule, scopes)
+
+	rep.StuckLockKeys = rep.heal(ctx, cfg, local)
+	closeErr := local.Close() // the instances stop: their histories are complete
+	local = nil
+	if err := errors.Join(closeErr, clientLog.Close(), nlog.close()); err != nil {
+		rep.Notes = append(rep.Notes, "closing: "+err.Error())
+	}
+
+	rep.Nemesis = nlog.events
+	for _, v := range cfg.Variants {
+		exp, by := Expected(v, cfg.Faults)
+		rep.Variants[v] = &Variant{
+			Expected: exp, ExpectedBreakers: by, NemesisEvents: nlog.counts,
+			Requests: int(cl.requests[v].Load()), Answers: cl.counts[v], Scope: scopes[v],
+		}
+	}
+	if err := rep.judge(ctx, cfg.OutDir); err != nil {
+		return nil, err
+	}
+	rep.Finished = time.Now()
+	return rep, nil
+}
+
+// setUpSale starts a sale with SKUs and seats for each variant, each
+// variant's its own, and gives every instance the run's fault plan.
+func setUpSale(ctx context.Context, cfg Config, fleet storefront.Fleet) (map[string]checker.Scope, storefront.FaultPlan, error) {
+	setup, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	plan := storefront.FaultPlan{Seed: cfg.Seed, WorkMS: cfg.WorkMS, Batch: &cfg.Batch}
+	cat := storefront.Catalogue{Seats: min(1000, 120*len(cfg.Variants))}
+	scarce := max(20, cfg.Rate*int(cfg.Duration.Seconds())/40)
+	for _, v := range cfg.Variants {
+		f := output.FileName(v)
+		cat.Products = append(cat.Products,
+			storefront.Product{SKU: "hot-" + f, Name: "Hot " + v, PriceCents: 999, Stock: 1_000_000},
+			storefront.Product{SKU: "scarce-" + f, Name: "Scarce " + v, PriceCents: 4999, Stock: int64(scarce)})
+	}
+	state, err := fleet.ResetSale(setup, cat)
+	if err != nil {
+		return nil, plan, err
+	}
+	seats, err := fleet[0].Seats(setup, state.Event)
+	if err != nil {
+		return nil, plan, err
+	}
+	per := len(seats) / len(cfg.Variants)
+	scopes := map[string]checker.Scope{}
+	for i, v := range cfg.Variants {
+		f := output.FileName(v)
+		scopes[v] = checker.Scope{Variant: v, SKUs: []string{"hot-" + f, "scarce-" + f}, Event: state.Event, Seats: seats[i*per : (i+1)*per]}
+	}
+	return scopes, plan, fleet.SetFaults(setup, plan)
+}
+
+// attack runs the clients and the nemesis side by side for the run's
+// duration, and returns when it started.
+func attack(ctx context.Context, cfg Config, cl *clients, n *nemesis, schedule []NemesisEvent, scopes map[string]checker.Scope) time.Time {
+	runCtx, stop := context.WithTimeout(ctx, cfg.Duration)
+	defer stop()
+	start := time.Now()
+	var wg sync.WaitGroup
+	wg.Go(func() { n.run(runCtx, start, schedule) })
+	for _, v := range cfg.Variants {
+		cl.requests[v] = &atomic.Int64{}
+	}
+	for i, v := range cfg.Variants {
+		sc := scopes[v]
+		wg.Go(func() { cl.buy(runCtx, v, sc.SKUs, cfg.Rate, cfg.Seed+uint64(i)) })
+		wg.Go(func() { cl.grab(runCtx, v, sc.Event, sc.Seats, cfg.Duration) })
+	}
+	wg.Wait()
+	cfg.Logger.Info("clients and nemesis done; healing", "elapsed", time.Since(start).Round(time.Second))
+	return start
+}
+
+// heal brings every node, link and instance back, lets every lease run
+// out, and returns the lock keys still there without a TTL.
+func (r *Report) heal(ctx context.Context, cfg Config, local *cluster.Local) []string {
+	after, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	heal := []error{local.Nodes().Heal(after), local.Network().Heal(after)}
+	for i := range cfg.Local.Instances {
+		if local.Running(i) {
+			heal = append(heal, local.ResumeApp(i))
+		} else {
+			heal = append(heal, local.RestartApp(after, i))
+		}
+	}
+	if err := errors.Join(heal...); err != nil {
+		r.Notes = append(r.Notes, "healing after the run: "+err.Error())
+	}
+	clock.Sleep(after, 3*cfg.LockTTL)
+	stuck, err := cluster.ScanStuckLocks(after, local.RedisURLs(), cluster.DefaultLockPattern)
+	if err != nil {
+		r.Notes = append(r.Notes, "stuck-lock scan: "+err.Error())
+	}
+	var keys []string
+	for _, s := range stuck {
+		keys = append(keys, s.Key)
+	}
+	return keys
+}

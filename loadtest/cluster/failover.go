@@ -1,0 +1,119 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"flashsale/internal/clock"
+	"flashsale/internal/localredis"
+)
+
+// errNoSentinel is the failover recipe run on nodes without the runner's
+// Sentinel cluster.
+var errNoSentinel = errors.New("the failover recipe needs the Sentinel cluster the runner starts for it")
+
+// sentinelNodes are Nodes that also have a Sentinel cluster.
+type sentinelNodes interface {
+	Sentinel() *localredis.SentinelCluster
+}
+
+// FailoverRecipe makes "the master dies after a grant and before
+// replicating it" certain, once per cell:
+//
+//  1. hold replication back: the replica is frozen and its link dropped
+//     on the master, so nothing the master grants from now on reaches it;
+//  2. wait until a lease begins on the master after that (a lock key, or
+//     a new owner of one, that was not there when replication stopped);
+//  3. kill the master, thaw the replica, and wait until the sentinels
+//     have promoted it. The lease is not on it; its holder is still in
+//     its critical section; the next client is granted the same lock.
+//
+// The dead master stays down until the attack ends (Heal brings it back
+// as the new master's replica).
+func FailoverRecipe() *NodeRecipe {
+	// A lease begins within milliseconds under load; past this the recipe
+	// kills the master anyway, and says so.
+	const wait = 3 * time.Second
+	return &NodeRecipe{
+		Steps: fmt.Sprintf("at the start: freeze the replica and drop its replication link; as soon as a lease begins on the master "+
+			"(at most %v later), kill the master, thaw the replica and wait for the sentinels to promote it", wait),
+		MinNodes: 1,
+		run: func(ctx context.Context, st stage) error {
+			sn, ok := st.nodes.(sentinelNodes)
+			if !ok || sn.Sentinel() == nil {
+				return errNoSentinel
+			}
+			sc := sn.Sentinel()
+			master, err := sc.Master(ctx)
+			if err != nil {
+				return err
+			}
+			replica, err := sc.HoldBack(ctx)
+			if err != nil {
+				return err
+			}
+			watch, err := newLeaseWatch(master.URL(), st.pattern)
+			if err != nil {
+				return errors.Join(err, replica.Resume())
+			}
+			defer watch.close()
+			fresh := watch.since(ctx, wait)
+			if err := master.Kill(); err != nil {
+				return errors.Join(err, replica.Resume())
+			}
+			if err := replica.Resume(); err != nil {
+				return err
+			}
+			when := fmt.Sprintf("no lease began on it within %v", wait)
+			if fresh {
+				when = "a lease it had not replicated had just begun"
+			}
+			st.note(fmt.Sprintf("replication held back; master %s killed: %s", master.Addr(), when))
+			began := time.Now()
+			promoted, err := sc.WaitFailover(ctx, master)
+			if err != nil {
+				return err
+			}
+			st.note(fmt.Sprintf("the sentinels promoted %s (%v after the kill)", promoted.Addr(), time.Since(began).Round(time.Millisecond)))
+			return nil
+		},
+	}
+}
+
+// since polls until a lock key holds an owner it did not hold at the first
+// poll (a new key, or one that changed hands), or d has passed, and
+// reports whether one did.
+func (w *leaseWatch) since(ctx context.Context, d time.Duration) bool {
+	end := time.Now().Add(d)
+	var before map[string]string // nil until the first poll succeeds
+	for time.Now().Before(end) && ctx.Err() == nil {
+		keys, err := w.rdb.Keys(ctx, w.pattern).Result()
+		if err == nil {
+			now := map[string]string{}
+			if len(keys) > 0 {
+				vals, err := w.rdb.MGet(ctx, keys...).Result()
+				if err != nil {
+					clock.Sleep(ctx, time.Millisecond)
+					continue
+				}
+				for i, key := range keys {
+					if v, _ := vals[i].(string); v != "" {
+						now[key] = v
+					}
+				}
+			}
+			if before == nil {
+				before = now
+			}
+			for k, v := range now {
+				if before[k] != v {
+					return true
+				}
+			}
+		}
+		clock.Sleep(ctx, time.Millisecond)
+	}
+	return false
+}

@@ -1,0 +1,73 @@
+package loadtest
+
+import (
+	"time"
+
+	"flashsale/lock"
+)
+
+// Outcome is what a cell of the matrix does: the sale holds, or it breaks.
+// The outcomes, and every rung's expected one per column, are declared
+// with the ladder (lock.Rung); the runner only reads them.
+type Outcome = lock.Outcome
+
+// Outcomes, as the ladder declares them.
+const (
+	Holds   = lock.Holds
+	Breaks  = lock.Breaks
+	NoClaim = lock.NoClaim
+	Either  = lock.Either
+)
+
+// EitherWhy says why a cell can go either way; "" for a cell that cannot.
+func EitherWhy(variant, scenario string) string {
+	r, _ := judgedRung(variant)
+	return r.Either[scenario]
+}
+
+// Expected is the outcome the ladder expects of variant under scenario, and
+// false for a cell that is not in the matrix (an unknown variant or
+// scenario, or a scenario that does not apply to the variant).
+func Expected(variant, scenario string) (Outcome, bool) {
+	r, ok := judgedRung(variant)
+	if !ok {
+		return "", false
+	}
+	for _, s := range Scenarios(time.Second) {
+		if s.Name == scenario {
+			if !s.Applies(variant) {
+				return "", false
+			}
+			return r.Expect(scenario), true
+		}
+	}
+	return "", false
+}
+
+// judgedRung is the rung whose row judges variant: its own, or the one it
+// is declared to be judged as.
+func judgedRung(variant string) (lock.Rung, bool) {
+	r, ok := lock.Find(variant)
+	if ok && r.JudgedAs != "" {
+		return lock.Find(r.JudgedAs)
+	}
+	return r, ok
+}
+
+// batchNote is how a run with batching on is judged.
+const batchNote = "a batch takes one lease for the orders that queued in one instance, so a lease guards a batch instead of an order: " +
+	"every cell that holds still holds, none still breaks (its instances still race each other), and the broken rungs' cells may go either way " +
+	"(their flaw is unchanged, but a fault that fires once a lease now meets a batch, and fewer leases mean fewer chances to land in the race)"
+
+// ExpectedBatched is the outcome expected of variant under scenario when
+// every order is batched under one lease (the app's -batch): what Expected
+// says, except that a broken rung's "breaks" becomes "either" (batchNote).
+// A cell that holds must still hold: batching changes how many orders a
+// lease guards, never what guards them; and none must still break.
+func ExpectedBatched(variant, scenario string) (Outcome, bool) {
+	exp, ok := Expected(variant, scenario)
+	if r, _ := judgedRung(variant); ok && exp == Breaks && r.Name != lock.None {
+		exp = Either
+	}
+	return exp, ok
+}

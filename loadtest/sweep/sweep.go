@@ -1,0 +1,381 @@
+// Package sweep measures what a lock costs on one hot key: every variant at
+// rising offered rates on a fresh sale, the completed sales per second, the
+// 503s, the p99 latency and the lease hold time, in a text, JSON and HTML
+// report with two standalone SVG charts.
+package sweep
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"flashsale/internal/cli"
+	"flashsale/loadtest/cluster"
+	"flashsale/loadtest/output"
+	"flashsale/loadtest/storefront"
+	"flashsale/loadtest/traffic"
+	"flashsale/lock"
+
+	vegeta "github.com/tsenart/vegeta/v12/lib"
+)
+
+// Variants are the sweep's default rows: none is the ceiling of
+// everything but the lock (HTTP, the app, SQLite), lua, redlock and
+// redlock+fence what a correct lock costs on one hot key, and the three
+// designs without a lock (db-guard, db-for-update, redis-stock) what the
+// same sale costs when the store is the guard.
+var Variants = []string{"none", "lua", "redlock", "redlock+fence", "db-guard", "db-for-update", "redis-stock"}
+
+// Rates are the sweep's default offered rates, rising past the point
+// where one hot key saturates.
+var Rates = []int{200, 500, 1000}
+
+// Config configures Sweep. The zero value of every field means its
+// default.
+type Config struct {
+	// Variants are the lock variants swept, in order. Default Variants.
+	Variants []string
+	// Rates are the offered rates, requests per second, in order. Default
+	// Rates.
+	Rates []int
+	// Duration is how long each rate is offered. Default 5s.
+	Duration time.Duration
+	// WorkMS is the business work inside every critical section. Default 1;
+	// negative for none.
+	WorkMS int
+	// MaxWorkers caps the requests in flight. Default: enough for the rate
+	// to be kept while every request waits its whole lock-wait budget, so
+	// the offered rate is the rate sent even past saturation.
+	MaxWorkers uint64
+	// Seed fixes the traffic. Default 1.
+	Seed uint64
+	// Stock is the hot SKU's stock: it must never run out, or sold_out
+	// answers would stand in for the lock's throughput. Default 10 million.
+	Stock int64
+	// Batch runs every step with batching under one lease on (the app's
+	// -batch); off, it is off in every step.
+	Batch bool
+	// Local is the environment started for the sweep: 3 instances and 5
+	// nodes by default, one SQLite file unless Local.DB names PostgreSQL.
+	// LockWait defaults to 1s.
+	Local cluster.LocalConfig
+	// WarmUp is the unrecorded attack over every variant before the first
+	// step. Default 1s; negative for none.
+	WarmUp time.Duration
+	// Progress receives a progress bar per step; nil shows none.
+	Progress io.Writer
+	// Logger receives notes as the sweep goes. Default: discard.
+	Logger *slog.Logger
+}
+
+// hotSKU is the one product of the sweep's sale.
+const hotSKU = "hot"
+
+func (c *Config) defaults() error {
+	var err error
+	if c.Variants, err = cli.Pick(strings.Join(c.Variants, ","), lock.Names()); err != nil {
+		return fmt.Errorf("variants: %w", err)
+	}
+	if len(c.Rates) == 0 {
+		c.Rates = slices.Clone(Rates)
+	}
+	for _, r := range c.Rates {
+		if r <= 0 {
+			return fmt.Errorf("rates must be positive, got %d", r)
+		}
+	}
+	if c.Duration == 0 {
+		c.Duration = 5 * time.Second
+	}
+	if c.Duration < 0 {
+		return errors.New("duration must be positive")
+	}
+	switch {
+	case c.WorkMS == 0:
+		c.WorkMS = 1
+	case c.WorkMS < 0:
+		c.WorkMS = 0
+	}
+	if c.Seed == 0 {
+		c.Seed = 1
+	}
+	if c.Stock == 0 {
+		c.Stock = 10_000_000
+	}
+	if c.Local.LockWait == 0 {
+		c.Local.LockWait = time.Second
+	}
+	if c.Local.LockTTL == 0 {
+		c.Local.LockTTL = 500 * time.Millisecond
+	}
+	if c.WarmUp == 0 {
+		c.WarmUp = time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Local.Logger == nil {
+		c.Local.Logger = c.Logger
+	}
+	return nil
+}
+
+// workers is the cap on requests in flight at rate: every request of the
+// last lock-wait budget and a half may still be waiting.
+func (c *Config) workers(rate int) uint64 {
+	if c.MaxWorkers > 0 {
+		return c.MaxWorkers
+	}
+	return uint64(float64(rate)*(c.Local.LockWait.Seconds()+0.5)) + 64
+}
+
+// catalogue is the sweep's sale: one hot SKU that never sells out, no seats.
+func (c *Config) catalogue() storefront.Catalogue {
+	return storefront.Catalogue{Products: []storefront.Product{{SKU: hotSKU, Name: "Hot drop", PriceCents: 4999, Stock: c.Stock}}}
+}
+
+// Step is one variant at one offered rate.
+type Step struct {
+	Variant string `json:"variant"`
+	// Rate is the offered rate, requests per second.
+	Rate    int             `json:"rate"`
+	Summary traffic.Summary `json:"vegeta"`
+	// Sales is Summary.SalesPerSecond: distinct 201s per second of the send
+	// window.
+	Sales float64 `json:"sales_per_second"`
+	// Unavailable is the share of requests answered 503, in percent.
+	Unavailable float64 `json:"percent_503"`
+	// Hold is the mean time a lease was held during the step (grant to
+	// release, from the instances' metrics): the critical section with its
+	// database reads and writes. One hot key cannot sell faster than
+	// 1/Hold (HoldCeiling) whatever the lock, so where the sales meet it,
+	// the section is the limit, not the hand-off.
+	Hold        time.Duration `json:"hold_ns,omitempty"`
+	HoldCeiling float64       `json:"hold_ceiling_per_second,omitempty"`
+	// LostUpdates is the audit's count after the step: none loses updates,
+	// a correct lock must not.
+	LostUpdates int64 `json:"lost_updates"`
+	// CrossCheck lists every disagreement between the audit and vegeta.
+	CrossCheck []string `json:"cross_check,omitempty"`
+	// Err is why the step could not run or be read, if it could not.
+	Err string `json:"error,omitempty"`
+}
+
+// Target is the goal the sweep measures redlock against: at the top
+// rate, at least Want × lua's sales per second, with p99 under half the
+// lock-wait budget.
+type Target struct {
+	Rate         int           `json:"rate"`
+	Want         float64       `json:"want_ratio"`
+	RedlockSales float64       `json:"redlock_sales_per_second"`
+	LuaSales     float64       `json:"lua_sales_per_second"`
+	Ratio        float64       `json:"ratio"`
+	RedlockP99   time.Duration `json:"redlock_p99_ns"`
+	P99Limit     time.Duration `json:"p99_limit_ns"`
+	Met          bool          `json:"met"`
+}
+
+// Report is a whole sweep.
+type Report struct {
+	Started  time.Time     `json:"started"`
+	Finished time.Time     `json:"finished"`
+	Command  string        `json:"command,omitempty"`
+	Variants []string      `json:"variants"`
+	Rates    []int         `json:"rates"`
+	Duration time.Duration `json:"duration_ns"`
+	WorkMS   int           `json:"work_ms"`
+	LockTTL  time.Duration `json:"lock_ttl_ns"`
+	LockWait time.Duration `json:"lock_wait_ns"`
+	// Instances and Nodes are the app instances and Redis nodes attacked.
+	Instances int `json:"instances"`
+	Nodes     int `json:"redis_nodes"`
+	// Database is "SQLite" or "PostgreSQL"; Batch whether the orders were
+	// batched under one lease.
+	Database string `json:"database"`
+	Batch    bool   `json:"batch,omitempty"`
+	// LoadBefore and LoadAfter are the machine's load average: the figures
+	// are only as quiet as the machine was.
+	LoadBefore string  `json:"load_average_before"`
+	LoadAfter  string  `json:"load_average_after"`
+	Steps      []Step  `json:"steps"`
+	Target     *Target `json:"target,omitempty"`
+}
+
+// Step returns the step of variant at rate, or nil.
+func (r *Report) Step(variant string, rate int) *Step {
+	for i := range r.Steps {
+		if r.Steps[i].Variant == variant && r.Steps[i].Rate == rate {
+			return &r.Steps[i]
+		}
+	}
+	return nil
+}
+
+// Sweep offers rising rates of purchases of one hot SKU to every variant in
+// turn, on a local environment it starts (3 app instances, 5 Redis nodes,
+// one SQLite file), and reports the sales per second, the 503s and the p99
+// latency of every step. A step that fails is in the report with its error.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	rep := &Report{
+		Started: time.Now(), Variants: cfg.Variants, Rates: cfg.Rates, Duration: cfg.Duration, WorkMS: cfg.WorkMS,
+		LockTTL: cfg.Local.LockTTL, LockWait: cfg.Local.LockWait, LoadBefore: loadAverage(),
+		Database: "SQLite", Batch: cfg.Batch,
+	}
+	if strings.HasPrefix(cfg.Local.DB, "postgres") {
+		rep.Database = "PostgreSQL"
+	}
+	local, err := cluster.StartLocal(ctx, cfg.Local)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err := local.Close(); err != nil {
+			cfg.Logger.Warn("stopping the local environment", "err", err)
+		}
+	}()
+	fleet := storefront.NewFleet(local.Bases(), local.Token())
+	rep.Instances, rep.Nodes = len(fleet), len(local.RedisURLs())
+	cat := cfg.catalogue()
+	mix := traffic.Mix{HotSKU: hotSKU, HotShare: 1}
+
+	if cfg.WarmUp > 0 {
+		warm := traffic.WarmUp{Variants: cfg.Variants, Rate: cfg.Rates[0], Duration: cfg.WarmUp, MaxWorkers: cfg.workers(cfg.Rates[0]),
+			Seed: cfg.Seed, Catalogue: cat, Mix: mix}
+		if err := warm.Run(ctx, fleet); err != nil {
+			return nil, err
+		}
+	}
+	total := len(cfg.Variants) * len(cfg.Rates)
+	for _, v := range cfg.Variants {
+		for _, rate := range cfg.Rates {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			st := runStep(ctx, cfg, fleet, cat, mix, v, rate, len(rep.Steps)+1, total)
+			cfg.Logger.Info("sweep step", "variant", v, "rate", rate, "sales_per_second", st.Sales, "percent_503", st.Unavailable, "p99", st.Summary.P99, "err", st.Err)
+			rep.Steps = append(rep.Steps, st)
+		}
+	}
+	rep.Finished, rep.LoadAfter = time.Now(), loadAverage()
+	rep.Target = rep.target()
+	return rep, nil
+}
+
+// sweepStep runs one variant at one rate on a fresh sale.
+func runStep(ctx context.Context, cfg Config, fleet storefront.Fleet, cat storefront.Catalogue, mix traffic.Mix, variant string, rate, n, total int) Step {
+	st := Step{Variant: variant, Rate: rate}
+	setup, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	fail := func(err error) Step {
+		st.Err = err.Error()
+		return st
+	}
+	if err := fleet.WaitReady(setup); err != nil {
+		return fail(err)
+	}
+	if _, err := fleet.ResetSale(setup, cat); err != nil {
+		return fail(err)
+	}
+	plan := storefront.FaultPlan{Seed: cfg.Seed, WorkMS: cfg.WorkMS, Batch: &cfg.Batch}
+	if err := fleet.SetFaults(setup, plan); err != nil {
+		return fail(err)
+	}
+	tr, err := traffic.NewTraffic(fleet.Bases(), []string{variant}, mix, cfg.Seed, traffic.NewTag())
+	if err != nil {
+		return fail(err)
+	}
+	requests := uint64(float64(rate) * cfg.Duration.Seconds())
+	pacer, err := traffic.CappedPacer(vegeta.Rate{Freq: rate, Per: time.Second}, requests)
+	if err != nil {
+		return fail(err)
+	}
+	held0, leases0 := lockHold(setup, fleet, variant)
+	bar := traffic.NewBar(cfg.Progress, requests, fmt.Sprintf("[%2d/%d] %-13s × %5d/s", n, total, variant, rate))
+	tally := traffic.NewTally()
+	traffic.Attack(ctx, cfg.workers(rate), tr.Targeter(), pacer, cfg.Duration, fmt.Sprintf("%s@%d", variant, rate), func(r *vegeta.Result) {
+		tally.Add(r)
+		if bar != nil {
+			_ = bar.Add(1) // a progress bar that cannot draw is no reason to stop
+		}
+	})
+	if bar != nil {
+		_ = bar.Finish()
+	}
+	if err := ctx.Err(); err != nil {
+		return fail(err)
+	}
+	st.Summary = tally.Summary()
+	st.Sales = st.Summary.SalesPerSecond
+	if c := st.Summary.Counts; c.Requests > 0 {
+		st.Unavailable = 100 * float64(c.Unavailable) / float64(c.Requests)
+	}
+	after, cancel2 := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel2()
+	audit, err := fleet[0].Audit(after)
+	if err != nil {
+		return fail(fmt.Errorf("audit: %w", err))
+	}
+	st.LostUpdates = audit.LostUpdates
+	st.CrossCheck = traffic.CrossCheck(st.Summary, audit)
+	if held1, leases1 := lockHold(after, fleet, variant); leases1 > leases0 {
+		st.Hold = time.Duration((held1 - held0) / (leases1 - leases0) * float64(time.Second))
+		st.HoldCeiling = 1 / st.Hold.Seconds()
+	}
+	return st
+}
+
+// lockHold adds up the lease hold times of variant over every instance; an
+// instance whose metrics cannot be read counts nothing.
+func lockHold(ctx context.Context, fleet storefront.Fleet, variant string) (seconds, leases float64) {
+	for _, a := range fleet {
+		s, n, err := a.LockHold(ctx, variant)
+		if err == nil {
+			seconds, leases = seconds+s, leases+n
+		}
+	}
+	return seconds, leases
+}
+
+// target is redlock against lua at the top rate, when both ran there.
+func (r *Report) target() *Target {
+	top := slices.Max(r.Rates)
+	rl, lua := r.Step("redlock", top), r.Step("lua", top)
+	if rl == nil || lua == nil || rl.Err != "" || lua.Err != "" || lua.Sales == 0 {
+		return nil
+	}
+	t := &Target{Rate: top, Want: 0.8, RedlockSales: rl.Sales, LuaSales: lua.Sales, Ratio: rl.Sales / lua.Sales,
+		RedlockP99: rl.Summary.P99, P99Limit: r.LockWait / 2}
+	t.Met = t.Ratio >= t.Want && t.RedlockP99 < t.P99Limit
+	return t
+}
+
+// loadAverage is the 1, 5 and 15 minute load average where the system
+// tells it (/proc/loadavg), else "unknown".
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
+		return strings.Join(f[:3], ", ")
+	}
+	return "unknown"
+}
+
+// WriteFiles writes sweep.txt, sweep.json, sweep.html, sweep-sales.svg and
+// sweep-p99.svg into dir.
+func (r *Report) WriteFiles(dir string) error {
+	return output.WriteFiles(dir,
+		output.File{Name: "sweep.txt", Write: r.WriteText},
+		output.File{Name: "sweep.json", Write: r.WriteJSON},
+		output.File{Name: "sweep.html", Write: r.WriteHTML},
+		output.File{Name: "sweep-sales.svg", Write: output.SVG(r.SalesChart)},
+		output.File{Name: "sweep-p99.svg", Write: output.SVG(r.P99Chart)},
+	)
+}

@@ -1,0 +1,231 @@
+package sweep
+
+import (
+	"fmt"
+	"html/template"
+	"io"
+	"math"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"flashsale/loadtest/output"
+)
+
+// database names the sweep's database, as the text says it.
+func (r *Report) database() string {
+	if r.Database == "PostgreSQL" {
+		return "one PostgreSQL database"
+	}
+	return "one SQLite file"
+}
+
+// WriteText writes the sweep's table: one row per variant, one group of
+// columns (sent/s, 201/s, % 503, p99) per offered rate.
+func (r *Report) WriteText(w io.Writer) error {
+	var b strings.Builder
+	batch := ""
+	if r.Batch {
+		batch = ", orders batched under one lease"
+	}
+	fmt.Fprintf(&b, "flashsale hot-key sweep: one SKU that never sells out, %d ms of work in every critical section, %v per rate, "+
+		"lock TTL %v, lock wait %v, %d app instances, %d Redis nodes, %s%s\n",
+		r.WorkMS, r.Duration, r.LockTTL, r.LockWait, r.Instances, r.Nodes, r.database(), batch)
+	fmt.Fprintf(&b, "load average %s before, %s after\n\n", r.LoadBefore, r.LoadAfter)
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "offered/s →\t")
+	for _, rate := range r.Rates {
+		fmt.Fprintf(tw, "%d: sent/s\t201/s\t%% 503\tp99\thold\t", rate)
+	}
+	fmt.Fprintln(tw)
+	for _, v := range r.Variants {
+		fmt.Fprintf(tw, "%s\t", v)
+		for _, rate := range r.Rates {
+			st := r.Step(v, rate)
+			if st == nil || st.Err != "" {
+				fmt.Fprint(tw, "ERROR\t\t\t\t\t")
+				continue
+			}
+			hold := "—"
+			if st.Hold > 0 {
+				hold = output.Millis(st.Hold)
+			}
+			fmt.Fprintf(tw, "%.0f\t%.0f\t%.0f %%\t%s\t%s\t", st.Summary.Rate, st.Sales, st.Unavailable, output.Millis(st.Summary.P99), hold)
+		}
+		fmt.Fprintln(tw)
+	}
+	tw.Flush()
+	fmt.Fprintf(&b, "\nsent/s: the rate vegeta really sent (below the offered rate when the machine could not keep up); 201/s: distinct orders confirmed per second of the send window; %% 503: lock_busy and lock_unavailable answers "+
+		"(a request waits at most the lock wait); p99: latency of every request; hold: mean time a lease was held (grant to release: "+
+		"the critical section with its database reads and writes), so 1 / hold is as fast as one hot key can sell with any lock\n")
+	if t := r.Target; t != nil {
+		verdict := "NOT MET"
+		if t.Met {
+			verdict = "met"
+		}
+		fmt.Fprintf(&b, "target at %d/s: redlock ≥ %.1f× lua's sales/s with p99 under %v — redlock %.0f/s vs lua %.0f/s = %.2f×, p99 %s: %s\n",
+			t.Rate, t.Want, t.P99Limit, t.RedlockSales, t.LuaSales, t.Ratio, output.Millis(t.RedlockP99), verdict)
+	}
+	for _, st := range r.Steps {
+		var notes []string
+		if st.Err != "" {
+			notes = append(notes, "error: "+st.Err)
+		}
+		if st.LostUpdates > 0 {
+			notes = append(notes, fmt.Sprintf("%d lost updates", st.LostUpdates))
+		}
+		notes = append(notes, st.CrossCheck...)
+		if codes := output.Counts(st.Summary.Counts.ByError); codes != "" {
+			notes = append(notes, "answers: "+codes)
+		}
+		if len(notes) > 0 {
+			fmt.Fprintf(&b, "  %s × %d/s: %s\n", st.Variant, st.Rate, strings.Join(notes, "; "))
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// WriteJSON writes the report as indented JSON.
+func (r *Report) WriteJSON(w io.Writer) error { return output.JSON(w, r) }
+
+// SalesChart draws the completed sales per second against the offered
+// rate, one line per variant, with the offered rate itself as a dashed
+// diagonal: where a line leaves the diagonal, the hot key is saturated.
+func (r *Report) SalesChart() string {
+	return r.lineChart("sales/s (201) by offered rate, one hot SKU", func(st *Step) float64 { return st.Sales }, true, nil)
+}
+
+// P99Chart draws the p99 latency in milliseconds against the offered rate,
+// with the lock-wait budget and half of it as guides.
+func (r *Report) P99Chart() string {
+	wait := float64(r.LockWait) / float64(time.Millisecond)
+	return r.lineChart("p99 latency (ms) by offered rate, one hot SKU",
+		func(st *Step) float64 { return float64(st.Summary.P99) / float64(time.Millisecond) }, false,
+		[]guide{{wait, "lock wait"}, {wait / 2, "half the lock wait"}})
+}
+
+// guide is a labelled horizontal line of a chart.
+type guide struct {
+	y     float64
+	label string
+}
+
+// lineChart is a standalone SVG line chart of value over the offered rates,
+// one line per variant. Nothing is fetched to draw it.
+func (r *Report) lineChart(title string, value func(*Step) float64, diagonal bool, guides []guide) string {
+	const (
+		left, right, top, bottom = 56.0, 130.0, 40.0, 44.0
+		plotW, plotH             = 440.0, 260.0
+	)
+	width, height := left+plotW+right, top+plotH+bottom
+	xMax := float64(slices.Max(r.Rates))
+	peak := 0.0
+	for i := range r.Steps {
+		if r.Steps[i].Err == "" {
+			peak = math.Max(peak, value(&r.Steps[i]))
+		}
+	}
+	for _, g := range guides {
+		peak = math.Max(peak, g.y)
+	}
+	yMax, step := output.NiceScale(peak)
+	x := func(v float64) float64 { return left + v/xMax*plotW }
+	y := func(v float64) float64 { return top + plotH - v/yMax*plotH }
+
+	var b strings.Builder
+	output.OpenSVG(&b, width, height, left, title)
+	output.GridY(&b, yMax, step, left, left+plotW, y)
+	for _, rate := range r.Rates {
+		fmt.Fprintf(&b, `<line x1="%.1f" x2="%.1f" y1="%.0f" y2="%.0f" stroke="#eee"/>`, x(float64(rate)), x(float64(rate)), top, top+plotH)
+		fmt.Fprintf(&b, `<text x="%.1f" y="%.0f" text-anchor="middle">%d/s</text>`+"\n", x(float64(rate)), top+plotH+16, rate)
+	}
+	fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" text-anchor="middle">offered rate</text>`+"\n", left+plotW/2, top+plotH+34)
+	if diagonal {
+		end := math.Min(xMax, yMax)
+		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#999" stroke-dasharray="4 4"><title>offered</title></line>`+"\n", x(0), y(0), x(end), y(end))
+	}
+	for _, g := range guides {
+		fmt.Fprintf(&b, `<line x1="%.0f" x2="%.0f" y1="%.1f" y2="%.1f" stroke="#999" stroke-dasharray="4 4"/>`, left, left+plotW, y(g.y), y(g.y))
+		fmt.Fprintf(&b, `<text x="%.0f" y="%.1f" fill="#777" dominant-baseline="middle">%s</text>`+"\n", left+plotW+6, y(g.y), output.Esc(g.label))
+	}
+	fmt.Fprintf(&b, `<line x1="%.0f" x2="%.0f" y1="%.1f" y2="%.1f" stroke="#333"/>`+"\n", left, left+plotW, y(0), y(0))
+	for vi, v := range r.Variants {
+		color := output.Color(vi)
+		var pts []string
+		for _, rate := range r.Rates {
+			st := r.Step(v, rate)
+			if st == nil || st.Err != "" {
+				continue
+			}
+			px, py := x(float64(rate)), y(value(st))
+			pts = append(pts, fmt.Sprintf("%.1f,%.1f", px, py))
+			fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="3" fill="%s"><title>%s at %d/s: %s</title></circle>`, px, py, color, output.Esc(v), rate, output.Num(math.Round(value(st))))
+		}
+		fmt.Fprintf(&b, `<polyline points="%s" fill="none" stroke="%s" stroke-width="2"/>`+"\n", strings.Join(pts, " "), color)
+		ly := top + 10 + 16*float64(vi)
+		fmt.Fprintf(&b, `<rect x="%.0f" y="%.0f" width="10" height="10" fill="%s"/><text x="%.0f" y="%.0f">%s</text>`+"\n",
+			left+plotW+10, ly-9, color, left+plotW+24, ly, output.Esc(v))
+	}
+	b.WriteString("</svg>\n")
+	return b.String()
+}
+
+// page is the self-contained sweep report: inline CSS and SVG only.
+var page = template.Must(template.New("sweep").Funcs(template.FuncMap{"ms": output.Millis}).Parse(`<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>flashsale hot-key sweep</title>
+<style>
+body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
+table { border-collapse: collapse; margin: 1em 0; font-size: 13px; }
+th, td { border: 1px solid #ccc; padding: 3px 7px; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+.small { font-size: 12px; color: #555; }
+</style>
+</head>
+<body>
+<h1>flashsale hot-key sweep</h1>
+<p class="small">{{.R.Started.Format "2006-01-02 15:04:05"}} · one SKU that never sells out · {{.R.WorkMS}} ms of work per critical section ·
+{{.R.Duration}} per rate · lock TTL {{.R.LockTTL}} · lock wait {{.R.LockWait}} · {{.R.Instances}} app instances · {{.R.Nodes}} Redis nodes · {{.R.Database}}{{if .R.Batch}} · orders batched under one lease{{end}} ·
+load average {{.R.LoadBefore}} before, {{.R.LoadAfter}} after{{with .R.Command}}<br>command: <code>{{.}}</code>{{end}}</p>
+<table>
+<tr><th rowspan="2">variant</th>{{range .R.Rates}}<th colspan="4">{{.}}/s offered</th>{{end}}</tr>
+<tr>{{range .R.Rates}}<th>sent/s</th><th>201/s</th><th>% 503</th><th>p99</th>{{end}}</tr>
+{{range .Rows}}<tr><th>{{.Variant}}</th>{{range .Steps}}{{if .}}<td class="num">{{printf "%.0f" .Summary.Rate}}</td><td class="num">{{printf "%.0f" .Sales}}</td><td class="num">{{printf "%.0f" .Unavailable}} %</td><td class="num">{{ms .Summary.P99}}</td>{{else}}<td colspan="4">error</td>{{end}}{{end}}</tr>
+{{end}}</table>
+{{with .R.Target}}<p>Target at {{.Rate}}/s: redlock ≥ {{.Want}}× lua's sales/s with p99 under {{.P99Limit}}: redlock {{printf "%.0f" .RedlockSales}}/s vs lua {{printf "%.0f" .LuaSales}}/s =
+<b>{{printf "%.2f" .Ratio}}×</b>, p99 {{ms .RedlockP99}} — <b>{{if .Met}}met{{else}}not met{{end}}</b>.</p>{{end}}
+{{.Sales}}
+{{.P99}}
+</body>
+</html>
+`))
+
+// WriteHTML writes the self-contained HTML report.
+func (r *Report) WriteHTML(w io.Writer) error {
+	type row struct {
+		Variant string
+		Steps   []*Step // nil where the step failed
+	}
+	var rows []row
+	for _, v := range r.Variants {
+		rw := row{Variant: v}
+		for _, rate := range r.Rates {
+			st := r.Step(v, rate)
+			if st != nil && st.Err != "" {
+				st = nil
+			}
+			rw.Steps = append(rw.Steps, st)
+		}
+		rows = append(rows, rw)
+	}
+	return page.Execute(w, map[string]any{
+		"R":     r,
+		"Rows":  rows,
+		"Sales": template.HTML(r.SalesChart()), // built by lineChart, every name escaped
+		"P99":   template.HTML(r.P99Chart()),
+	})
+}

@@ -1,0 +1,124 @@
+package traffic
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	vegeta "github.com/tsenart/vegeta/v12/lib"
+
+	"flashsale/loadtest/storefront"
+)
+
+// Attack runs one vegeta attack named name and hands each result to each,
+// in order, until the attack ends; it stops the attack when ctx ends.
+func Attack(ctx context.Context, maxWorkers uint64, tr vegeta.Targeter, p vegeta.Pacer, d time.Duration, name string, each func(*vegeta.Result)) {
+	// A new Attacker per attack: in v12.12.0 one whose attack has ended
+	// keeps its stop channel closed and never attacks again.
+	atk := vegeta.NewAttacker(
+		vegeta.Workers(min(16, maxWorkers)),
+		vegeta.MaxWorkers(maxWorkers),
+		vegeta.MaxBody(16<<10), // orders and errors are small; a runaway body must not be buffered whole
+		vegeta.Timeout(30*time.Second),
+		vegeta.KeepAlive(true),
+		vegeta.Connections(int(maxWorkers)),
+	)
+	results := atk.Attack(tr, p, d, name)
+	for {
+		var r *vegeta.Result
+		var ok bool
+		select {
+		case r, ok = <-results:
+		case <-ctx.Done():
+			atk.Stop()
+			r, ok = <-results
+		}
+		if !ok {
+			return
+		}
+		each(r)
+	}
+}
+
+// WarmUp is a short attack over every variant before the first measured
+// one, its results thrown away: the first requests of a fresh instance pay
+// for connections to every Redis node and for cold caches, which would
+// otherwise be charged to whichever measurement happens to run first.
+type WarmUp struct {
+	Variants   []string
+	Rate       int
+	Duration   time.Duration
+	MaxWorkers uint64
+	Seed       uint64
+	Catalogue  storefront.Catalogue
+	Mix        Mix
+}
+
+// Run resets the sale, clears the faults and sends the warm-up attack to
+// every instance of f. It fails when no request got an answer: then no
+// measurement could be judged either.
+func (w WarmUp) Run(ctx context.Context, f storefront.Fleet) error {
+	setup, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if err := f.WaitReady(setup); err != nil {
+		return err
+	}
+	if _, err := f.ResetSale(setup, w.Catalogue); err != nil {
+		return err
+	}
+	if err := f.SetFaults(setup, storefront.FaultPlan{}); err != nil {
+		return err
+	}
+	mix := w.Mix
+	mix.SeatShare = 0 // seats need the seat map; purchases warm up the same paths
+	tr, err := NewTraffic(f.Bases(), w.Variants, mix, w.Seed, "warm-"+NewTag())
+	if err != nil {
+		return err
+	}
+	pacer, err := CappedPacer(vegeta.Rate{Freq: w.Rate, Per: time.Second}, uint64(float64(w.Rate)*w.Duration.Seconds())+1)
+	if err != nil {
+		return err
+	}
+	atk := vegeta.NewAttacker(vegeta.Workers(min(16, w.MaxWorkers)), vegeta.MaxWorkers(w.MaxWorkers), vegeta.MaxBody(16<<10), vegeta.Timeout(30*time.Second))
+	answered, sent := 0, 0
+	for r := range atk.Attack(tr.Targeter(), pacer, w.Duration, "warm-up") {
+		sent++
+		if r.Code != 0 {
+			answered++
+		}
+	}
+	if sent > 0 && answered == 0 {
+		return fmt.Errorf("warm-up: none of %d requests got an answer from %s", sent, strings.Join(f.Bases(), ", "))
+	}
+	return ctx.Err()
+}
+
+// NewBar is a progress bar of max requests on w; nil when w is nil.
+func NewBar(w io.Writer, max uint64, desc string) *progressbar.ProgressBar {
+	if w == nil {
+		return nil
+	}
+	return progressbar.NewOptions64(int64(max),
+		progressbar.OptionSetWriter(w),
+		progressbar.OptionSetDescription(desc),
+		progressbar.OptionSetWidth(24),
+		progressbar.OptionShowCount(),
+		progressbar.OptionShowIts(),
+		progressbar.OptionSetItsString("req"),
+		progressbar.OptionThrottle(100*time.Millisecond),
+		progressbar.OptionOnCompletion(func() { fmt.Fprintln(w) }),
+	)
+}
+
+// NewTag is a random tag that keeps one attack's Idempotency-Keys apart
+// from another's.
+func NewTag() string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b) // crypto/rand never fails on supported platforms
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,153 @@
+package lock
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// This file is Redlock's bookkeeping (redlock.go): one round of a command
+// sent to every node, the votes it gathers, the quorum, and the validity.
+
+// vote is one node's answer as Redlock counts it: heard (or given up on),
+// yes or no, the number it answered, and whether its incarnation may vote
+// (restart.go).
+type vote struct {
+	n      *node
+	heard  bool
+	yes    bool
+	counts bool
+	num    int64
+	err    error
+}
+
+// until says when a round is decided: yes votes that count, with the first
+// node heard from too if first, or so many no votes (and failures) that yes
+// is out of reach.
+type until struct {
+	yes   int
+	first bool
+}
+
+// majority is the usual rule: a quorum of yes, or a quorum out of reach.
+func (r *redlock) majority() until { return until{yes: r.quorum()} }
+
+func (u until) decided(votes []vote) bool {
+	yes, no := count(votes)
+	return (yes >= u.yes && (!u.first || votes[0].heard)) || no > len(votes)-u.yes
+}
+
+// count counts the nodes heard from: yes votes that count, and the rest.
+func count(votes []vote) (yes, no int) {
+	for _, v := range votes {
+		switch {
+		case !v.heard:
+		case v.yes && v.counts:
+			yes++
+		default:
+			no++
+		}
+	}
+	return yes, no
+}
+
+// reply is one node's answer, by the node's index.
+type reply struct {
+	i int
+	answer
+}
+
+// ask sends c to every node and gathers the votes until u decides.
+func (r *redlock) ask(ctx context.Context, c command, u until) []vote {
+	return r.gather(ctx, r.send(ctx, c), u)
+}
+
+// send sends c to every node at once, each on its own connection, and
+// returns where their answers arrive.
+func (r *redlock) send(ctx context.Context, c command) <-chan reply {
+	replies := make(chan reply, len(r.nodes)) // never blocks a node's reader
+	for i, n := range r.instances() {
+		n.send(ctx, c, func(a answer) { replies <- reply{i, a} })
+	}
+	return replies
+}
+
+// gather counts the answers until u says the outcome is known, or the
+// per-node timeout passes: a node not heard from by then has failed.
+func (r *redlock) gather(ctx context.Context, replies <-chan reply, u until) []vote {
+	votes := make([]vote, len(r.nodes))
+	for i, n := range r.nodes {
+		votes[i].n = n
+	}
+	timer := time.NewTimer(r.cfg.nodeTimeout)
+	defer timer.Stop()
+	for heard := 0; heard < len(r.nodes) && !u.decided(votes); heard++ {
+		select {
+		case a := <-replies:
+			v := &votes[a.i]
+			v.heard, v.num, v.err = true, a.n, a.err
+			v.yes = a.err == nil && a.n > 0
+			v.counts = v.n.counts(a.inc, time.Now())
+		case <-timer.C:
+			r.giveUp(votes, fmt.Errorf("no answer within %v: %w", r.cfg.nodeTimeout, context.DeadlineExceeded))
+			return votes
+		case <-ctx.Done():
+			r.giveUp(votes, ctx.Err())
+			return votes
+		}
+	}
+	return votes
+}
+
+// giveUp marks the nodes not heard from as failed.
+func (r *redlock) giveUp(votes []vote, err error) {
+	for i := range votes {
+		if v := &votes[i]; !v.heard {
+			v.heard, v.err = true, err
+			r.stale(v.n)
+		}
+	}
+}
+
+// tally sorts the votes by answer; Granted lists the yes votes that count.
+func (r *redlock) tally(op string, k keys, votes []vote) *QuorumError {
+	qe := &QuorumError{Op: op, Key: k.lock, Quorum: r.quorum(), Nodes: len(r.nodes)}
+	for _, v := range votes {
+		switch {
+		case !v.heard:
+			qe.Unheard = append(qe.Unheard, v.n.addr)
+		case v.err != nil:
+			if qe.Failed == nil {
+				qe.Failed = map[string]error{}
+			}
+			qe.Failed[v.n.addr] = v.err
+		case !v.counts:
+			qe.Restarting = append(qe.Restarting, v.n.addr)
+		case v.yes:
+			qe.Granted = append(qe.Granted, v.n.addr)
+		default:
+			qe.Refused = append(qe.Refused, v.n.addr)
+		}
+	}
+	return qe
+}
+
+// lease is steps 3 and 4 for a round of votes whose commands were sent at
+// start, and the one place a Redlock lease's validity is computed: a
+// quorum of nodes that count said yes, and time is left, or else a
+// QuorumError that says how each node answered (Late: the quorum came,
+// the time did not).
+//
+// The page counts the validity from now: TTL − elapsed − drift. Here it is
+// counted from start, as every rung's grant is (lock.go): elapsed plus
+// that, which ends at the same instant, start + TTL − drift.
+func (r *redlock) lease(op string, k keys, votes []vote, start time.Time, ttl time.Duration) (grant, error) {
+	qe := r.tally(op, k, votes)
+	elapsed := time.Since(start)
+	validity := ttl - elapsed - drift(ttl)
+	if len(qe.Granted) < r.quorum() || validity <= 0 {
+		qe.Late = len(qe.Granted) >= r.quorum()
+		return grant{}, qe
+	}
+	return grant{validity: elapsed + validity}, nil
+}

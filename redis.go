@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"flashsale/internal/localredis"
+	"flashsale/lock"
+)
+
+// redisNodes parses -redis, or starts local nodes when it is empty; stop
+// stops the nodes it started (and does nothing for nodes given by URL).
+func redisNodes(ctx context.Context, cfg config, log *slog.Logger) (opts []*redis.Options, urls []string, stop func(), err error) {
+	if cfg.redis != "" || cfg.sentinel != nil {
+		for _, u := range strings.Split(cfg.redis, ",") {
+			if u = strings.TrimSpace(u); u == "" {
+				continue
+			}
+			o, err := redis.ParseURL(u)
+			if err != nil {
+				return nil, nil, nil, fmt.Errorf("-redis: %w", err)
+			}
+			opts, urls = append(opts, o), append(urls, u)
+		}
+		if len(opts) == 0 && cfg.sentinel == nil {
+			return nil, nil, nil, errors.New("-redis: no URL given")
+		}
+		return opts, urls, func() {}, nil
+	}
+	cluster, err := localredis.Start(ctx, cfg.localNodes, localredis.Options{Logger: log, AOF: cfg.localAOF, AppendFsync: cfg.localFsync})
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("start local Redis nodes: %w", err)
+	}
+	kind := "redis-server processes"
+	if cluster.InProcess() {
+		kind = "in-process (miniredis) nodes; install redis-server for real ones"
+	}
+	log.Info("no -redis given: started local Redis nodes", "kind", kind, "addrs", strings.Join(cluster.Addrs(), ","))
+	if cfg.restartAware && !cluster.InProcess() {
+		// Restart awareness keeps a node out of Redlock's quorums until its
+		// uptime reaches the TTL: a node cannot tell a first start from a
+		// restart that lost its data. Serve once they can vote.
+		age := lock.MinUptime(cfg.lockTTL)
+		log.Info("new Redis nodes sit out their first lock TTL before they vote; waiting", "for", age)
+		actx, cancel := context.WithTimeout(ctx, age+10*time.Second)
+		err := cluster.Aged(actx, age)
+		cancel()
+		if err != nil {
+			return nil, nil, nil, errors.Join(fmt.Errorf("local Redis nodes: %w", err), cluster.Stop())
+		}
+	}
+	for _, u := range cluster.URLs() {
+		o, err := redis.ParseURL(u)
+		if err != nil {
+			return nil, nil, nil, errors.Join(err, cluster.Stop())
+		}
+		opts = append(opts, o)
+	}
+	keepCtx, stopKeeping := context.WithCancel(context.WithoutCancel(ctx))
+	keepUp(keepCtx, cluster, log)
+	return opts, cluster.URLs(), func() {
+		stopKeeping()
+		if err := cluster.Stop(); err != nil {
+			log.Warn("stopping local Redis nodes", "err", err)
+		}
+	}, nil
+}
+
+// keepUp starts a local node that died (a kill -9, as in the persistence
+// lab) again on its own port and data directory, as a service manager
+// would: with -local-aof it comes back with the keys its file holds,
+// without it empty, and restart awareness keeps it out of quorums for a
+// TTL either way. It stops when ctx ends, before the cluster is stopped.
+func keepUp(ctx context.Context, cluster *localredis.Cluster, log *slog.Logger) {
+	for _, n := range cluster.Nodes {
+		go func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-n.Exited():
+				}
+				if ctx.Err() != nil {
+					return
+				}
+				log.Warn("local Redis node exited; starting it again on its own files", "node", n.Index(), "addr", n.Addr())
+				if err := n.Start(ctx); err != nil {
+					log.Error("local Redis node did not come back", "node", n.Index(), "err", err)
+					return
+				}
+			}
+		}()
+	}
+}
