@@ -20,7 +20,7 @@ import (
 	"flashsale/loadtest"
 )
 
-// The labs of workshop.md.
+// The labs, one sheet each under docs/labs.
 
 // cell is one cell of the matrix a lab names, with the outcome it expects
 // and, for a cell that breaks, the figures that show it (any of them).
@@ -104,7 +104,7 @@ func labs(t *testing.T) []lab {
 	var out []lab
 	labLine := regexp.MustCompile(`<!-- lab: (.*?)-->`)
 	readLine := regexp.MustCompile(`<!-- read: (.*?)-->`)
-	for _, sec := range sections(read(t, "docs/workshop.md")) {
+	for _, sec := range sections(labText(t)) {
 		m := labLine.FindAllStringSubmatch(sec[1], -1)
 		if len(m) == 0 {
 			continue
@@ -170,7 +170,7 @@ func labs(t *testing.T) []lab {
 		out = append(out, l)
 	}
 	if len(out) == 0 {
-		t.Fatal("workshop.md has no labs")
+		t.Fatal("docs/labs has no labs")
 	}
 	return out
 }

@@ -3,8 +3,6 @@ package docs
 import (
 	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -13,9 +11,9 @@ import (
 	"flashsale/loadtest"
 )
 
-// update rewrites the generated part of docs/matrix.md instead of comparing
-// it: go test ./docs -run TestMatrixDoc -update
-var update = flag.Bool("update", false, "rewrite the generated table of docs/matrix.md from the load runner's expectations")
+// update rewrites the generated parts of the docs instead of comparing
+// them: go test ./docs -run 'TestMatrixDoc|TestHandout' -update
+var update = flag.Bool("update", false, "rewrite the generated parts of the docs (matrix.md's table, the handout) instead of comparing them")
 
 const (
 	matrixDoc   = "docs/matrix.md"
@@ -109,25 +107,6 @@ func matrixTable() string {
 // table between its markers is exactly what matrixTable writes now. Run
 // with -update to rewrite it after changing the runner's expectations.
 func TestMatrixDoc(t *testing.T) {
-	doc := read(t, matrixDoc)
-	before, rest, ok := strings.Cut(doc, matrixBegin)
-	if !ok {
-		t.Fatalf("%s has no line %q", matrixDoc, strings.TrimSpace(matrixBegin))
-	}
-	table, after, ok := strings.Cut(rest, matrixEnd)
-	if !ok {
-		t.Fatalf("%s has no line %q", matrixDoc, strings.TrimSpace(matrixEnd))
-	}
-	want := "\n" + matrixTable() + "\n"
-	if table == want {
-		return
-	}
-	if *update {
-		if err := os.WriteFile(filepath.Join(root, matrixDoc), []byte(before+matrixBegin+want+matrixEnd+after), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("rewrote the table of %s", matrixDoc)
-		return
-	}
-	t.Errorf("the table in %s is not the load runner's matrix; run go test ./docs -run TestMatrixDoc -update\n--- want ---\n%s", matrixDoc, want)
+	generated(t, matrixDoc, matrixBegin, matrixEnd, "\n"+matrixTable()+"\n",
+		"the table is not the load runner's matrix; run go test ./docs -run TestMatrixDoc -update")
 }

@@ -71,7 +71,7 @@ func TestReadmeLands(t *testing.T) {
 		t.Errorf(".ci/run no longer runs %s: the README's test command is not CI's", test)
 	}
 	where := section(readme, "Where next")
-	for _, doc := range []string{"docs/workshop.md", "docs/matrix.md", "loadtest/README.md", "docs/performance.md",
+	for _, doc := range []string{"docs/runsheet.md", "docs/handout.md", "docs/workshop.md", "docs/matrix.md", "loadtest/README.md", "docs/performance.md",
 		"docs/operations.md", "docs/design.md", "docs/api.md"} {
 		if !strings.Contains(where, "]("+doc+")") {
 			t.Errorf("README.md's Where next does not link %s", doc)

@@ -11,10 +11,11 @@ import (
 
 // handingOver is a variant whose lease can pass from its holder straight to
 // the next waiter of the same process: one atomic step per node that checks
-// the holder's value and writes the waiter's (passLease), in place of a
-// release and the acquire that would follow it. That is one round trip to
-// the nodes where the release and the acquire take two, one after the
-// other, and the next holder is in as soon as it returns.
+// the holder's value and writes the waiter's (passLease; each rung's half
+// is in fast_pass.go), in place of a release and the acquire that would
+// follow it. That is one round trip to the nodes where the release and the
+// acquire take two, one after the other, and the next holder is in as soon
+// as it returns.
 //
 // Why it is as safe as the release and acquire it replaces: on each node
 // the key goes from the holder's value to the waiter's in one step, so
@@ -142,7 +143,9 @@ func (r *redlock) releaseThen(ctx context.Context, k keys, value string, valid b
 	if valid {
 		u, need = until{yes: 1}, 1
 	}
-	// send has queued a command on every node's connection when it returns.
+	// send has queued a command on every node's connection when it returns
+	// (none where ctx was done already: the next waiter's try then finds
+	// the key still held, a try lost, never a second holder).
 	replies := r.send(ctx, compareAndDelete.call([]string{k.lock}, value))
 	if queued != nil {
 		queued()

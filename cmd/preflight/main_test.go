@@ -33,7 +33,19 @@ func fake(missing map[string]bool, goVersion string, portTaken bool, failing str
 			case cmd == "go env CC":
 				return "gcc\n", nil
 			case cmd == "docker compose version":
-				return "", errors.New("not found")
+				if missing["compose"] {
+					return "", errors.New("not found")
+				}
+				return "Docker Compose version 2.26.1\n", nil
+			case strings.HasPrefix(cmd, "docker info"):
+				if missing["engine"] {
+					return "Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?\n", errors.New("exit status 1")
+				}
+				return "24.0.7\n", nil
+			case strings.HasPrefix(cmd, "go run ./loadtest/cmd/loadtest -cells none/clean,lua/clean -quick"):
+				return "2 cells: 0 bugs (a cell that must hold broke), 0 no-demo (a cell that must break held), 0 errors, 0 skipped\n", nil
+			case strings.HasSuffix(cmd, "redis-server --version") && missing["redis7"]:
+				return "Redis server v=6.0.16 sha=00000000:0 malloc=jemalloc-5.2.1 bits=64\n", nil
 			}
 			return "Redis server v=7.0.15\n", nil
 		},
@@ -56,7 +68,16 @@ func TestPreflight(t *testing.T) {
 		buildRuns bool
 	}{
 		{"ready", fake(nil, "go1.26.8", false, ""), nil, 0,
-			[]string{"ok      Go               go1.26.8", "ok      redis-server     /usr/bin/redis-server: Redis server v=7.0.15", "Ready for the workshop"}, true},
+			[]string{"ok      Go               go1.26.8", "ok      redis-server     /usr/bin/redis-server: Redis server v=7.0.15",
+				"ok      docker compose   docker compose, Docker engine 24.0.7", "ok      smoke run        none broke and lua held", "Ready for the workshop"}, true},
+		{"Redis 6", fake(map[string]bool{"redis7": true}, "go1.26.8", false, ""), nil, 1,
+			[]string{"MISSING redis-server", "is Redis 6.0, older than the 7 the labs need"}, false},
+		{"compose without an engine", fake(map[string]bool{"engine": true}, "go1.26.8", false, ""), []string{"-build=false"}, 0,
+			[]string{"note    docker compose   docker compose is installed, but no Docker engine answers (docker info: Cannot connect to the Docker daemon"}, false},
+		{"smoke run fails", fake(nil, "go1.26.8", false, "go run ./loadtest"), nil, 1,
+			[]string{"MISSING smoke run", "go run ./loadtest/cmd/loadtest failed"}, true},
+		{"no smoke run", fake(nil, "go1.26.8", false, ""), []string{"-smoke=false"}, 0,
+			[]string{"ok      go test", "Ready"}, true},
 		{"no redis-server", fake(map[string]bool{"redis-server": true}, "go1.26.8", false, ""), nil, 1,
 			[]string{"MISSING redis-server     not on PATH: ", "sudo apt-get install redis-server", "Not ready"}, false},
 		{"no C compiler", fake(map[string]bool{"gcc": true}, "go1.26.8", false, ""), nil, 1,
@@ -67,7 +88,7 @@ func TestPreflight(t *testing.T) {
 			[]string{"go1.22.4 is older than the go 1.26 that go.mod needs"}, false},
 		{"port in use", fake(nil, "go1.26.8", true, ""), []string{"-build=false"}, 1,
 			[]string{"MISSING port 127.0.0.1:8080", "go run . -addr 127.0.0.1:8090"}, false},
-		{"optional tools only noted", fake(map[string]bool{"chromium": true, "redis-sentinel": true, "docker-compose": true, "redis-cli": true}, "go1.26.8", false, ""), []string{"-build=false"}, 0,
+		{"optional tools only noted", fake(map[string]bool{"chromium": true, "redis-sentinel": true, "compose": true, "docker-compose": true, "redis-cli": true}, "go1.26.8", false, ""), []string{"-build=false"}, 0,
 			[]string{"note    redis-cli", "note    chromium", "note    redis-sentinel", "note    docker compose", "Ready"}, false},
 		{"build fails", fake(nil, "go1.26.8", false, "go build"), nil, 1,
 			[]string{"MISSING go build", "undefined: x"}, true},
@@ -85,6 +106,9 @@ func TestPreflight(t *testing.T) {
 			}
 			if built := strings.Contains(out.String(), "go mod"); built != c.buildRuns {
 				t.Errorf("build steps ran: %v, want %v\n%s", built, c.buildRuns, out.String())
+			}
+			if smoked := strings.Contains(out.String(), "smoke run"); smoked && !c.buildRuns || c.name == "no smoke run" && smoked {
+				t.Errorf("the smoke run ran without a build, or with -smoke=false\n%s", out.String())
 			}
 		})
 	}
