@@ -172,8 +172,9 @@ func (s *Service) doWork(ctx context.Context, lease *lock.Lease) error {
 
 // beforeWrite is the in-critical-section fault point, where an injected
 // pause freezes the holder past its TTL, then the lease's check just before
-// the write (lua+check refuses a lease it lost; the other variants check
-// nothing), which the after-lease-check fault point follows.
+// the write (every variant refuses a lease its watchdog found lost;
+// lua+check also asks the node), which the after-lease-check fault point
+// follows.
 func (s *Service) beforeWrite(ctx context.Context, lease *lock.Lease) error {
 	err := lease.Checkpoint(ctx, lock.InCriticalSection)
 	if err == nil {

@@ -38,12 +38,17 @@ const (
 	// Partition cuts instance 0 off the last two nodes and instance 1 off
 	// the first two (Redlock variants only).
 	Partition = "partition"
-	// Failover puts the single-node variants' node behind Redis Sentinel
-	// (a master, its replica, three sentinels) and kills the master after
-	// a grant it has not replicated: the promoted replica grants the same
-	// lock again (single-node variants only; Redlock's independent masters
-	// have no failover).
+	// Failover puts the first node behind Redis Sentinel (a master, its
+	// replica, three sentinels) and kills the master after a grant it has
+	// not replicated: the promoted replica grants the same lock again. For
+	// Redlock the first node is one vote of five, and the lease holds a
+	// bare quorum with it (the instances are cut off two other nodes while
+	// it is granted): a promoted replica that votes at once grants it
+	// again, unless restart awareness sees that its data are new.
 	Failover = "failover"
+	// FailoverUnaware is failover with the app's Redlock restart awareness
+	// off (Redlock rungs only).
+	FailoverUnaware = "failover-unaware"
 	// LongWork is a business step longer than the lease TTL, watchdog off.
 	LongWork = "long-work"
 	// LongWorkWatchdog is long-work with the lease watchdog on.
@@ -126,10 +131,7 @@ func Scenarios(ttl time.Duration) []Scenario {
 			MinDuration: 5 * ttl / 2,
 		}
 		if unaware {
-			s.Name = NodeRestartUnaware
-			s.Doc = "as node-restart, on app instances started with Redlock restart awareness off"
-			s.Unaware = true
-			s.Only = []string{"redlock", "redlock+fence"}
+			return unawareTwin(s, NodeRestartUnaware)
 		}
 		return s
 	}
@@ -205,7 +207,8 @@ func Scenarios(ttl time.Duration) []Scenario {
 			MinDuration: 3 * time.Second,
 			Only:        []string{"redlock", "redlock+fence"},
 		},
-		failoverScenario(),
+		failoverScenario(false),
+		failoverScenario(true),
 	}
 }
 
@@ -215,18 +218,31 @@ func Scenarios(ttl time.Duration) []Scenario {
 // holder's critical section must outlast that for the second holder to
 // meet it, and the lease must outlast the critical section (a lease that
 // expires under its holder would break lua by itself, failover or not).
-func failoverScenario() Scenario {
-	return Scenario{
+func failoverScenario(unaware bool) Scenario {
+	s := Scenario{
 		Name: Failover,
-		Doc: fmt.Sprintf("the single-node variants' node is a Sentinel-managed master with one replica; lease TTL %v and every critical section %d ms; "+
-			"replication is held back, the master killed as soon as a lease is granted, the replica promoted without it", failoverTTL, failoverWork),
+		Doc: fmt.Sprintf("the first node is a Sentinel-managed master with one replica (Redlock: one of five nodes); lease TTL %v and every critical section %d ms; "+
+			"the instances are cut off the last two of Redlock's nodes, replication is held back, the master killed as soon as a lease is granted, "+
+			"the replica promoted without it, and the cut healed", failoverTTL, failoverWork),
 		WorkMS:      failoverWork,
 		Nodes:       cluster.FailoverRecipe(),
 		LockTTL:     failoverTTL,
 		MinDuration: 8 * time.Second,
 		Failover:    true,
-		Only:        []string{"none", "setnx-expire", "get-del", "plain-del", "lua", "lua+check", "lua+fence", "db-guard", "redis-stock"},
+		Only:        []string{"none", "setnx-expire", "get-del", "plain-del", "lua", "redlock", "lua+check", "lua+fence", "redlock+fence", "db-guard", "redis-stock"},
 	}
+	if unaware {
+		return unawareTwin(s, FailoverUnaware)
+	}
+	return s
+}
+
+// unawareTwin is scenario s, named name, on app instances started with
+// Redlock restart awareness off: the Redlock rungs only.
+func unawareTwin(s Scenario, name string) Scenario {
+	s.Doc = fmt.Sprintf("as %s, on app instances started with Redlock restart awareness off", s.Name)
+	s.Name, s.Unaware, s.Only = name, true, []string{"redlock", "redlock+fence"}
+	return s
 }
 
 // failoverWork and failoverTTL: see failoverScenario.

@@ -23,7 +23,7 @@ type attendee struct{ rdb *redis.Client }
 
 func (v attendee) acquire(ctx context.Context, at gap, k keys, value string, ttl time.Duration) (grant, error) {
 	// SET k v NX PX ttl
-	err := v.rdb.SetArgs(ctx, k.lock, value, redis.SetArgs{Mode: "NX", TTL: ttl}).Err()
+	err := v.rdb.Do(ctx, "set", k.lock, value, "nx", "px", ms(ttl)).Err()
 	// SPOT THE FLAW: redis.Nil means "no such key", so the lock was free… or does it, here?
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return grant{}, down(v.rdb, err)

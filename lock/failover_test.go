@@ -32,21 +32,15 @@ func TestSentinelFailover(t *testing.T) {
 		{lock.LuaFence, true},
 	} {
 		t.Run(tc.variant, func(t *testing.T) {
-			testsupport.RequireRedis(t)
 			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 			defer cancel()
-			sc, err := localredis.StartSentinel(ctx, localredis.SentinelOptions{Logger: testsupport.Logger()})
-			if err != nil {
-				t.Fatalf("StartSentinel: %v", err)
-			}
-			t.Cleanup(func() { _ = sc.Stop() })
+			sc, fo := startSentinel(ctx, t)
 			// Two app processes in front of the same Sentinel-managed
 			// master. A long TTL: the first lease must still be valid when
 			// the failover, which takes seconds, is over.
 			ttl := 30 * time.Second
 			ns := fmt.Sprintf("failover%d:", time.Now().UnixNano())
 			client := func() *lock.Locker {
-				fo := &redis.FailoverOptions{MasterName: sc.MasterName(), SentinelAddrs: sc.Sentinels.Addrs()}
 				ls, err := lock.NewLockers(nil, lock.WithSentinel(fo), lock.WithTTL(ttl), lock.WithNamespace(ns))
 				if err != nil {
 					t.Fatal(err)
@@ -66,24 +60,7 @@ func TestSentinelFailover(t *testing.T) {
 			if err := warm.Release(ctx); err != nil {
 				t.Fatal(err)
 			}
-			master, err := sc.Master(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			replica, err := sc.HoldBack(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			first := mustAcquire(t, a, "sku", 5*time.Second)
-			if err := master.Kill(); err != nil {
-				t.Fatal(err)
-			}
-			if err := replica.Resume(); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := sc.WaitFailover(ctx, master); err != nil {
-				t.Fatal(err)
-			}
+			first := failOverUnreplicated(ctx, t, sc, func() *lock.Lease { return mustAcquire(t, a, "sku", 5*time.Second) })
 
 			second := acquireThroughFailover(ctx, t, b, "sku")
 			if time.Now().After(first.ValidUntil()) {
@@ -119,4 +96,44 @@ func acquireThroughFailover(ctx context.Context, t *testing.T, l *lock.Locker, k
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// startSentinel starts a Sentinel-managed master with its replica and
+// sentinels, stopped when the test ends, and the client options that
+// follow it.
+func startSentinel(ctx context.Context, t *testing.T) (*localredis.SentinelCluster, *redis.FailoverOptions) {
+	t.Helper()
+	testsupport.RequireRedis(t)
+	sc, err := localredis.StartSentinel(ctx, localredis.SentinelOptions{Logger: testsupport.Logger()})
+	if err != nil {
+		t.Fatalf("StartSentinel: %v", err)
+	}
+	t.Cleanup(func() { _ = sc.Stop() })
+	return sc, &redis.FailoverOptions{MasterName: sc.MasterName(), SentinelAddrs: sc.Sentinels.Addrs()}
+}
+
+// failOverUnreplicated holds replication back, takes a lease with grant,
+// kills the master and waits until the sentinels have promoted the
+// replica, which never got the lease's key.
+func failOverUnreplicated(ctx context.Context, t *testing.T, sc *localredis.SentinelCluster, grant func() *lock.Lease) *lock.Lease {
+	t.Helper()
+	master, err := sc.Master(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	replica, err := sc.HoldBack(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := grant()
+	if err := master.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if err := replica.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sc.WaitFailover(ctx, master); err != nil {
+		t.Fatal(err)
+	}
+	return held
 }

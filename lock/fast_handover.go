@@ -45,6 +45,9 @@ func (l *Lease) handOver(ctx context.Context, h handingOver, kw *keyWait) bool {
 	start := time.Now()
 	g, err := h.handOver(ctx, l.k, l.value, value, lk.cfg.ttl)
 	if err != nil {
+		// Not passed, as far as we know; but a script whose answer came
+		// late may have passed it to nobody: undo that too.
+		lk.abandon(ctx, l.k, value, err)
 		return false
 	}
 	next := lk.newLease(l.name, l.k, value, g, start)

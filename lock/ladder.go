@@ -221,10 +221,11 @@ var ladder = []Rung{
 		ShowsWith: "pause-in-critical-section",
 		Why: "SET NX PX on N independent masters in parallel, each under a short timeout; the lock is held when a quorum " +
 			"(N/2+1) granted it and time is left (validity = ttl − elapsed − drift), so a minority of nodes can be down. " +
-			"A node restarted without its data inside a lease held by a bare quorum has forgotten the grant and can vote " +
-			"for a second client — two holders — unless the client is restart-aware: a node whose own uptime is below " +
-			"TTL + drift does not vote, whichever client asks. Like lua, it cannot stop a holder paused past its TTL from writing stale stock: that needs fencing.",
-		Breaks: []string{"pause-in-critical-section", "node-restart-unaware", "clock-jump", "long-work", "pause-after-lease-check"},
+			"A node that lost its data inside a lease held by a bare quorum (restarted without it, or a replica promoted by " +
+			"Sentinel before the grant reached it) has forgotten the grant and can vote for a second client — two holders — " +
+			"unless the client is restart-aware: a node whose data are younger than TTL + drift does not vote, whichever " +
+			"client asks. Like lua, it cannot stop a holder paused past its TTL from writing stale stock: that needs fencing.",
+		Breaks: []string{"pause-in-critical-section", "node-restart-unaware", "clock-jump", "long-work", "pause-after-lease-check", "failover-unaware"},
 	},
 	{
 		Name: LuaCheck, File: "lua_check.go", Reference: "lua.go",
@@ -269,9 +270,9 @@ var ladder = []Rung{
 			"lease, so any later quorum meets a counter past it and tokens only grow from holder to holder. A restarted node " +
 			"is re-seeded from a majority before it counts again. The store checks the token around its read-modify-write, " +
 			"so neither a paused holder nor a restarted node can oversell.",
-		// Promised to hold under node-restart only with restart awareness:
+		// Promised to hold under node-restart and failover only with restart awareness:
 		// without it tokens can go backwards.
-		NoClaim: []string{"node-restart-unaware"},
+		NoClaim: []string{"node-restart-unaware", "failover-unaware"},
 	},
 	{
 		Name: DBGuard, File: "inventory/db_guard.go", Reference: "inventory/db_guard.go", Guard: GuardConditional, Correct: true,

@@ -14,14 +14,20 @@ type leaseChecked interface {
 }
 
 // CheckBeforeWrite is the holder's last step before it writes what it
-// computed under the lock. A variant that checks its lease (lua+check)
-// refuses here, with ErrLockLost, a lease whose validity has run out, that
-// its watchdog found lost, or whose key no longer carries the holder's
-// value; the other variants check nothing. Then, for every variant, comes
-// the AfterLeaseCheck fault point: a pause there lands between the check
-// and the write, the window no check can close (only fencing, where the
-// store itself refuses the stale write).
+// computed under the lock. Every variant refuses here, with ErrLockLost, a
+// lease its watchdog found lost: the process knows it, and writing anyway
+// would be the app's mistake, not the rung's. A variant that checks its
+// lease (lua+check) also refuses a lease whose validity has run out or
+// whose key no longer carries the holder's value; the others ask nothing
+// more, so a lease lost while nobody noticed (a holder paused, its
+// watchdog with it) still writes, as taught. Then, for every variant,
+// comes the AfterLeaseCheck fault point: a pause there lands between the
+// check and the write, the window no check can close (only fencing, where
+// the store itself refuses the stale write).
 func (l *Lease) CheckBeforeWrite(ctx context.Context) error {
+	if err := l.Err(); err != nil {
+		return fmt.Errorf("check %q before writing: %w", l.name, err) // already ErrLockLost
+	}
 	if c, ok := l.locker.v.(leaseChecked); ok {
 		if err := l.checkLease(ctx, c); err != nil {
 			return fmt.Errorf("check %q before writing: %w", l.name, err)
@@ -30,12 +36,9 @@ func (l *Lease) CheckBeforeWrite(ctx context.Context) error {
 	return l.Checkpoint(ctx, AfterLeaseCheck)
 }
 
-// checkLease asks the cheap questions first: what this process already
-// knows (the watchdog lost it, the validity ran out), then the node.
+// checkLease asks the cheap question first, what this process's clock
+// says of the validity, then the node.
 func (l *Lease) checkLease(ctx context.Context, c leaseChecked) error {
-	if err := l.Err(); err != nil {
-		return err // already ErrLockLost
-	}
 	if late := time.Since(l.ValidUntil()); late >= 0 {
 		return fmt.Errorf("%w: its validity ran out %v ago", ErrLockLost, late.Round(time.Millisecond))
 	}

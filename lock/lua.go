@@ -2,6 +2,7 @@ package lock
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -19,12 +20,14 @@ import (
 type luaLock struct{ rdb *redis.Client }
 
 func (v luaLock) acquire(ctx context.Context, at gap, k keys, value string, ttl time.Duration) (grant, error) {
-	set, err := v.rdb.SetNX(ctx, k.lock, value, ttl).Result() // SET k value NX PX ttl
+	// Spelled out: go-redis's SetNX would send EX instead of PX for a TTL
+	// of whole seconds, and the command seen in MONITOR would not be this.
+	err := v.rdb.Do(ctx, "set", k.lock, value, "nx", "px", ms(ttl)).Err() // SET k value NX PX ttl
+	if errors.Is(err, redis.Nil) {
+		return grant{}, ErrNotAcquired // NX: the key exists, someone holds the lock
+	}
 	if err != nil {
 		return grant{}, down(v.rdb, err)
-	}
-	if !set {
-		return grant{}, ErrNotAcquired
 	}
 	// One command made the key and its TTL: a crash here leaves a lock
 	// that still expires.

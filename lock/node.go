@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"flashsale/internal/databirth"
 	"flashsale/lock/internal/wire"
 )
 
@@ -122,6 +123,14 @@ func (n *node) onConnect(ctx context.Context, cn *redis.Conn) error {
 		// sentinels too: they are not the node and have no incarnation.
 		return nil
 	}
+	var age dataAge
+	born, err := cn.Eval(ctx, dataBirth.src, []string{databirth.Key}).Int64Slice()
+	if err := connectionError(err); err != nil {
+		return err
+	}
+	if len(born) == 2 {
+		age = dataAge{d: time.Duration(born[1]-born[0]) * time.Millisecond, known: true}
+	}
 	seeded, err := cn.Get(ctx, n.cfg.seededKey()).Result()
 	if err := connectionError(err); err != nil {
 		return err
@@ -132,7 +141,7 @@ func (n *node) onConnect(ctx context.Context, cn *redis.Conn) error {
 	if err := connectionError(err); err != nil {
 		return err
 	}
-	return n.meet(info, seeded, time.Duration(recorded)*time.Millisecond, func() (string, error) {
+	return n.meet(info, age, seeded, time.Duration(recorded)*time.Millisecond, func() (string, error) {
 		cur, err := cn.ConfigGet(ctx, "notify-keyspace-events").Result()
 		return cur["notify-keyspace-events"], err
 	}, func(want string) error {
@@ -196,21 +205,28 @@ func (n *node) handshake(ctx context.Context, nc net.Conn, r *bufio.Reader, o *r
 	}
 	// The TTL record after the seeded marker, as onConnect reads them.
 	cmds = append(cmds, wire.Command{Args: []string{"INFO", "server"}, Want: wire.Bulk},
+		wire.Command{Args: dataBirth.eval([]string{databirth.Key}), Want: wire.Array},
 		wire.Command{Args: []string{"GET", n.cfg.seededKey()}, Want: wire.BulkOrNil},
 		wire.Command{Args: recordTTL.eval([]string{n.cfg.ttlKey()}, strconv.FormatInt(n.cfg.ttl.Milliseconds(), 10)), Want: wire.Integer})
 	replies, err := wire.Exchange(ctx, nc, r, cmds...)
 	if err != nil {
 		return "", err
 	}
-	for _, v := range replies[:len(replies)-3] {
+	for _, v := range replies[:len(replies)-4] {
 		if se, ok := v.(wire.ServerError); ok {
 			return "", se
 		}
 	}
-	info, _ := replies[len(replies)-3].(string)
+	info, _ := replies[len(replies)-4].(string)
+	var age dataAge
+	if born, _ := replies[len(replies)-3].([]any); len(born) == 2 {
+		b, _ := born[0].(int64)
+		now, _ := born[1].(int64)
+		age = dataAge{d: time.Duration(now-b) * time.Millisecond, known: true}
+	}
 	seeded, _ := replies[len(replies)-2].(string)
 	recorded, _ := replies[len(replies)-1].(int64)
-	err = n.meet(info, seeded, time.Duration(recorded)*time.Millisecond, func() (string, error) {
+	err = n.meet(info, age, seeded, time.Duration(recorded)*time.Millisecond, func() (string, error) {
 		replies, err := wire.Exchange(ctx, nc, r, wire.Command{Args: []string{"CONFIG", "GET", "notify-keyspace-events"}, Want: wire.Array})
 		if err != nil {
 			return "", err

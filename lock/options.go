@@ -58,11 +58,12 @@ func WithNamespace(ns string) Option { return func(c *config) { c.namespace = ns
 // Lockers.SetWatchdog switches it later.
 func WithWatchdog(on bool) Option { return func(c *config) { c.watchdog.Store(on) } }
 
-// WithRestartAwareness makes Redlock ignore a node whose uptime is below
-// TTL + drift (a node that just restarted, or just started), and re-seed a
-// node's fencing counters from the other nodes once per incarnation before
-// it counts (restart.go). Default on; turn it off only to show the double
-// grant it prevents.
+// WithRestartAwareness makes Redlock ignore a node that just restarted (or
+// just started) until every lease its previous incarnation can have granted
+// has run out, a bit more than the largest TTL any client of it uses, and
+// re-seed a node's fencing counters from the other nodes once per
+// incarnation before it counts (restart.go says how). Default on; turn it
+// off only to show the double grant it prevents.
 func WithRestartAwareness(on bool) Option { return func(c *config) { c.restartAware = on } }
 
 // WithFast switches the speed layer (fast.go) on or off. Off, every variant

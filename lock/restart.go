@@ -10,17 +10,45 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"flashsale/internal/databirth"
 	"flashsale/lock/internal/wire"
 )
 
-// Restart awareness: the delayed-restart rule of Redlock, for every client.
+// Restart awareness: the delayed-restart rule of Redlock, for every client,
+// by the age of a node's data.
 //
-// A node that restarts without its data forgets the locks it granted. If it
-// votes again at once, a lease that held a bare quorum can be granted a
-// second time: two holders. So a restarted node does not vote until every
-// lease its old incarnation can have granted has run out: for a bit more
-// than the largest TTL any client of these nodes uses (the Redis distlock
-// page asks for "a bit more than the maximum TTL we use").
+// A node whose data lost keys forgets the locks it granted. If it votes
+// again at once, a lease that held a bare quorum can be granted a second
+// time: two holders. So such a node does not vote until every lease that
+// can have been granted before the loss has run out: for a bit more than
+// the largest TTL any client of these nodes uses (the Redis distlock page
+// asks for "a bit more than the maximum TTL we use").
+//
+// When the data lost keys: not only when the process started. A replica
+// that Sentinel promotes has run for as long as the cluster, without the
+// writes replication held back; FLUSHALL empties a node that keeps
+// running; another server can take over the node's address. So the rule
+// counts from the birth of the node's data, a marker on the node itself
+// (package databirth): a key that names the node's run_id and when the
+// data became complete, written by whoever meets the node first (its
+// starter, or a client's first connection) when it is missing or names
+// another run_id. It dies with the data it vouches for (a flush, a wiped
+// directory), and a reload or a promotion brings a new run_id, so the
+// marker is renewed; its age is read on the node's clock alone, to the
+// millisecond, so a second boundary cannot shorten the sit-out. The node
+// counts once its data are sitOut old, and not before sitOut after its
+// process started either (INFO uptime_in_seconds: whole seconds, so the
+// start is taken as now − (uptime − 1 s), never earlier), whichever is
+// later; a client that knew the node's previous incarnation also counts
+// from the moment it first saw the new run_id. Votes travel on connections
+// opened after that check, and a restart, a failover or a new server
+// breaks every connection, so a process that starts at any moment, or
+// meets the node for the first time, applies the rule too. A flush of a
+// node while this process's connections stay open is seen on the next
+// connection it opens, not before.
+//
+// What the rule cannot cover: the node's clock. Both ends of the age come
+// from it; a clock that jumps forward ages the data at once.
 //
 // The largest TTL: every client records its TTL on every node it connects
 // to, as max(record, ttl), before its first vote there; a lease's quorum
@@ -29,23 +57,22 @@ import (
 // counters, from N−quorum+1 other nodes: at least one of them voted for any
 // lease the old incarnation voted for, and holds that holder's TTL.
 //
-// When the sit-out starts: the node's own INFO uptime_in_seconds is whole
-// wall-clock seconds now minus whole seconds at start, so it reads 1 as soon
-// as a second boundary passes, possibly a few milliseconds after the start.
-// The start is therefore taken as now − (uptime − 1 s), never earlier; and a
-// client that knew the node's previous incarnation takes the later of that
-// and the moment it first saw the new run_id. Votes travel on connections
-// opened after that check, and a restart breaks every connection, so a
-// process that starts at any moment, or meets the node for the first time,
-// applies the rule too. A node cannot tell a first start from a restart that
-// lost its data: a freshly started node sits out as well.
-//
 // Fencing counters get the same care. A node whose counters may be gone does
 // not vote until they are re-seeded: raised to the largest value read from
 // N−quorum+1 other nodes, which always include one that holds the last
 // token written back. The node then carries a marker naming the incarnation
 // (run_id) it was seeded for; an incarnation without it — restarted, with
 // or without data — is re-seeded by whichever client meets it first.
+
+// dataBirth marks a node's data born now if they carry no marker of their
+// own run_id, and returns {birth, now} in ms on the node's clock.
+var dataBirth = newScript(databirth.Script)
+
+// dataAge is how old a node's data are, by their marker.
+type dataAge struct {
+	d     time.Duration
+	known bool // false: the node refused the marker script (ACL, no scripting)
+}
 
 // MinUptime is the uptime a node must report (INFO uptime_in_seconds) before
 // it may vote in a Redlock whose largest TTL is ttl: TTL + drift, plus the
@@ -80,19 +107,20 @@ type incarnation struct {
 }
 
 // meet records the incarnation that a new connection found: info is its
-// INFO server reply (empty if refused), seeded the value of the seeded
-// marker and recorded the largest TTL recorded on the node (this client's
+// INFO server reply (empty if refused), age its data's age, seeded the
+// value of the seeded marker and recorded the largest TTL recorded on the node (this client's
 // included). The first time this process meets an incarnation, it also adds
 // the keyspace events the waiters need, through get and set on that
 // connection. It returns an error only if the connection failed; an error
 // reply to get or set is no reason to drop it.
-func (n *node) meet(info, seeded string, recorded time.Duration, get func() (string, error), set func(flags string) error) error {
+func (n *node) meet(info string, age dataAge, seeded string, recorded time.Duration, get func() (string, error), set func(flags string) error) error {
 	now := time.Now()
 	id := infoField(info, "run_id")
 	uptime, err := strconv.ParseInt(infoField(info, "uptime_in_seconds"), 10, 64)
 	known := err == nil && id != ""
 
 	inc := &n.inc
+	lost := false
 	inc.mu.Lock()
 	if known && inc.gone[id] {
 		// A connection to an incarnation this process has seen replaced,
@@ -105,6 +133,13 @@ func (n *node) meet(info, seeded string, recorded time.Duration, get func() (str
 		// Whole seconds now minus whole seconds at start: the real uptime
 		// is more than one second short of the reported one at most.
 		start := now.Add(-time.Duration(max(uptime-1, 0)) * time.Second)
+		born := now.Add(-age.d)
+		younger := age.known && born.After(start)
+		if younger {
+			// The data are younger than the process: a failover, a flush,
+			// a reload that re-marked them.
+			start = born
+		}
 		if met {
 			if inc.runID != "" {
 				// This process saw the incarnation before: the new one
@@ -117,7 +152,9 @@ func (n *node) meet(info, seeded string, recorded time.Duration, get func() (str
 			}
 			inc.runID, inc.notified, inc.start = id, false, start
 		} else if start.After(inc.start) {
-			inc.start = start
+			// The same process, with data younger than we knew: flushed
+			// since we met it.
+			inc.start, lost = start, younger
 		}
 		inc.ttl = max(inc.ttl, recorded, n.cfg.ttl)
 		if back := inc.start.Add(sitOut(inc.ttl)); back.After(inc.back) {
@@ -141,9 +178,9 @@ func (n *node) meet(info, seeded string, recorded time.Duration, get func() (str
 	switch {
 	case warn && n.cfg.restartAware:
 		n.cfg.logger.Warn("redis node does not tell its run_id and uptime (INFO refused?): it votes without restart awareness", "node", n.addr)
-	case met && young && n.cfg.restartAware:
-		n.cfg.logger.Warn("redis node restarted: not counted toward a quorum until the largest TTL in use has passed since its start",
-			"node", n.addr, "run_id", id, "uptime_s", uptime, "largest_ttl", ttl, "counts_from", back)
+	case (met || lost) && young && n.cfg.restartAware:
+		n.cfg.logger.Warn("redis node restarted, failed over or flushed: not counted toward a quorum until its data are older than the largest TTL in use",
+			"node", n.addr, "run_id", id, "uptime_s", uptime, "data_age", age.d, "data_age_known", age.known, "largest_ttl", ttl, "counts_from", back)
 	}
 	if startReseed {
 		go n.reseedLoop()

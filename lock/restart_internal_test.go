@@ -20,7 +20,7 @@ func TestLateMeetOfAReplacedIncarnation(t *testing.T) {
 	info := func(id string, up int) string { return fmt.Sprintf("run_id:%s\r\nuptime_in_seconds:%d\r\n", id, up) }
 	meet := func(id string, up int) {
 		t.Helper()
-		if err := n.meet(info(id, up), id, 0, nil, nil); err != nil {
+		if err := n.meet(info(id, up), dataAge{}, id, 0, nil, nil); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -17,7 +17,7 @@ import (
 type setnxExpire struct{ rdb *redis.Client }
 
 func (v setnxExpire) acquire(ctx context.Context, at gap, k keys, value string, ttl time.Duration) (grant, error) {
-	ok, err := v.rdb.SetNX(ctx, k.lock, value, 0).Result() // step 1: SETNX k v — no TTL yet
+	ok, err := v.rdb.Do(ctx, "setnx", k.lock, value).Bool() // step 1: SETNX k v — no TTL yet
 	if err != nil {
 		return grant{}, down(v.rdb, err)
 	}
@@ -27,7 +27,7 @@ func (v setnxExpire) acquire(ctx context.Context, at gap, k keys, value string, 
 	if err := at(ctx, AfterAcquireStep1); err != nil { // BROKEN: a crash here leaves k with no TTL
 		return grant{}, err
 	}
-	if err := v.rdb.PExpire(ctx, k.lock, ttl).Err(); err != nil { // step 2: EXPIRE k ttl
+	if err := v.rdb.PExpire(ctx, k.lock, ttl).Err(); err != nil { // step 2: EXPIRE k ttl (as PEXPIRE: a TTL under a second)
 		return grant{}, down(v.rdb, err)
 	}
 	return grant{validity: ttl}, nil

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"flashsale/internal/databirth"
 )
 
 // process is one redis-server run. done is closed by the goroutine that
@@ -104,6 +106,7 @@ func (n *Node) startProc(ctx context.Context, port int) error {
 			n.index, addr, p.pid, err, logPath, tail)
 	}
 	n.c.log.Info("localredis: node started", "node", n.index, "addr", addr, "pid", p.pid, "aof", n.c.opts.AOF)
+	n.markBirth(ctx, addr)
 	return nil
 }
 
@@ -181,4 +184,20 @@ func readTail(path string, offset int64) string {
 		return "(log is empty)"
 	}
 	return string(b)
+}
+
+// markBirth marks the node's data as complete from now on (package
+// databirth): it was just started, empty or reloaded, and whatever it lost
+// it lost before this moment, so restart awareness counts its sit-out from
+// here rather than from the first client that meets it. A replica refuses
+// the write (read-only); its master's marker reaches it by replication.
+func (n *Node) markBirth(ctx context.Context, addr string) {
+	call, done, err := session(ctx, addr, n.c.opts.Password)
+	if err != nil {
+		return
+	}
+	defer done()
+	if _, err := call("EVAL", databirth.Script, "1", databirth.Key); err != nil {
+		n.c.log.Debug("localredis: data birth not marked", "node", n.index, "err", err)
+	}
 }

@@ -39,6 +39,9 @@ type Config struct {
 	// Batch runs every variant with batching under one lease on (the
 	// app's -batch).
 	Batch bool
+	// Unaware runs the instances with Redlock restart awareness off, to
+	// show what it prevents: a node that lost its data votes at once.
+	Unaware bool
 	// Local is the environment; Instances and Nodes default to 3 and 5,
 	// and AOF and History are always on.
 	Local cluster.LocalConfig
@@ -91,6 +94,13 @@ func (c *Config) defaults() error {
 		return errors.New("a chaos run needs at least 2 app instances and 3 Redis nodes")
 	}
 	c.Local.AOF, c.Local.History = true, true
+	if c.Unaware {
+		unaware := c.Local.UnawareArgs
+		if unaware == nil {
+			unaware = cluster.DefaultUnawareArgs
+		}
+		c.Local.ExtraArgs = append(slices.Clone(c.Local.ExtraArgs), unaware...)
+	}
 	c.Local.LockTTL, c.Local.LockWait = c.LockTTL, c.LockWait
 	c.Local.Dir = filepath.Join(c.OutDir, "env")
 	if c.Local.Logger == nil {
@@ -117,19 +127,33 @@ var breakers = map[string][]string{
 	// Redlock checks its validity (a late grant is refused) and tolerates
 	// a minority of nodes crashed, wiped, paused or cut off; it cannot
 	// tell a holder that stopped past its TTL, nor a majority whose clocks
-	// jumped.
-	"redlock":       {AppPause, loadtest.ClockJump},
+	// jumped. Restart awareness sees a flush only on a connection opened
+	// after it, and the instances keep theirs: a flushed node of a bare
+	// quorum (a partition holds one side's leases to nodes 0–2) can vote
+	// for a second holder.
+	"redlock":       {AppPause, loadtest.ClockJump, NodeFlush},
 	"lua+fence":     {},
 	"redlock+fence": {},
+}
+
+// unawareBreakers are the kinds that can also break a variant whose
+// instances run without restart awareness: a node that comes back without
+// its data (wiped, or crashed past its last fsync) votes at once.
+var unawareBreakers = map[string][]string{
+	"redlock": {NodeWipe, NodeCrash, NodeFlush},
 }
 
 // Expected is what a variant must do under the given fault kinds:
 // loadtest.Holds, or loadtest.Breaks with the kinds that can break it (none for `none`,
 // which breaks on concurrency alone).
-func Expected(variant string, kinds []string) (loadtest.Outcome, []string) {
+// unaware says the instances run without restart awareness.
+func Expected(variant string, kinds []string, unaware bool) (loadtest.Outcome, []string) {
 	breakers, ok := breakers[variant]
 	if !ok {
 		return loadtest.NoClaim, nil
+	}
+	if unaware && breakers != nil {
+		breakers = append(slices.Clone(breakers), unawareBreakers[variant]...)
 	}
 	if breakers == nil {
 		return loadtest.Breaks, nil

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"flashsale/internal/clock"
 	"flashsale/loadtest"
 	"flashsale/loadtest/cluster"
@@ -30,6 +32,10 @@ const (
 	// for good (unavailable, the node-restart cell of the matrix), which
 	// would blind the rest of the run for it.
 	NodeWipe = "node-wipe"
+	// NodeFlush empties a Redis node with FLUSHALL while it keeps running:
+	// the same process, the same uptime, no data. Never node 0, for the
+	// reason NodeWipe gives.
+	NodeFlush = "node-flush"
 	// NodePause freezes a Redis node (SIGSTOP), then thaws it (SIGCONT).
 	NodePause = "node-pause"
 	// AppPause freezes a whole app process (SIGSTOP) past the lease TTL,
@@ -52,12 +58,12 @@ const (
 // by shortening every lock key's TTL there (see cluster.JumpClocks); Partition
 // cuts instance A off nodes 3 and 4 (it reaches 0–2) and instance B off
 // nodes 0 and 1 (it reaches 2–4), both ways.
-var FaultKinds = []string{NodeCrash, NodeWipe, NodePause, loadtest.ClockJump, AppPause, AppCrash, NetLatency, NetDelay, loadtest.Partition}
+var FaultKinds = []string{NodeCrash, NodeWipe, NodeFlush, NodePause, loadtest.ClockJump, AppPause, AppCrash, NetLatency, NetDelay, loadtest.Partition}
 
 // nodeLane are the kinds that hit Redis nodes; the others hit app
 // processes and the network. Each lane runs one fault at a time, and the
 // two lanes overlap: a node can be down while an app is paused.
-var nodeLane = []string{NodeCrash, NodeWipe, NodePause, loadtest.ClockJump}
+var nodeLane = []string{NodeCrash, NodeWipe, NodeFlush, NodePause, loadtest.ClockJump}
 
 // NemesisEvent is one fault of the schedule.
 type NemesisEvent struct {
@@ -117,6 +123,8 @@ func Schedule(seed uint64, d, ttl time.Duration, kinds []string, apps, nodes int
 				e.Nodes, e.For = []int{rng.IntN(nodes)}, between(ttl/2, 3*ttl)
 			case NodeWipe:
 				e.Nodes, e.For = []int{1 + rng.IntN(nodes-1)}, between(ttl/2, 3*ttl)
+			case NodeFlush:
+				e.Nodes = []int{1 + rng.IntN(nodes-1)}
 			case loadtest.ClockJump:
 				others := rng.Perm(nodes - 1)[:nodes/2]
 				e.Nodes = []int{0}
@@ -246,6 +254,8 @@ func (n *nemesis) play(ctx context.Context, e NemesisEvent) {
 			}
 			return l.Redis().Nodes[e.Nodes[0]].Restart(undoCtx, false)
 		}
+	case NodeFlush:
+		err, detail = flushNode(ctx, l.Redis().Nodes[e.Nodes[0]].URL()), "FLUSHALL: the node keeps running, without its data"
 	case NodePause:
 		err, detail = l.Redis().Nodes[e.Nodes[0]].Pause(), "SIGSTOP, then SIGCONT"
 		undo = l.Redis().Nodes[e.Nodes[0]].Resume
@@ -312,4 +322,16 @@ func (n *nemesis) jump(ctx context.Context, nodes []int, by time.Duration) (int,
 		urls = append(urls, n.local.Redis().Nodes[i].URL())
 	}
 	return cluster.JumpClocks(ctx, urls, n.pattern, by)
+}
+
+// flushNode runs FLUSHALL on the node at url, reached directly rather than
+// through the instances' proxies.
+func flushNode(ctx context.Context, url string) error {
+	o, err := redis.ParseURL(url)
+	if err != nil {
+		return err
+	}
+	rdb := redis.NewClient(o)
+	defer rdb.Close()
+	return rdb.FlushAll(ctx).Err()
 }

@@ -34,6 +34,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.Batch {
 		rep.Notes = append(rep.Notes, "-batch: orders batched under one lease on every instance")
 	}
+	if cfg.Unaware {
+		rep.Notes = append(rep.Notes, "-restart-aware=false: Redlock counts a node that lost its data at once")
+	}
 	local, err := cluster.StartLocal(ctx, cfg.Local)
 	if err != nil {
 		return nil, err
@@ -72,7 +75,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 	rep.Nemesis = nlog.events
 	for _, v := range cfg.Variants {
-		exp, by := Expected(v, cfg.Faults)
+		exp, by := Expected(v, cfg.Faults, cfg.Unaware)
 		rep.Variants[v] = &Variant{
 			Expected: exp, ExpectedBreakers: by, NemesisEvents: nlog.counts,
 			Requests: int(cl.requests[v].Load()), Answers: cl.counts[v], Scope: scopes[v],

@@ -22,13 +22,19 @@ type sentinelNodes interface {
 // FailoverRecipe makes "the master dies after a grant and before
 // replicating it" certain, once per cell:
 //
-//  1. hold replication back: the replica is frozen and its link dropped
+//  1. cut every instance off the last two of Redlock's nodes (plain nodes
+//     n−3 and n−2: the failover column leaves node n−1 out), so that a
+//     Redlock lease holds a bare quorum, the Sentinel node among it; the
+//     single-node variants do not use those nodes;
+//  2. hold replication back: the replica is frozen and its link dropped
 //     on the master, so nothing the master grants from now on reaches it;
-//  2. wait until a lease begins on the master after that (a lock key, or
+//  3. wait until a lease begins on the master after that (a lock key, or
 //     a new owner of one, that was not there when replication stopped);
-//  3. kill the master, thaw the replica, and wait until the sentinels
-//     have promoted it. The lease is not on it; its holder is still in
-//     its critical section; the next client is granted the same lock.
+//  4. kill the master, thaw the replica, heal the cut, and wait until the
+//     sentinels have promoted the replica. The lease is not on it; its
+//     holder is still in its critical section; the next client is granted
+//     the same lock, by the promoted node alone or, for Redlock, by it and
+//     the two nodes that were cut off, unless it sits out.
 //
 // The dead master stays down until the attack ends (Heal brings it back
 // as the new master's replica).
@@ -37,40 +43,51 @@ func FailoverRecipe() *NodeRecipe {
 	// kills the master anyway, and says so.
 	const wait = 3 * time.Second
 	return &NodeRecipe{
-		Steps: fmt.Sprintf("at the start: freeze the replica and drop its replication link; as soon as a lease begins on the master "+
-			"(at most %v later), kill the master, thaw the replica and wait for the sentinels to promote it", wait),
-		MinNodes: 1,
+		Steps: fmt.Sprintf("at the start: cut the instances off the last two of Redlock's nodes, freeze the replica and drop its replication link; "+
+			"as soon as a lease begins on the master (at most %v later), kill the master, thaw the replica, heal the cut and wait for the sentinels to promote it", wait),
+		MinNodes: 3,
 		run: func(ctx context.Context, st stage) error {
 			sn, ok := st.nodes.(sentinelNodes)
 			if !ok || sn.Sentinel() == nil {
 				return errNoSentinel
+			}
+			nw, err := networkOf(st.nodes)
+			if err != nil {
+				return err
 			}
 			sc := sn.Sentinel()
 			master, err := sc.Master(ctx)
 			if err != nil {
 				return err
 			}
+			n := st.nodes.Len()
+			cut := []int{n - 3, n - 2}
+			for i := range nw.Instances() {
+				if err := nw.Cut(i, cut); err != nil {
+					return errors.Join(err, nw.Heal(ctx))
+				}
+			}
 			replica, err := sc.HoldBack(ctx)
 			if err != nil {
-				return err
+				return errors.Join(err, nw.Heal(ctx))
 			}
 			watch, err := newLeaseWatch(master.URL(), st.pattern)
 			if err != nil {
-				return errors.Join(err, replica.Resume())
+				return errors.Join(err, replica.Resume(), nw.Heal(ctx))
 			}
 			defer watch.close()
 			fresh := watch.since(ctx, wait)
 			if err := master.Kill(); err != nil {
-				return errors.Join(err, replica.Resume())
+				return errors.Join(err, replica.Resume(), nw.Heal(ctx))
 			}
-			if err := replica.Resume(); err != nil {
+			if err := errors.Join(replica.Resume(), nw.Heal(ctx)); err != nil {
 				return err
 			}
 			when := fmt.Sprintf("no lease began on it within %v", wait)
 			if fresh {
 				when = "a lease it had not replicated had just begun"
 			}
-			st.note(fmt.Sprintf("replication held back; master %s killed: %s", master.Addr(), when))
+			st.note(fmt.Sprintf("instances cut off nodes %s; replication held back; master %s killed: %s; cut healed", Indexes(cut), master.Addr(), when))
 			began := time.Now()
 			promoted, err := sc.WaitFailover(ctx, master)
 			if err != nil {

@@ -309,9 +309,15 @@ func (l *Local) args(i int) []string {
 	if i < len(l.addrs) {
 		addr = l.addrs[i] // a restarted instance comes back where it was
 	}
+	nodes := l.net.URLs(i)
+	if l.settings.Failover {
+		// The Sentinel node comes first: without the last plain node,
+		// Redlock still has an odd number of nodes.
+		nodes = nodes[:len(nodes)-1]
+	}
 	args := []string{
 		"-addr", addr,
-		"-redis", strings.Join(l.net.URLs(i), ","),
+		"-redis", strings.Join(nodes, ","),
 		"-db", l.db(),
 		"-admin-token", l.token,
 	}

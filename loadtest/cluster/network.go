@@ -73,6 +73,9 @@ func StartNetwork(instances int, upstreams []string) (*Network, error) {
 	return n, nil
 }
 
+// Instances is how many instances the network links.
+func (n *Network) Instances() int { return len(n.addrs) }
+
 // Addr is where instance i reaches node j ("127.0.0.1:port").
 func (n *Network) Addr(i, j int) string { return n.addrs[i][j] }
 
