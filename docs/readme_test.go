@@ -57,13 +57,14 @@ func TestReadmeLayoutNamesEveryPackage(t *testing.T) {
 }
 
 // The README is a landing page: short, with the two commands (the test
-// command being the one CI runs) and a way on to every guide.
+// command being the one CI runs, with a timeout that a cold machine's
+// compose test fits in) and a way on to every guide.
 func TestReadmeLands(t *testing.T) {
 	readme := read(t, "README.md")
 	if n := strings.Count(readme, "\n"); n > 150 {
 		t.Errorf("README.md has %d lines; a landing page keeps to 150: move detail into docs/", n)
 	}
-	const test = "go test -race -count=1 -p 1"
+	const test = "go test -race -count=1 -p 1 -timeout 60m"
 	if !strings.Contains(readme, "go run .  ") || !strings.Contains(readme, test+" ./...") {
 		t.Errorf("README.md does not give the two commands, go run . and %s ./...", test)
 	}
