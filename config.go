@@ -46,6 +46,7 @@ type config struct {
 	variants            []string // resolved: the mode's default when -variants is empty
 	maxStreams          int
 	maxStreamsPerClient int
+	maxInFlight         int
 	orderRate           float64 // resolved: the mode's default when -order-rate is not given
 	orderBurst          int
 	bodyTimeout         time.Duration
@@ -167,6 +168,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	str(&variants, "variants", "FLASHSALE_VARIANTS", "", "comma-separated lock variants requests may name in X-Lock-Variant; empty: every variant, or with -production only -lock (-production allows only "+strings.Join(handlers.CorrectVariants(), ", ")+")")
 	integer(&c.maxStreams, "max-streams", "FLASHSALE_MAX_STREAMS", handlers.DefaultMaxStreams, "open server-sent event streams this instance serves at most (503 past it)")
 	integer(&c.maxStreamsPerClient, "max-streams-per-client", "FLASHSALE_MAX_STREAMS_PER_CLIENT", handlers.DefaultMaxStreamsPerClient, "open streams one client address may hold (429 past it)")
+	integer(&c.maxInFlight, "max-in-flight", "FLASHSALE_MAX_IN_FLIGHT", handlers.DefaultMaxInFlight, "orders and seat grabs this instance works on at once (503 overloaded past it, at once); -1 turns the bound off")
 	if v := getenv("FLASHSALE_ORDER_RATE"); v != "" {
 		if err := orderRate.Set(v); err != nil {
 			envErrs = append(envErrs, fmt.Errorf("$FLASHSALE_ORDER_RATE: %w", err))
@@ -212,6 +214,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		return c, errors.New("-db must not be empty")
 	case c.maxStreams < 1 || c.maxStreamsPerClient < 1:
 		return c, fmt.Errorf("-max-streams and -max-streams-per-client must be at least 1, got %d and %d", c.maxStreams, c.maxStreamsPerClient)
+	case c.maxInFlight == 0 || c.maxInFlight < -1:
+		return c, fmt.Errorf("-max-in-flight must be at least 1, or -1 for no bound, got %d", c.maxInFlight)
 	case orderRate.set && orderRate.v < 0:
 		return c, fmt.Errorf("-order-rate must not be negative, got %v", orderRate.v)
 	case c.orderBurst < 1:

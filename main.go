@@ -127,6 +127,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		Inventory: svc, Lockers: lockers, Metrics: metrics, Broker: live,
 		AdminToken: token, DefaultLock: cfg.lock, Logger: log, Workshop: runs,
 		Variants: cfg.variants, MaxStreams: cfg.maxStreams, MaxStreamsPerClient: cfg.maxStreamsPerClient,
+		MaxInFlight: cfg.maxInFlight, InFlightTarget: cfg.lockWait / 4,
 		OrderRate: cfg.orderRate, OrderBurst: cfg.orderBurst, BodyTimeout: cfg.bodyTimeout,
 		AuditInterval: cfg.auditInterval, TrustedProxies: cfg.trustedProxies,
 	})

@@ -32,6 +32,12 @@ type outcome struct {
 	// limit names the limit that refused the request, counted in
 	// flashsale_limit_refusals_total.
 	limit string
+	// shed marks the answers that turn work away by design (this instance
+	// full, the lock busy): past capacity they come thousands a second,
+	// and writing a warning for each would take the CPU the admitted
+	// requests need. They are logged at debug level and counted in the
+	// metrics instead.
+	shed bool
 }
 
 // errorTable is the one place where an error code gets its status and
@@ -71,8 +77,10 @@ var errorTable = map[string]outcome{
 		message: "The sale was reset while this request was in flight; nothing was sold or booked. Reload the page and try again."},
 	"idempotency_key_reused": {status: http.StatusUnprocessableEntity,
 		message: "This Idempotency-Key was already used for a different request; use a new key."},
-	"lock_busy": {status: http.StatusServiceUnavailable, retryAfter: "1",
+	"lock_busy": {status: http.StatusServiceUnavailable, retryAfter: "1", shed: true,
 		message: "Too many shoppers on this item right now; retry in a moment."},
+	"overloaded": {status: http.StatusServiceUnavailable, retryAfter: "1", limit: "in_flight", showDetail: true, shed: true,
+		message: "This instance is selling as fast as it can and takes no more orders right now; nothing was sold or booked. Retry in a moment."},
 	"lock_unavailable": {status: http.StatusServiceUnavailable, retryAfter: "2",
 		message: "Too few Redis nodes can vote right now (down, or restarted less than a lock TTL ago); nothing was sold or booked. Retry shortly."},
 	"store_unavailable": {status: http.StatusServiceUnavailable, retryAfter: "5",
@@ -178,6 +186,9 @@ func (s *Server) render(c *gin.Context, err error) {
 	switch {
 	case out.status >= 500 && code == "internal":
 		log.Error("request failed", "status", out.status, "code", code, "err", err)
+	case out.shed:
+		c.Set(shedKey, true)
+		log.Debug("request shed", "status", out.status, "code", code, "err", err)
 	case out.status >= 500:
 		log.Warn("request refused", "status", out.status, "code", code, "err", err)
 	default:
@@ -212,9 +223,13 @@ func (s *Server) recovered(c *gin.Context, rec any) {
 	s.render(c, fmt.Errorf("panic: %v", rec))
 }
 
-// logLevel picks how loudly a finished request is logged.
-func logLevel(status int) slog.Level {
-	if status >= 500 {
+// shedKey marks a request answered with a shed outcome, for logRequests.
+const shedKey = "flashsale.shed"
+
+// logLevel picks how loudly a finished request is logged: a shed answer
+// quietly, like every answer below 500.
+func logLevel(status int, shed bool) slog.Level {
+	if status >= 500 && !shed {
 		return slog.LevelWarn
 	}
 	return slog.LevelDebug

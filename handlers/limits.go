@@ -26,11 +26,12 @@ const (
 	DefaultOrderBurst          = 10
 	DefaultBodyTimeout         = 10 * time.Second
 	DefaultAuditInterval       = time.Second
+	DefaultMaxInFlight         = 128
 )
 
 // limitNames label flashsale_limit_refusals_total: every limit that can
 // refuse a request, so each series exists from the start.
-var limitNames = []string{"streams", "streams_per_client", "order_rate", "body_timeout", "variant"}
+var limitNames = []string{"streams", "streams_per_client", "order_rate", "body_timeout", "variant", "in_flight"}
 
 // CorrectVariants are the rungs the ladder declares correct
 // (lock/ladder.go), in ladder order: the only ones the production mode

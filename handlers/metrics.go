@@ -79,7 +79,7 @@ func NewMetrics() *Metrics {
 			Name: "flashsale_audits_total", Help: "Audit answers by source: run (a real audit of the database and the Redis nodes) or cache (the public summary served from the last one).",
 		}, []string{"source"}),
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "flashsale_limit_refusals_total", Help: "Requests refused by a limit: streams, streams_per_client, order_rate, body_timeout, variant.",
+			Name: "flashsale_limit_refusals_total", Help: "Requests refused by a limit: streams, streams_per_client, order_rate, body_timeout, variant, in_flight.",
 		}, []string{"limit"}),
 	}
 	for _, l := range limitNames {

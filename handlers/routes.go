@@ -12,7 +12,7 @@ import (
 // the browser pages (web: / and /workshop), GET /api (an index of the API),
 // GET /api/orders?user= (a shopper's orders) and GET /api/admin/faults (the
 // plan in force). The two sale routes pass the
-// per-client order rate limit first.
+// per-client order rate limit first, then the instance's in-flight bound.
 func (s *Server) routes() {
 	e := s.engine
 	e.NoRoute(s.handle(func(*gin.Context) error { return &Error{Code: "not_found"} }))
@@ -30,10 +30,10 @@ func (s *Server) routes() {
 	api := e.Group("/api")
 	api.GET("", s.handle(s.index))
 	api.GET("/products", s.handle(s.listProducts))
-	api.POST("/orders", s.handle(s.limitOrders), s.handle(s.createOrder))
+	api.POST("/orders", s.handle(s.limitOrders), s.handle(s.admitSales), s.handle(s.createOrder))
 	api.GET("/orders", s.handle(s.listOrders))
 	api.GET("/events/:event/seats", s.handle(s.seatMap))
-	api.POST("/events/:event/seats/:seat", s.handle(s.limitOrders), s.handle(s.grabSeat))
+	api.POST("/events/:event/seats/:seat", s.handle(s.limitOrders), s.handle(s.admitSales), s.handle(s.grabSeat))
 	api.GET("/audit", s.handle(s.audit))
 	api.GET("/stream", s.handle(s.stream))
 

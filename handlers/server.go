@@ -59,6 +59,14 @@ type Config struct {
 	// the last real audit: at most one real audit per interval. Default
 	// DefaultAuditInterval.
 	AuditInterval time.Duration
+	// MaxInFlight bounds the sales (orders and seat grabs) this instance
+	// works on at once; the rest are answered 503 overloaded at once. The
+	// bound adapts below it to how fast sales are answered (admission.go).
+	// Default DefaultMaxInFlight; negative: no bound.
+	MaxInFlight int
+	// InFlightTarget is how long an admitted sale may take before the bound
+	// shrinks. Default DefaultInFlightTarget.
+	InFlightTarget time.Duration
 	// TrustedProxies are the addresses or CIDR ranges of proxies whose
 	// X-Forwarded-For and X-Real-IP name the client. Default: none, so the
 	// client is the peer address.
@@ -80,6 +88,7 @@ type Server struct {
 	variants    []string
 	streams     *streamLimit
 	orders      *rateLimit // nil: no order rate limit
+	inFlight    *inFlight  // nil: no bound on the sales in flight
 	bodyTimeout time.Duration
 	audits      *auditCache
 	// closing is closed when shutdown begins: every stream ends.
@@ -146,6 +155,15 @@ func NewServer(cfg Config) (*Server, error) {
 		audits:      newAuditCache(cfg.AuditInterval),
 		closing:     make(chan struct{}),
 	}
+	if cfg.MaxInFlight == 0 {
+		cfg.MaxInFlight = DefaultMaxInFlight
+	}
+	if cfg.InFlightTarget <= 0 {
+		cfg.InFlightTarget = DefaultInFlightTarget
+	}
+	if cfg.MaxInFlight > 0 {
+		s.inFlight = newInFlight(cfg.MaxInFlight, cfg.InFlightTarget)
+	}
 	if cfg.OrderRate > 0 {
 		s.orders = &rateLimit{every: rate.Limit(cfg.OrderRate), burst: cfg.OrderBurst, clients: map[string]*rate.Limiter{}}
 	}
@@ -192,7 +210,7 @@ func (s *Server) logRequests(c *gin.Context) {
 	start := time.Now()
 	c.Next()
 	status := c.Writer.Status()
-	s.log.Log(c.Request.Context(), logLevel(status), "request",
+	s.log.Log(c.Request.Context(), logLevel(status, c.GetBool(shedKey)), "request",
 		"method", c.Request.Method, "path", c.Request.URL.Path, "route", route(c),
 		"status", status, "bytes", c.Writer.Size(), "duration", time.Since(start))
 }

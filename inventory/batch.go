@@ -70,9 +70,10 @@ func (s *Service) batched(locker *lock.Locker) bool {
 // buyBatched puts the order in its SKU's queue, starting the queue's driver
 // if nobody here is acquiring or holding the SKU's lock, and waits for the
 // answer, for the request to end or for its lock-wait budget, whichever
-// comes first. An order that leaves before a batch took it is not written.
-func (s *Service) buyBatched(ctx context.Context, p Purchase, hash string, sale int64, locker *lock.Locker) (Order, bool, error) {
-	o := &batchOrder{ctx: ctx, p: p, hash: hash, sale: sale, deadline: time.Now().Add(s.lockWait), answer: make(chan answer, 1)}
+// comes first: the deadline the request's budget set when it began
+// (budget.go). An order that leaves before a batch took it is not written.
+func (s *Service) buyBatched(ctx context.Context, deadline time.Time, p Purchase, hash string, sale int64, locker *lock.Locker) (Order, bool, error) {
+	o := &batchOrder{ctx: ctx, p: p, hash: hash, sale: sale, deadline: deadline, answer: make(chan answer, 1)}
 	key := locker.Name() + " " + p.SKU
 	b := &s.queues
 	b.mu.Lock()

@@ -98,14 +98,17 @@ func (s *Service) Buy(ctx context.Context, p Purchase) (order Order, replay bool
 		return Order{}, false, err
 	}
 	hash := p.hash()
-	prod, err := s.product(ctx, p.SKU)
+	deadline := s.budget()
+	wait, cancel := waiting(ctx, deadline)
+	defer cancel()
+	prod, err := s.product(wait, p.SKU)
 	if err != nil {
-		return Order{}, false, err
+		return Order{}, false, s.overBudget(ctx, err, "reading sku:"+p.SKU)
 	}
 	// The key is checked before the lock (a retry costs no lock round trip),
 	// again under it, and the unique index settles the rest.
-	if o, found, err := s.orderByKey(ctx, p.User, p.IdempotencyKey, hash); err != nil || found {
-		return o, found, err
+	if o, found, err := s.orderByKey(wait, p.User, p.IdempotencyKey, hash); err != nil || found {
+		return o, found, s.overBudget(ctx, err, "reading sku:"+p.SKU)
 	}
 	// Sold out already: no need to queue for the lock. The check under the
 	// lock is the one that counts; this one only sheds load.
@@ -114,9 +117,9 @@ func (s *Service) Buy(ctx context.Context, p Purchase) (order Order, replay bool
 	}
 	sale := prod.Sale // read before the lock: the sale this request began in
 	if s.batched(locker) {
-		return s.buyBatched(ctx, p, hash, sale, locker)
+		return s.buyBatched(ctx, deadline, p, hash, sale, locker)
 	}
-	err = s.underLock(ctx, locker, "sku:"+p.SKU, func(ctx context.Context, lease *lock.Lease) error {
+	err = s.underLock(ctx, deadline, locker, "sku:"+p.SKU, func(ctx context.Context, lease *lock.Lease) error {
 		var after int64
 		switch locker.Guard() {
 		case lock.GuardRowLock:
@@ -207,12 +210,12 @@ func (s *Service) businessWork(ctx context.Context) error {
 	}
 }
 
-// underLock runs fn holding the named lock, waiting at most the lock-wait
-// budget for it. The lease is released afterwards even if the shopper has
+// underLock runs fn holding the named lock, waiting for it until the
+// request's deadline (budget.go). The lease is released afterwards even if the shopper has
 // gone, except after an injected crash: a dead process releases nothing. A
 // release error after the work is logged and counted, not returned: what was
 // committed stands.
-func (s *Service) underLock(ctx context.Context, locker *lock.Locker, name string, fn func(context.Context, *lock.Lease) error) error {
+func (s *Service) underLock(ctx context.Context, deadline time.Time, locker *lock.Locker, name string, fn func(context.Context, *lock.Lease) error) error {
 	// Past saturation a longer line adds latency, never sales (the lock is
 	// busy all the same), so a request that would wait behind it for more
 	// than a third of its budget is told busy now rather than at the end.
@@ -220,7 +223,7 @@ func (s *Service) underLock(ctx context.Context, locker *lock.Locker, name strin
 		return fmt.Errorf("%w: %s: about %v of waiters ahead, more than a third of the %v wait", ErrLineTooLong, name,
 			ahead.Round(time.Millisecond), s.lockWait)
 	}
-	wctx, cancel := context.WithTimeout(ctx, s.lockWait)
+	wctx, cancel := waiting(ctx, deadline)
 	lease, err := locker.Acquire(wctx, name)
 	cancel()
 	if err != nil {

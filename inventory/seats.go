@@ -49,21 +49,24 @@ func (s *Service) Grab(ctx context.Context, r SeatRequest) (booking Booking, rep
 		return Booking{}, false, err
 	}
 	hash := r.hash()
-	sale, err := s.seatSale(ctx, r.Event, r.Seat) // the sale this request began in
+	deadline := s.budget()
+	wait, cancel := waiting(ctx, deadline)
+	defer cancel()
+	name := "seat:" + r.Event + ":" + r.Seat
+	sale, err := s.seatSale(wait, r.Event, r.Seat) // the sale this request began in
 	if err != nil {
-		return Booking{}, false, err
+		return Booking{}, false, s.overBudget(ctx, err, "reading "+name)
 	}
-	if b, found, err := s.bookingByKey(ctx, r.User, r.IdempotencyKey, hash); err != nil || found {
-		return b, found, err
+	if b, found, err := s.bookingByKey(wait, r.User, r.IdempotencyKey, hash); err != nil || found {
+		return b, found, s.overBudget(ctx, err, "reading "+name)
 	}
 	// Taken already: shed the load before the lock; the check under it counts.
-	if taken, err := s.seatTaken(ctx, r.Event, r.Seat); err != nil {
-		return Booking{}, false, err
+	if taken, err := s.seatTaken(wait, r.Event, r.Seat); err != nil {
+		return Booking{}, false, s.overBudget(ctx, err, "reading "+name)
 	} else if taken {
 		return Booking{}, false, fmt.Errorf("%w: %s %s", ErrSeatTaken, r.Event, r.Seat)
 	}
-	name := "seat:" + r.Event + ":" + r.Seat
-	err = s.underLock(ctx, locker, name, func(ctx context.Context, lease *lock.Lease) error {
+	err = s.underLock(ctx, deadline, locker, name, func(ctx context.Context, lease *lock.Lease) error {
 		switch locker.Guard() {
 		case lock.GuardRowLock:
 			booking, err = s.grabForUpdate(ctx, r, hash, sale, lease, locker)

@@ -23,6 +23,11 @@ var (
 	// ErrCrashed is returned when an injected crash fault abandoned the operation
 	// at a fault point, exactly as a process dying there would.
 	ErrCrashed = errors.New("lock: holder crashed at an injected fault point")
+	// ErrNodeLate marks a node whose answer was not in by the per-node
+	// timeout although the node is answering (pipe.go): this process was
+	// too busy to read it in time, or the node is slow. Either way the
+	// node is up, so the vote says busy, never unavailable.
+	ErrNodeLate = errors.New("lock: node answering, but not within the per-node timeout")
 	// ErrUnknownVariant is returned for a variant name that is not on the ladder.
 	ErrUnknownVariant = errors.New("lock: unknown variant")
 )
@@ -38,14 +43,23 @@ type QuorumError struct {
 	Nodes      int              // nodes in all
 	Granted    []string         // nodes that said yes
 	Refused    []string         // nodes that answered no (held by another)
-	Failed     map[string]error // nodes that did not answer in time, and why
+	Failed     map[string]error // nodes that did not answer in time, and why (ErrNodeLate: up, but late)
 	Restarting []string         // nodes that restarted and do not count yet
 	Unheard    []string         // nodes whose answer was not needed to decide
 	Late       bool             // a quorum said yes, but the validity was used up
 }
 
+// unavailable: so many nodes are down (failed, not merely late) or still
+// restarting that no quorum is possible. A late node is up: with it the
+// outcome is busy, and a retry may well be granted.
 func (e *QuorumError) unavailable() bool {
-	return len(e.Failed)+len(e.Restarting) > e.Nodes-e.Quorum
+	down := len(e.Restarting)
+	for _, err := range e.Failed {
+		if !errors.Is(err, ErrNodeLate) {
+			down++
+		}
+	}
+	return down > e.Nodes-e.Quorum
 }
 
 // Error lists the nodes by answer.

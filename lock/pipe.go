@@ -2,6 +2,8 @@ package lock
 
 import (
 	"context"
+	"fmt"
+	"time"
 
 	"flashsale/lock/internal/wire"
 )
@@ -47,7 +49,28 @@ func (p piped) send(ctx context.Context, c command, reply func(answer)) {
 // instances is how Redlock reaches its nodes.
 func (r *redlock) instances() []instance { return r.pipes }
 
-// stale drops the node's pipelined connection if it has not answered
-// anything for a whole TTL (a paused node, a cut without a reset): commands
-// queued behind a dead connection would otherwise wait for ever.
-func (r *redlock) stale(n *node) { n.pipe.Stale(r.cfg.ttl) }
+// stale judges a node whose vote was given up on (err says why): if its
+// connection shows it answering lately (wire.Pipe.Answering: bytes arrived
+// within the last lateWindow, or wait unread, or every command sent before
+// that was answered), the node is up and only late: ErrNodeLate, which
+// makes the outcome busy, not unavailable. A process too busy to read its replies within the
+// per-node timeout must not call live nodes down. It costs no safety: the
+// vote is still not counted, and the validity of any lease still subtracts
+// all the time that passed. Otherwise the node failed; its connection is
+// dropped if it has not answered anything for a whole TTL (a paused node,
+// a cut without a reset), since commands queued behind a dead connection
+// would otherwise wait for ever.
+func (r *redlock) stale(n *node, err error) error {
+	if n.pipe.Answering(time.Now().Add(-lateWindow(r.cfg))) {
+		return fmt.Errorf("%w: %w", ErrNodeLate, err)
+	}
+	n.pipe.Stale(r.cfg.ttl)
+	return err
+}
+
+// lateWindow is how long a node may be silent and still count as up but
+// late: four per-node timeouts (at most a TTL). On a machine whose cores
+// are all busy, a node's process or this one can go unscheduled for a few
+// tens of milliseconds; a node silent for longer is down (paused, cut off),
+// and its vote says unavailable again.
+func lateWindow(cfg *config) time.Duration { return min(4*cfg.nodeTimeout, cfg.ttl) }

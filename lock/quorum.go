@@ -103,8 +103,7 @@ func (r *redlock) gather(ctx context.Context, replies <-chan reply, u until) []v
 func (r *redlock) giveUp(votes []vote, err error) {
 	for i := range votes {
 		if v := &votes[i]; !v.heard {
-			v.heard, v.err = true, err
-			r.stale(v.n)
+			v.heard, v.err = true, r.stale(v.n, err)
 		}
 	}
 }

@@ -151,6 +151,9 @@ type Step struct {
 	Sales float64 `json:"sales_per_second"`
 	// Unavailable is the share of requests answered 503, in percent.
 	Unavailable float64 `json:"percent_503"`
+	// Late is the requests answered later than the lock wait plus
+	// LateMargin, or not at all in that time.
+	Late int `json:"late"`
 	// Hold is the mean time a lease was held during the step (grant to
 	// release, from the instances' metrics): the critical section with its
 	// database reads and writes. One hot key cannot sell faster than
@@ -165,20 +168,6 @@ type Step struct {
 	CrossCheck []string `json:"cross_check,omitempty"`
 	// Err is why the step could not run or be read, if it could not.
 	Err string `json:"error,omitempty"`
-}
-
-// Target is the goal the sweep measures redlock against: at the top
-// rate, at least Want × lua's sales per second, with p99 under half the
-// lock-wait budget.
-type Target struct {
-	Rate         int           `json:"rate"`
-	Want         float64       `json:"want_ratio"`
-	RedlockSales float64       `json:"redlock_sales_per_second"`
-	LuaSales     float64       `json:"lua_sales_per_second"`
-	Ratio        float64       `json:"ratio"`
-	RedlockP99   time.Duration `json:"redlock_p99_ns"`
-	P99Limit     time.Duration `json:"p99_limit_ns"`
-	Met          bool          `json:"met"`
 }
 
 // Report is a whole sweep.
@@ -201,10 +190,12 @@ type Report struct {
 	Batch    bool   `json:"batch,omitempty"`
 	// LoadBefore and LoadAfter are the machine's load average: the figures
 	// are only as quiet as the machine was.
-	LoadBefore string  `json:"load_average_before"`
-	LoadAfter  string  `json:"load_average_after"`
-	Steps      []Step  `json:"steps"`
-	Target     *Target `json:"target,omitempty"`
+	LoadBefore string `json:"load_average_before"`
+	LoadAfter  string `json:"load_average_after"`
+	Steps      []Step `json:"steps"`
+	// Spikes are the variants' spikes when the rates rise and fall again
+	// (spike.go).
+	Spikes []Spike `json:"spikes,omitempty"`
 }
 
 // Step returns the step of variant at rate, or nil.
@@ -266,11 +257,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 	rep.Finished, rep.LoadAfter = time.Now(), loadAverage()
-	rep.Target = rep.target()
+	rep.Spikes = rep.spikes()
 	return rep, nil
 }
 
-// sweepStep runs one variant at one rate on a fresh sale.
+// runStep runs one variant at one rate on a fresh sale.
 func runStep(ctx context.Context, cfg Config, fleet storefront.Fleet, cat storefront.Catalogue, mix traffic.Mix, variant string, rate, n, total int) Step {
 	st := Step{Variant: variant, Rate: rate}
 	setup, cancel := context.WithTimeout(ctx, 60*time.Second)
@@ -301,8 +292,12 @@ func runStep(ctx context.Context, cfg Config, fleet storefront.Fleet, cat storef
 	held0, leases0 := lockHold(setup, fleet, variant)
 	bar := traffic.NewBar(cfg.Progress, requests, fmt.Sprintf("[%2d/%d] %-13s × %5d/s", n, total, variant, rate))
 	tally := traffic.NewTally()
+	inTime := cfg.Local.LockWait + LateMargin
 	traffic.Attack(ctx, cfg.workers(rate), tr.Targeter(), pacer, cfg.Duration, fmt.Sprintf("%s@%d", variant, rate), func(r *vegeta.Result) {
 		tally.Add(r)
+		if r.Latency > inTime {
+			st.Late++
+		}
 		if bar != nil {
 			_ = bar.Add(1) // a progress bar that cannot draw is no reason to stop
 		}
@@ -343,19 +338,6 @@ func lockHold(ctx context.Context, fleet storefront.Fleet, variant string) (seco
 		}
 	}
 	return seconds, leases
-}
-
-// target is redlock against lua at the top rate, when both ran there.
-func (r *Report) target() *Target {
-	top := slices.Max(r.Rates)
-	rl, lua := r.Step("redlock", top), r.Step("lua", top)
-	if rl == nil || lua == nil || rl.Err != "" || lua.Err != "" || lua.Sales == 0 {
-		return nil
-	}
-	t := &Target{Rate: top, Want: 0.8, RedlockSales: rl.Sales, LuaSales: lua.Sales, Ratio: rl.Sales / lua.Sales,
-		RedlockP99: rl.Summary.P99, P99Limit: r.LockWait / 2}
-	t.Met = t.Ratio >= t.Want && t.RedlockP99 < t.P99Limit
-	return t
 }
 
 // loadAverage is the 1, 5 and 15 minute load average where the system

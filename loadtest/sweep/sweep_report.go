@@ -22,7 +22,8 @@ func (r *Report) database() string {
 }
 
 // WriteText writes the sweep's table: one row per variant, one group of
-// columns (sent/s, 201/s, % 503, p99) per offered rate.
+// columns (sent/s, sales/s, % 503, p50, p99, late, hold) per step, then the
+// spike of each variant when the rates rise and fall again.
 func (r *Report) WriteText(w io.Writer) error {
 	var b strings.Builder
 	batch := ""
@@ -36,36 +37,32 @@ func (r *Report) WriteText(w io.Writer) error {
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprint(tw, "offered/s →\t")
 	for _, rate := range r.Rates {
-		fmt.Fprintf(tw, "%d: sent/s\t201/s\t%% 503\tp99\thold\t", rate)
+		fmt.Fprintf(tw, "%d: sent/s\tsales/s\t%% 503\tp50\tp99\tlate\thold\t", rate)
 	}
 	fmt.Fprintln(tw)
-	for _, v := range r.Variants {
+	for vi, v := range r.Variants {
 		fmt.Fprintf(tw, "%s\t", v)
-		for _, rate := range r.Rates {
-			st := r.Step(v, rate)
+		for ri := range r.Rates {
+			st := r.at(vi, ri)
 			if st == nil || st.Err != "" {
-				fmt.Fprint(tw, "ERROR\t\t\t\t\t")
+				fmt.Fprint(tw, "ERROR\t\t\t\t\t\t\t")
 				continue
 			}
 			hold := "—"
 			if st.Hold > 0 {
 				hold = output.Millis(st.Hold)
 			}
-			fmt.Fprintf(tw, "%.0f\t%.0f\t%.0f %%\t%s\t%s\t", st.Summary.Rate, st.Sales, st.Unavailable, output.Millis(st.Summary.P99), hold)
+			fmt.Fprintf(tw, "%.0f\t%.0f\t%.0f %%\t%s\t%s\t%d\t%s\t", st.Summary.Rate, st.Sales, st.Unavailable,
+				output.Millis(st.Summary.P50), output.Millis(st.Summary.P99), st.Late, hold)
 		}
 		fmt.Fprintln(tw)
 	}
 	tw.Flush()
-	fmt.Fprintf(&b, "\nsent/s: the rate vegeta really sent (below the offered rate when the machine could not keep up); 201/s: distinct orders confirmed per second of the send window; %% 503: lock_busy and lock_unavailable answers "+
-		"(a request waits at most the lock wait); p99: latency of every request; hold: mean time a lease was held (grant to release: "+
-		"the critical section with its database reads and writes), so 1 / hold is as fast as one hot key can sell with any lock\n")
-	if t := r.Target; t != nil {
-		verdict := "NOT MET"
-		if t.Met {
-			verdict = "met"
-		}
-		fmt.Fprintf(&b, "target at %d/s: redlock ≥ %.1f× lua's sales/s with p99 under %v — redlock %.0f/s vs lua %.0f/s = %.2f×, p99 %s: %s\n",
-			t.Rate, t.Want, t.P99Limit, t.RedlockSales, t.LuaSales, t.Ratio, output.Millis(t.RedlockP99), verdict)
+	fmt.Fprintf(&b, "\nsent/s: the rate vegeta really sent (below the offered rate when the machine could not keep up); sales/s: distinct orders confirmed per second of the send window; %% 503: overloaded, lock_busy and lock_unavailable answers "+
+		"(a request waits at most the lock wait); p50, p99: latency of every request; late: requests answered later than the lock wait + %v; hold: mean time a lease was held (grant to release: "+
+		"the critical section with its database reads and writes), so 1 / hold is as fast as one hot key can sell with any lock\n", LateMargin)
+	for _, sp := range r.Spikes {
+		fmt.Fprintln(&b, spikeLine(sp))
 	}
 	for _, st := range r.Steps {
 		var notes []string
@@ -94,7 +91,7 @@ func (r *Report) WriteJSON(w io.Writer) error { return output.JSON(w, r) }
 // rate, one line per variant, with the offered rate itself as a dashed
 // diagonal: where a line leaves the diagonal, the hot key is saturated.
 func (r *Report) SalesChart() string {
-	return r.lineChart("sales/s (201) by offered rate, one hot SKU", func(st *Step) float64 { return st.Sales }, true, nil)
+	return r.lineChart("sales/s by offered rate, one hot SKU", func(st *Step) float64 { return st.Sales }, true, nil)
 }
 
 // P99Chart draws the p99 latency in milliseconds against the offered rate,
@@ -120,7 +117,13 @@ func (r *Report) lineChart(title string, value func(*Step) float64, diagonal boo
 		plotW, plotH             = 440.0, 260.0
 	)
 	width, height := left+plotW+right, top+plotH+bottom
+	// The x axis is the offered rate while the rates only rise; a spike,
+	// which comes back down, is drawn step by step instead.
+	pos := func(ri int) float64 { return float64(r.Rates[ri]) }
 	xMax := float64(slices.Max(r.Rates))
+	if !r.rising() {
+		pos, xMax, diagonal = func(ri int) float64 { return float64(ri + 1) }, float64(len(r.Rates)), false
+	}
 	peak := 0.0
 	for i := range r.Steps {
 		if r.Steps[i].Err == "" {
@@ -137,9 +140,9 @@ func (r *Report) lineChart(title string, value func(*Step) float64, diagonal boo
 	var b strings.Builder
 	output.OpenSVG(&b, width, height, left, title)
 	output.GridY(&b, yMax, step, left, left+plotW, y)
-	for _, rate := range r.Rates {
-		fmt.Fprintf(&b, `<line x1="%.1f" x2="%.1f" y1="%.0f" y2="%.0f" stroke="#eee"/>`, x(float64(rate)), x(float64(rate)), top, top+plotH)
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.0f" text-anchor="middle">%d/s</text>`+"\n", x(float64(rate)), top+plotH+16, rate)
+	for ri, rate := range r.Rates {
+		fmt.Fprintf(&b, `<line x1="%.1f" x2="%.1f" y1="%.0f" y2="%.0f" stroke="#eee"/>`, x(pos(ri)), x(pos(ri)), top, top+plotH)
+		fmt.Fprintf(&b, `<text x="%.1f" y="%.0f" text-anchor="middle">%d/s</text>`+"\n", x(pos(ri)), top+plotH+16, rate)
 	}
 	fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" text-anchor="middle">offered rate</text>`+"\n", left+plotW/2, top+plotH+34)
 	if diagonal {
@@ -154,12 +157,12 @@ func (r *Report) lineChart(title string, value func(*Step) float64, diagonal boo
 	for vi, v := range r.Variants {
 		color := output.Color(vi)
 		var pts []string
-		for _, rate := range r.Rates {
-			st := r.Step(v, rate)
+		for ri, rate := range r.Rates {
+			st := r.at(vi, ri)
 			if st == nil || st.Err != "" {
 				continue
 			}
-			px, py := x(float64(rate)), y(value(st))
+			px, py := x(pos(ri)), y(value(st))
 			pts = append(pts, fmt.Sprintf("%.1f,%.1f", px, py))
 			fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="3" fill="%s"><title>%s at %d/s: %s</title></circle>`, px, py, color, output.Esc(v), rate, output.Num(math.Round(value(st))))
 		}
@@ -192,13 +195,12 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; }
 {{.R.Duration}} per rate · lock TTL {{.R.LockTTL}} · lock wait {{.R.LockWait}} · {{.R.Instances}} app instances · {{.R.Nodes}} Redis nodes · {{.R.Database}}{{if .R.Batch}} · orders batched under one lease{{end}} ·
 load average {{.R.LoadBefore}} before, {{.R.LoadAfter}} after{{with .R.Command}}<br>command: <code>{{.}}</code>{{end}}</p>
 <table>
-<tr><th rowspan="2">variant</th>{{range .R.Rates}}<th colspan="4">{{.}}/s offered</th>{{end}}</tr>
-<tr>{{range .R.Rates}}<th>sent/s</th><th>201/s</th><th>% 503</th><th>p99</th>{{end}}</tr>
-{{range .Rows}}<tr><th>{{.Variant}}</th>{{range .Steps}}{{if .}}<td class="num">{{printf "%.0f" .Summary.Rate}}</td><td class="num">{{printf "%.0f" .Sales}}</td><td class="num">{{printf "%.0f" .Unavailable}} %</td><td class="num">{{ms .Summary.P99}}</td>{{else}}<td colspan="4">error</td>{{end}}{{end}}</tr>
+<tr><th rowspan="2">variant</th>{{range .R.Rates}}<th colspan="6">{{.}}/s offered</th>{{end}}</tr>
+<tr>{{range .R.Rates}}<th>sent/s</th><th>sales/s</th><th>% 503</th><th>p50</th><th>p99</th><th>late</th>{{end}}</tr>
+{{range .Rows}}<tr><th>{{.Variant}}</th>{{range .Steps}}{{if .}}<td class="num">{{printf "%.0f" .Summary.Rate}}</td><td class="num">{{printf "%.0f" .Sales}}</td><td class="num">{{printf "%.0f" .Unavailable}} %</td><td class="num">{{ms .Summary.P50}}</td><td class="num">{{ms .Summary.P99}}</td><td class="num">{{.Late}}</td>{{else}}<td colspan="6">error</td>{{end}}{{end}}</tr>
 {{end}}</table>
-{{with .R.Target}}<p>Target at {{.Rate}}/s: redlock ≥ {{.Want}}× lua's sales/s with p99 under {{.P99Limit}}: redlock {{printf "%.0f" .RedlockSales}}/s vs lua {{printf "%.0f" .LuaSales}}/s =
-<b>{{printf "%.2f" .Ratio}}×</b>, p99 {{ms .RedlockP99}} — <b>{{if .Met}}met{{else}}not met{{end}}</b>.</p>{{end}}
-{{.Sales}}
+{{range .Spikes}}<p>{{.}}</p>
+{{end}}{{.Sales}}
 {{.P99}}
 </body>
 </html>
@@ -211,10 +213,10 @@ func (r *Report) WriteHTML(w io.Writer) error {
 		Steps   []*Step // nil where the step failed
 	}
 	var rows []row
-	for _, v := range r.Variants {
+	for vi, v := range r.Variants {
 		rw := row{Variant: v}
-		for _, rate := range r.Rates {
-			st := r.Step(v, rate)
+		for ri := range r.Rates {
+			st := r.at(vi, ri)
 			if st != nil && st.Err != "" {
 				st = nil
 			}
@@ -222,10 +224,15 @@ func (r *Report) WriteHTML(w io.Writer) error {
 		}
 		rows = append(rows, rw)
 	}
+	var spikes []string
+	for _, sp := range r.Spikes {
+		spikes = append(spikes, spikeLine(sp))
+	}
 	return page.Execute(w, map[string]any{
-		"R":     r,
-		"Rows":  rows,
-		"Sales": template.HTML(r.SalesChart()), // built by lineChart, every name escaped
-		"P99":   template.HTML(r.P99Chart()),
+		"R":      r,
+		"Rows":   rows,
+		"Spikes": spikes,
+		"Sales":  template.HTML(r.SalesChart()), // built by lineChart, every name escaped
+		"P99":    template.HTML(r.P99Chart()),
 	})
 }

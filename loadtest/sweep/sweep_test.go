@@ -37,17 +37,60 @@ func sampleSweep() *Report {
 			r.Steps = append(r.Steps, st)
 		}
 	}
-	r.Target = r.target()
 	return r
 }
 
-func TestSweepTarget(t *testing.T) {
-	tg := sampleSweep().Target
-	if tg == nil {
-		t.Fatal("no target with lua and redlock at the top rate")
+// spikeSweep is a spike with made-up figures: lua holds its plateau and
+// answers in time; redlock falls to a third at the peak, with late answers,
+// and comes back slower.
+func spikeSweep() *Report {
+	r := &Report{Variants: []string{"lua", "redlock"}, Rates: []int{1000, 2000, 8000, 1000}, LockWait: time.Second}
+	sales := map[string][]float64{"lua": {1000, 1800, 1700, 1000}, "redlock": {1000, 1500, 500, 1000}}
+	p99 := map[string][]time.Duration{"lua": {20, 60, 300, 30}, "redlock": {20, 90, 2000, 50}}
+	late := map[string][]int{"lua": {0, 0, 10, 0}, "redlock": {0, 0, 900, 0}}
+	for _, v := range r.Variants {
+		for i, rate := range r.Rates {
+			st := Step{Variant: v, Rate: rate, Sales: sales[v][i], Late: late[v][i]}
+			st.Summary.Counts.Requests = rate * 5
+			st.Summary.P99 = p99[v][i] * time.Millisecond
+			r.Steps = append(r.Steps, st)
+		}
 	}
-	if tg.Rate != 1000 || tg.Ratio != 330.0/400 || tg.P99Limit != 500*time.Millisecond || tg.Met {
-		t.Errorf("target %+v: want 1000/s, ratio 0.825, limit 500ms, not met (p99 900ms)", *tg)
+	r.Spikes = r.spikes()
+	return r
+}
+
+func TestSpike(t *testing.T) {
+	r := spikeSweep()
+	if len(r.Spikes) != 2 {
+		t.Fatalf("%d spikes, want one per variant", len(r.Spikes))
+	}
+	lua, rl := r.Spikes[0], r.Spikes[1]
+	// lua: 1700 of a 1800 plateau; 10 late of 60 000; p99 30 ms after the
+	// spike against 60 ms before it.
+	if lua.PeakRate != 8000 || lua.Plateau != 1800 || lua.Ratio != 1700.0/1800 || lua.Late != 10 || lua.Requests != 60000 ||
+		lua.Before != 60*time.Millisecond || lua.After != 30*time.Millisecond || !lua.Met {
+		t.Errorf("lua spike %+v", lua)
+	}
+	if rl.Ratio != 500.0/1500 || rl.Recovery != 50.0/90 || rl.Met {
+		t.Errorf("redlock spike %+v: want 0.33× its plateau, not met", rl)
+	}
+	// Rates that only rise have no spike.
+	if s := sampleSweep().spikes(); s != nil {
+		t.Errorf("spikes of a rising sweep: %+v", s)
+	}
+	var b bytes.Buffer
+	if err := r.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"spike lua: 1700 sales/s at 8000/s = 0.94× its plateau of 1800", "late 900 of 60000", ": met", ": not met", "2000ms"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("text lacks %q:\n%s", want, b.String())
+		}
+	}
+	// The same rate twice is two steps, each with its own figures.
+	if r.at(0, 0).Summary.P99 == r.at(0, 3).Summary.P99 {
+		t.Error("the last 1000/s step reads as the first")
 	}
 }
 
@@ -57,7 +100,7 @@ func TestSweepText(t *testing.T) {
 		t.Fatal(err)
 	}
 	text := b.String()
-	for _, want := range []string{"1000: sent/s", "redlock", "330", "20 %", "900ms", "ERROR", "0.82×", "NOT MET", "load average 1.00, 1.00, 1.00 before"} {
+	for _, want := range []string{"1000: sent/s", "sales/s", "redlock", "330", "20 %", "900ms", "ERROR", "load average 1.00, 1.00, 1.00 before"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("text lacks %q:\n%s", want, text)
 		}
@@ -84,7 +127,7 @@ func TestSweepChartsAndPage(t *testing.T) {
 	if err := r.WriteHTML(&b); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"<svg", "1000/s offered", "not met", "error"} {
+	for _, want := range []string{"<svg", "1000/s offered", "error"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("page lacks %q", want)
 		}

@@ -15,6 +15,16 @@ import (
 	"flashsale/loadtest/storefront"
 )
 
+// MaxConnsPerHost bounds the connections an attack opens to one instance.
+// Past capacity the requests in flight pile up (thousands at 8000/s with a
+// 1 s lock wait), and a connection each ran the runner out of file
+// descriptors (EMFILE) before the instances were: its own transport errors
+// then stood in for the app's answers. A request beyond the bound waits for
+// a connection, and that wait is in its latency. (Go raises the soft
+// RLIMIT_NOFILE to the hard one at start-up, so the bound, not the limit,
+// is what counts.)
+const MaxConnsPerHost = 512
+
 // Attack runs one vegeta attack named name and hands each result to each,
 // in order, until the attack ends; it stops the attack when ctx ends.
 func Attack(ctx context.Context, maxWorkers uint64, tr vegeta.Targeter, p vegeta.Pacer, d time.Duration, name string, each func(*vegeta.Result)) {
@@ -26,7 +36,8 @@ func Attack(ctx context.Context, maxWorkers uint64, tr vegeta.Targeter, p vegeta
 		vegeta.MaxBody(16<<10), // orders and errors are small; a runaway body must not be buffered whole
 		vegeta.Timeout(30*time.Second),
 		vegeta.KeepAlive(true),
-		vegeta.Connections(int(maxWorkers)),
+		vegeta.Connections(int(min(maxWorkers, MaxConnsPerHost))),
+		vegeta.MaxConnections(MaxConnsPerHost),
 	)
 	results := atk.Attack(tr, p, d, name)
 	for {

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -105,6 +106,47 @@ func (p *Pipe) Stale(limit time.Duration) {
 	}
 }
 
+// Answering reports whether the node is answering, though a command sent
+// at since may not have been handed its reply yet: bytes arrived on the
+// connection after since, or bytes wait to be read (in the socket's
+// receive buffer or the reader's), or every command sent by since has been
+// answered. That is what tells a process too busy to read its replies in
+// time (slow here) from a node that sends none (down there): a paused or
+// cut-off node sends nothing, and whatever arrived before it stopped is
+// soon read. It says nothing of a connection that is broken or not open.
+func (p *Pipe) Answering(since time.Time) bool {
+	p.mu.Lock()
+	c := p.conn
+	p.mu.Unlock()
+	if c == nil {
+		return false
+	}
+	c.mu.Lock()
+	nc, ok := c.nc, c.ready && c.err == nil
+	answered := c.head == len(c.queue) || c.queue[c.head].sent.After(since)
+	c.mu.Unlock()
+	if !ok {
+		return false
+	}
+	return answered || c.arrived.Load() > since.UnixNano() ||
+		c.received.Load() > c.parsed.Load() || unread(nc) > 0
+}
+
+// counted counts what the reader takes off the socket, for Answering.
+type counted struct {
+	net.Conn
+	c *pipeConn
+}
+
+func (r counted) Read(b []byte) (int, error) {
+	n, err := r.Conn.Read(b)
+	if n > 0 {
+		r.c.received.Add(int64(n))
+		r.c.arrived.Store(time.Now().UnixNano())
+	}
+	return n, err
+}
+
 // Close fails every queued command with ErrClosed; later ones fail at once.
 func (p *Pipe) Close() {
 	p.mu.Lock()
@@ -130,6 +172,10 @@ type pipeConn struct {
 	head    int   // queue[head:] wait for replies, oldest first
 	err     error // set once: the connection is finished
 	tag     string
+
+	// What arrived, for Answering: bytes read off the socket, bytes the
+	// reader has parsed into replies, and when bytes last arrived (unix ns).
+	received, parsed, arrived atomic.Int64
 }
 
 type waiting struct {
@@ -232,7 +278,7 @@ func (c *pipeConn) open() {
 	}
 	c.nc = nc
 	c.mu.Unlock()
-	r := bufio.NewReaderSize(nc, 16<<10)
+	r := bufio.NewReaderSize(counted{nc, c}, 16<<10)
 	tag, err := cfg.Handshake(ctx, nc, r)
 	if err != nil {
 		c.fail(fmt.Errorf("node %s: %w", cfg.Addr, err))
@@ -254,6 +300,7 @@ func (c *pipeConn) read(r *bufio.Reader) {
 			c.fail(fmt.Errorf("node %s: %w", c.p.cfg.Addr, err))
 			return
 		}
+		c.parsed.Store(c.received.Load() - int64(r.Buffered()))
 		c.mu.Lock()
 		if c.err != nil {
 			c.mu.Unlock()

@@ -1,0 +1,48 @@
+package handlers
+
+import (
+	"testing"
+	"time"
+)
+
+// TestInFlightAdapts: slow answers shrink the bound (never below the
+// least), answers in time while it is in use grow it back (never past the
+// most), and a full bound admits nobody more.
+func TestInFlightAdapts(t *testing.T) {
+	const target = 100 * time.Millisecond
+	l := newInFlight(20, target)
+	admitAll := func() (dones []func(time.Duration, bool)) {
+		for {
+			done, _, _ := l.admit()
+			if done == nil {
+				return dones
+			}
+			dones = append(dones, done)
+		}
+	}
+	steps := []struct {
+		name      string
+		took      time.Duration
+		late      bool
+		wantLimit int
+	}{
+		{"slow answers shrink it, to a quarter", 2 * target, false, 5},
+		{"in time, it grows back", target / 2, false, 20},
+		{"lock_busy shrinks it as slowness does", target / 2, true, 5},
+		{"and it recovers", time.Millisecond, false, 20},
+	}
+	for _, st := range steps {
+		for range 50 {
+			dones := admitAll()
+			if len(dones) != int(l.limit) {
+				t.Fatalf("%s: admitted %d with the bound at %v", st.name, len(dones), l.limit)
+			}
+			for _, d := range dones {
+				d(st.took, st.late)
+			}
+		}
+		if int(l.limit) != st.wantLimit {
+			t.Errorf("%s: bound %v, want %d", st.name, l.limit, st.wantLimit)
+		}
+	}
+}

@@ -1,0 +1,143 @@
+package sweep
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"flashsale/loadtest/output"
+)
+
+// A spike.
+//
+// Rates that rise and fall in one run (-sweep-rates 1000,2000,4000,8000,1000)
+// ask what a flash sale asks: when the crowd outruns the store, does the
+// variant keep selling at what it sold before (goodput flat), does it answer
+// everyone in time (no answer later than the lock wait plus LateMargin), do
+// the shoppers' connections hold (no transport errors: refused, exhausted
+// file descriptors), and does it come back when the crowd goes (the step
+// after the spike against the step before)? The figures are ratios within
+// one run, so a busy machine moves both sides.
+
+// LateMargin is what an answer may take past the lock-wait budget and still
+// count as in time: the critical section of a request that got its lease at
+// the last moment (budget.go in inventory), with room for a loaded machine.
+const LateMargin = 250 * time.Millisecond
+
+// Spike targets, as ratios in the same run.
+const (
+	// SpikeWant is the least share of its plateau a variant sells at the peak.
+	SpikeWant = 0.8
+	// LateWant is the most share of requests answered later than the budget
+	// plus LateMargin.
+	LateWant = 0.001
+	// RecoveryWant is the most the p99 of the step after the spike may be,
+	// against the step before.
+	RecoveryWant = 2.0
+)
+
+// Spike is one variant's spike: its peak against its plateau, what came
+// late, and how it recovered.
+type Spike struct {
+	Variant string `json:"variant"`
+	// PeakRate is the highest offered rate; Peak its sales/s.
+	PeakRate int     `json:"peak_rate"`
+	Peak     float64 `json:"peak_sales_per_second"`
+	// Plateau is the most sales/s at any lower rate of the run; Ratio is
+	// Peak/Plateau.
+	Plateau float64 `json:"plateau_sales_per_second"`
+	Ratio   float64 `json:"ratio"`
+	// Late is the answers later than the budget plus LateMargin over the
+	// whole run, of Requests; Transport the requests that got no answer.
+	Late      int `json:"late"`
+	Requests  int `json:"requests"`
+	Transport int `json:"transport_errors"`
+	// Before and After are the p99 of the steps just before and just after
+	// the peak; Recovery is After/Before.
+	Before   time.Duration `json:"p99_before_ns"`
+	After    time.Duration `json:"p99_after_ns"`
+	Recovery float64       `json:"recovery"`
+	// Met says whether every target above held.
+	Met bool `json:"met"`
+}
+
+// LateShare is Late over Requests.
+func (s Spike) LateShare() float64 {
+	if s.Requests == 0 {
+		return 0
+	}
+	return float64(s.Late) / float64(s.Requests)
+}
+
+// at is the step of the vi-th variant at the ri-th rate: rates may repeat
+// (a spike comes back down), so steps are found by place, not by rate.
+func (r *Report) at(vi, ri int) *Step {
+	if i := vi*len(r.Rates) + ri; i < len(r.Steps) && r.Steps[i].Variant == r.Variants[vi] {
+		return &r.Steps[i]
+	}
+	return nil
+}
+
+// spikes are the variants' spikes, when the rates rise to a peak and fall
+// after it; none otherwise.
+func (r *Report) spikes() []Spike {
+	peak := 0
+	for i, rate := range r.Rates {
+		if rate > r.Rates[peak] {
+			peak = i
+		}
+	}
+	if peak == 0 || peak == len(r.Rates)-1 {
+		return nil
+	}
+	var out []Spike
+	for vi, v := range r.Variants {
+		steps := make([]*Step, len(r.Rates))
+		for ri := range r.Rates {
+			if steps[ri] = r.at(vi, ri); steps[ri] == nil || steps[ri].Err != "" {
+				steps = nil
+				break
+			}
+		}
+		if steps == nil {
+			continue
+		}
+		s := Spike{Variant: v, PeakRate: r.Rates[peak], Peak: steps[peak].Sales,
+			Before: steps[peak-1].Summary.P99, After: steps[peak+1].Summary.P99}
+		for ri, st := range steps {
+			if r.Rates[ri] < s.PeakRate {
+				s.Plateau = max(s.Plateau, st.Sales)
+			}
+			s.Late += st.Late
+			s.Requests += st.Summary.Counts.Requests
+			s.Transport += st.Summary.Counts.Transport
+		}
+		if s.Plateau > 0 {
+			s.Ratio = s.Peak / s.Plateau
+		}
+		if s.Before > 0 {
+			s.Recovery = float64(s.After) / float64(s.Before)
+		}
+		s.Met = s.Ratio >= SpikeWant && s.LateShare() <= LateWant && s.Transport == 0 && s.Recovery <= RecoveryWant
+		out = append(out, s)
+	}
+	return out
+}
+
+// spikeLine says one spike in a line, with the targets it is held to.
+func spikeLine(s Spike) string {
+	verdict := "not met"
+	if s.Met {
+		verdict = "met"
+	}
+	return fmt.Sprintf("spike %s: %.0f sales/s at %d/s = %.2f× its plateau of %.0f (want ≥ %.1f×); late %d of %d (%.3f %%, want ≤ %.1f %%); "+
+		"transport errors %d (want 0); p99 after the spike %s vs %s before = %.1f× (want ≤ %.0f×): %s",
+		s.Variant, s.Peak, s.PeakRate, s.Ratio, s.Plateau, SpikeWant, s.Late, s.Requests, 100*s.LateShare(), 100*LateWant,
+		s.Transport, output.Millis(s.After), output.Millis(s.Before), s.Recovery, RecoveryWant, verdict)
+}
+
+// rising reports whether the rates only rise: then the sales chart's x axis
+// is the offered rate; otherwise it is the step.
+func (r *Report) rising() bool {
+	return slices.IsSorted(r.Rates) && len(slices.Compact(slices.Clone(r.Rates))) == len(r.Rates)
+}
