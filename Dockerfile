@@ -8,8 +8,14 @@
 # (golang:1.26 alone is trixie) than the one they run on.
 # Plain Dockerfile syntax (no BuildKit-only RUN --mount), so the legacy
 # builder of docker-compose v1 builds it as well as `docker compose`.
+#
+# The base images are arguments only so that a machine without a registry
+# can build on local stand-ins (deploy/offline/compose.yml sets them); the
+# defaults are the official images.
+ARG GOLANG_IMAGE=golang:1.26-bookworm
+ARG DEBIAN_IMAGE=debian:bookworm-slim
 
-FROM golang:1.26-bookworm AS build
+FROM ${GOLANG_IMAGE} AS build
 WORKDIR /src
 ENV CGO_ENABLED=1 GOFLAGS=-trimpath
 COPY go.mod go.sum ./
@@ -21,7 +27,7 @@ RUN go build -ldflags="-s -w" -o /out/flashsale . \
 # runtime: glibc, CA certificates (rediss:// and postgres TLS), curl for the
 # health check, a non-root user. No redis-server: in a container the app is
 # always given -redis (FLASHSALE_REDIS), so it never starts local nodes.
-FROM debian:bookworm-slim AS runtime
+FROM ${DEBIAN_IMAGE} AS runtime
 RUN apt-get update \
  && apt-get install -y --no-install-recommends ca-certificates curl \
  && rm -rf /var/lib/apt/lists/* \
@@ -34,10 +40,13 @@ USER flashsale
 # loadtest: the runner, plus socat. The runner sends load only to loopback
 # URLs, so the entrypoint relays 127.0.0.1 ports to the app and Redis
 # containers named in LOADTEST_APPS and LOADTEST_REDIS (deploy/loadtest/).
+# redis-server lets the runner start its own nodes (and sentinels) inside
+# the container for the node and failover scenarios: --entrypoint loadtest
+# with -app-bin /usr/local/bin/flashsale (docs/operations.md, labs on compose).
 FROM runtime AS loadtest
 USER root
 RUN apt-get update \
- && apt-get install -y --no-install-recommends socat \
+ && apt-get install -y --no-install-recommends socat redis-server \
  && rm -rf /var/lib/apt/lists/*
 COPY deploy/loadtest/entrypoint.sh /usr/local/bin/loadtest-entrypoint
 RUN chmod 0755 /usr/local/bin/loadtest-entrypoint

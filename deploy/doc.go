@@ -5,5 +5,9 @@
 // variables the binaries know and starts a working app; the Dockerfile builds
 // both commands with cgo; every metric and label an alert rule uses is one
 // the running app exports; the Redis ACL and TLS settings of
-// docs/operations.md work against a real redis-server.
+// docs/operations.md work against a real redis-server. stack_test.go starts
+// the whole compose stack on a Docker engine (with deploy/offline's
+// stand-ins where no registry is reachable) and takes it through node
+// kills, a partition, a Redis restart with and without its AOF and a
+// PostgreSQL outage.
 package deploy

@@ -29,8 +29,11 @@ type stage struct {
 
 // parseDockerfile splits a Dockerfile into stages of instructions, joining
 // continuation lines and dropping comments.
+// A FROM that names an ARG declared before the first FROM is read as that
+// ARG's default: the image a plain `docker build` uses.
 func parseDockerfile(text string) []stage {
 	var stages []stage
+	defaults := map[string]string{}
 	var cur strings.Builder
 	flush := func() {
 		line := strings.TrimSpace(cur.String())
@@ -40,9 +43,14 @@ func parseDockerfile(text string) []stage {
 		}
 		cmd, args, _ := strings.Cut(line, " ")
 		in := instruction{cmd: strings.ToUpper(cmd), args: strings.TrimSpace(args)}
+		if in.cmd == "ARG" && len(stages) == 0 {
+			name, def, _ := strings.Cut(in.args, "=")
+			defaults[name] = def
+			return
+		}
 		if in.cmd == "FROM" {
 			f := strings.Fields(in.args)
-			st := stage{from: f[0]}
+			st := stage{from: os.Expand(f[0], func(k string) string { return defaults[k] })}
 			if len(f) == 3 && strings.EqualFold(f[1], "AS") {
 				st.name = f[2]
 			}

@@ -28,12 +28,13 @@ type undoesFailedTries interface{ undoesFailedTries() }
 func (*redlock) undoesFailedTries() {}
 
 // abandon deletes value from k in the background after a try that failed
-// with err, if the try may have written it (no answer: ErrUnavailable) and
+// with err, if the try may have written it (no answer: ErrUnavailable; an
+// answer too late: ErrNodeLate) and
 // the variant's release is a compare-and-delete that does not already run.
 // The delete has a TTL of its own to reach the node, whatever the caller's
 // context: a caller that gave up must not stop it.
 func (l *Locker) abandon(ctx context.Context, k keys, value string, err error) {
-	if !errors.Is(err, ErrUnavailable) {
+	if !errors.Is(err, ErrUnavailable) && !errors.Is(err, ErrNodeLate) {
 		return
 	}
 	if _, owner := l.v.(ownerChecked); !owner {

@@ -92,16 +92,25 @@ func (e *QuorumError) Error() string {
 	return b.String()
 }
 
-// Unwrap makes errors.Is see ErrUnavailable, ErrNotAcquired or ErrNotHeld.
-func (e *QuorumError) Unwrap() error {
+// Unwrap makes errors.Is see ErrUnavailable, ErrNotAcquired or ErrNotHeld,
+// and ErrNodeLate too when a node was late: its command may have run, so a
+// try that failed so has to be undone like one that got no answer.
+func (e *QuorumError) Unwrap() []error {
+	var out error
 	switch {
 	case e.unavailable():
-		return ErrUnavailable
+		out = ErrUnavailable
 	case e.Op == "acquire":
-		return ErrNotAcquired
+		out = ErrNotAcquired
 	default:
-		return ErrNotHeld
+		out = ErrNotHeld
 	}
+	for _, err := range e.Failed {
+		if errors.Is(err, ErrNodeLate) {
+			return []error{out, ErrNodeLate}
+		}
+	}
+	return []error{out}
 }
 
 // down marks a Redis error of a single-node rung as its node being
