@@ -73,6 +73,46 @@ func TestFlushedNodeSitsOut(t *testing.T) {
 	}
 }
 
+// FLUSHALL empties a node while every client's connections to it stay open:
+// no connection breaks, so no handshake meets the new data. A lease that held
+// a bare quorum there must not be granted again, neither to the process that
+// holds it (its connections met the node before the flush) nor to another
+// that was already connected.
+func TestFlushUnderOpenConnectionsSitsOut(t *testing.T) {
+	for _, who := range []string{"same process", "another connected process"} {
+		t.Run(who, func(t *testing.T) {
+			c := testsupport.Redis(t, 5, localredis.Options{})
+			const ttl = 3 * time.Second
+			first := newEnv(t, c, lock.WithTTL(ttl))
+			first.aged(c)
+			try := first.locker(lock.Redlock)
+			if who != "same process" {
+				other := first.instance(lock.WithTTL(ttl))
+				try = mustGet(t, other, lock.Redlock)
+				// Meet every node on the votes' connections before the flush.
+				warm := mustAcquire(t, try, "warm", 5*time.Second)
+				if err := warm.Release(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			held := first.bareQuorum("k", 3, 4) // nodes 0–2
+			if err := first.raw[2].FlushAll(context.Background()).Err(); err != nil {
+				t.Fatal(err)
+			}
+			grantedWhileHeld(t, try, "k", held)
+		})
+	}
+}
+
+func mustGet(t *testing.T, ls *lock.Lockers, name string) *lock.Locker {
+	t.Helper()
+	l, err := ls.Get(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
 // bareQuorum takes key with Redlock while another client holds it, for a
 // moment, on the nodes others (indices of e.raw): the lease gets a bare
 // quorum of the rest. It returns once those moments are over.

@@ -34,7 +34,8 @@ func (s script) call(keys []string, args ...string) command {
 
 // answer is one node's reply to one command.
 type answer struct {
-	n   int64  // 1 for a SET that set, else what the script returned
-	inc string // the incarnation (run_id) that ran it, if the transport can tell
-	err error  // no answer came
+	n    int64  // 1 for a SET that set, else what the script returned
+	inc  string // the incarnation its connection met (connTag), if the transport can tell
+	lost bool   // the node's data lost keys since its connection met them (restart_check.go)
+	err  error  // no answer came
 }

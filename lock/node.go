@@ -189,8 +189,8 @@ func dialNode(ctx context.Context, o *redis.Options) (net.Conn, error) {
 // a reader started on it would hand each vote the answer to the command
 // before it. Only error replies to INFO and CONFIG are tolerated (an ACL
 // user may not be allowed them): the node then still takes votes, without
-// restart awareness or wake-ups. It returns the incarnation (run_id) it met,
-// which every vote on the connection carries.
+// restart awareness or wake-ups. It returns the incarnation (run_id) and the
+// data's birth it met (connTag), which every vote on the connection carries.
 func (n *node) handshake(ctx context.Context, nc net.Conn, r *bufio.Reader, o *redis.Options) (string, error) {
 	var cmds []wire.Command
 	if o.Password != "" {
@@ -219,8 +219,9 @@ func (n *node) handshake(ctx context.Context, nc net.Conn, r *bufio.Reader, o *r
 	}
 	info, _ := replies[len(replies)-4].(string)
 	var age dataAge
+	var b int64
 	if born, _ := replies[len(replies)-3].([]any); len(born) == 2 {
-		b, _ := born[0].(int64)
+		b, _ = born[0].(int64)
 		now, _ := born[1].(int64)
 		age = dataAge{d: time.Duration(now-b) * time.Millisecond, known: true}
 	}
@@ -247,7 +248,7 @@ func (n *node) handshake(ctx context.Context, nc net.Conn, r *bufio.Reader, o *r
 		}
 		return nil
 	})
-	return infoField(info, "run_id"), err
+	return connTag(infoField(info, "run_id"), b, age.known), err
 }
 
 // one is 1 for true, 0 for false.

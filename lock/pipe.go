@@ -31,19 +31,32 @@ func (p piped) send(ctx context.Context, c command, reply func(answer)) {
 	if c.set {
 		want = wire.OKOrNil
 	}
-	p.n.pipe.Send(c.args, want, func(v any, inc string, err error) {
-		var n int64
-		switch {
-		case err != nil:
-		case c.set:
-			var set bool
-			set, err = wire.OK(v)
-			n = one(set)
-		default:
-			n, err = wire.Int(v)
-		}
-		reply(answer{n: n, inc: inc, err: err})
+	if !p.n.checks(c) {
+		p.n.pipe.Send(c.args, want, func(v any, inc string, err error) { reply(p.answer(c, v, inc, err)) })
+		return
+	}
+	// Restart awareness's check follows the vote in the same write
+	// (restart_check.go): not part of any rung, and no extra round trip.
+	p.n.pipe.SendAll([]wire.Command{{Args: c.args, Want: want}, markerCheck}, func(vs []any, inc string, err error) {
+		a := p.answer(c, vs[0], inc, err)
+		a.lost = err == nil && !p.n.kept(inc, vs[1])
+		reply(a)
 	})
+}
+
+// answer reads a node's reply v to c.
+func (p piped) answer(c command, v any, inc string, err error) answer {
+	var n int64
+	switch {
+	case err != nil:
+	case c.set:
+		var set bool
+		set, err = wire.OK(v)
+		n = one(set)
+	default:
+		n, err = wire.Int(v)
+	}
+	return answer{n: n, inc: inc, err: err}
 }
 
 // instances is how Redlock reaches its nodes.

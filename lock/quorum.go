@@ -87,7 +87,7 @@ func (r *redlock) gather(ctx context.Context, replies <-chan reply, u until) []v
 			v := &votes[a.i]
 			v.heard, v.num, v.err = true, a.n, a.err
 			v.yes = a.err == nil && a.n > 0
-			v.counts = v.n.counts(a.inc, time.Now())
+			v.counts = !a.lost && v.n.counts(a.inc, time.Now())
 		case <-timer.C:
 			r.giveUp(votes, fmt.Errorf("no answer within %v: %w", r.cfg.nodeTimeout, context.DeadlineExceeded))
 			return votes

@@ -43,9 +43,12 @@ import (
 // from the moment it first saw the new run_id. Votes travel on connections
 // opened after that check, and a restart, a failover or a new server
 // breaks every connection, so a process that starts at any moment, or
-// meets the node for the first time, applies the rule too. A flush of a
-// node while this process's connections stay open is seen on the next
-// connection it opens, not before.
+// meets the node for the first time, applies the rule too. A flush breaks
+// no connection: so every vote that can count is followed, in the same
+// write on the same connection, by a read of the marker its connection met
+// (restart_check.go; that GET is this rule's, not the rung's). A marker gone
+// or renewed means the vote does not count, the node sits out from now,
+// and the connection is opened and the node met again.
 //
 // What the rule cannot cover: the node's clock. Both ends of the age come
 // from it; a clock that jumps forward ages the data at once.
@@ -155,6 +158,9 @@ func (n *node) meet(info string, age dataAge, seeded string, recorded time.Durat
 			// The same process, with data younger than we knew: flushed
 			// since we met it.
 			inc.start, lost = start, younger
+			if lost && seeded != id {
+				inc.seededFor = "" // the flush took the counters too
+			}
 		}
 		inc.ttl = max(inc.ttl, recorded, n.cfg.ttl)
 		if back := inc.start.Add(sitOut(inc.ttl)); back.After(inc.back) {
@@ -237,7 +243,7 @@ func (n *node) counts(inc string, now time.Time) bool {
 	}
 	n.inc.mu.Lock()
 	defer n.inc.mu.Unlock()
-	if inc != "" && inc != n.inc.runID {
+	if inc != "" && tagRunID(inc) != n.inc.runID {
 		return false
 	}
 	return !now.Before(n.inc.back) && !n.inc.reseed

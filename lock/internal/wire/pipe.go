@@ -72,7 +72,7 @@ type ReplyFunc func(v any, tag string, err error)
 // reply that does not fit want breaks the connection: every command waiting
 // on it gets an error, none gets a reply that was meant for another.
 func (p *Pipe) Send(args []string, want Shape, done ReplyFunc) {
-	p.current().send(args, want, done)
+	p.current().send([]Command{{Args: args, Want: want}}, []ReplyFunc{done})
 }
 
 // Open starts opening a connection now, if none is open, so that the first
@@ -190,16 +190,22 @@ func (c *pipeConn) broken() bool {
 	return c.err != nil
 }
 
-func (c *pipeConn) send(args []string, want Shape, done ReplyFunc) {
+// send queues cmds back to back; their replies go to dones, in order.
+func (c *pipeConn) send(cmds []Command, dones []ReplyFunc) {
 	c.mu.Lock()
 	if c.err != nil {
 		err := c.err
 		c.mu.Unlock()
-		done(nil, "", err)
+		for _, done := range dones {
+			done(nil, "", err)
+		}
 		return
 	}
-	c.out = AppendCommand(c.out, args...)
-	c.queue = append(c.queue, waiting{done: done, want: want, sent: time.Now()})
+	now := time.Now()
+	for i, cmd := range cmds {
+		c.out = AppendCommand(c.out, cmd.Args...)
+		c.queue = append(c.queue, waiting{done: dones[i], want: cmd.Want, sent: now})
+	}
 	c.flush()
 }
 
