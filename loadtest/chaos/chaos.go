@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"flashsale/internal/history"
 	"flashsale/loadtest"
 	"flashsale/loadtest/checker"
 )
@@ -92,7 +93,7 @@ func (r *Report) judge(ctx context.Context, dir string) error {
 	if err != nil {
 		return err
 	}
-	recs, err := checker.ReadFiles(append(histories, filepath.Join(dir, "client.jsonl"), filepath.Join(dir, "nemesis.jsonl"))...)
+	recs, err := history.ReadFiles(append(histories, filepath.Join(dir, "client.jsonl"), filepath.Join(dir, "nemesis.jsonl"))...)
 	if err != nil {
 		return err
 	}

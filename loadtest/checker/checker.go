@@ -3,9 +3,10 @@
 // it got, the nemesis's log of the faults it caused — together with the
 // database, and finds every violation, per lock variant.
 //
-// It shares no code with the system under test: it imports neither
-// flashsale/lock nor flashsale/inventory, reads the history as plain JSON
-// lines with types of its own, and queries the database with plain SQL.
+// It shares no logic with the system under test: it imports neither
+// flashsale/lock nor flashsale/inventory, reads the JSON lines in the one
+// format that internal/history defines for every writer (plain fields,
+// nothing of the app), and queries the database with plain SQL.
 // What it checks:
 //
 //   - lock safety: two leases on one key whose holders both believed them

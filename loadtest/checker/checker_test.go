@@ -216,14 +216,3 @@ func TestCheck(t *testing.T) {
 		})
 	}
 }
-
-func TestReadSkipsATornLastLine(t *testing.T) {
-	in := `{"t":"2026-01-02T10:00:00Z","kind":"ack","op":"order","status":201}` + "\n" + `{"t":"2026-01-02T10:00:01Z","kind":"ack","op":"or`
-	recs, err := Read(strings.NewReader(in))
-	if err != nil || len(recs) != 1 {
-		t.Fatalf("got %d records, %v; want the whole first line only", len(recs), err)
-	}
-	if _, err := Read(strings.NewReader("{bad\n" + `{"kind":"ack"}` + "\n")); err == nil {
-		t.Fatal("a bad line before the last one must be an error")
-	}
-}
