@@ -40,6 +40,10 @@ type Config struct {
 	// Batch runs every variant with batching under one lease on (the
 	// app's -batch).
 	Batch bool
+	// Taught runs every variant with the locks' speed layer off (the
+	// app's -fast=false): waiters retry after a random delay, as the rung
+	// files teach, instead of waiting in line for a hand-over.
+	Taught bool
 	// Unaware runs the instances with Redlock restart awareness off, to
 	// show what it prevents: a node that lost its data votes at once.
 	Unaware bool

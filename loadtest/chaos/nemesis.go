@@ -171,7 +171,11 @@ func (n *nemesis) play(ctx context.Context, e NemesisEvent) {
 		n.log.write("start", e, "cut, replication held back, the master killed as soon as a lease begins on it, the replica promoted")
 		logged = true
 		var notes []string
-		_, err = cluster.Failover(undoCtx, l.Nodes(), n.pattern, func(s string) { notes = append(notes, s) })
+		// It waits for an SKU's lease, not a seat's: a seat's other grabs
+		// came at once and have given up by the time the replica is
+		// promoted, while an SKU's buyers keep coming.
+		skus := strings.TrimSuffix(n.pattern, "*") + "sku:*"
+		_, err = cluster.Failover(undoCtx, l.Nodes(), skus, func(s string) { notes = append(notes, s) })
 		endDetail = strings.Join(notes, "; ")
 		undo = func() error { return n.sentinel.Heal(undoCtx) }
 	case NodePause:

@@ -36,6 +36,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.Batch {
 		rep.Notes = append(rep.Notes, "-batch: orders batched under one lease on every instance")
 	}
+	if cfg.Taught {
+		rep.Notes = append(rep.Notes, "-fast=false: the locks' speed layer off on every instance")
+	}
 	if cfg.Unaware {
 		rep.Notes = append(rep.Notes, "-restart-aware=false: Redlock counts a node that lost its data at once")
 	}
@@ -104,6 +107,9 @@ func setUpSale(ctx context.Context, cfg Config, fleet storefront.Fleet) (map[str
 	setup, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	plan := storefront.FaultPlan{Seed: cfg.Seed, WorkMS: cfg.WorkMS, Batch: &cfg.Batch}
+	if cfg.Taught {
+		plan.Fast = new(bool)
+	}
 	cat := storefront.Catalogue{Seats: min(1000, 120*len(cfg.Variants))}
 	scarce := max(20, cfg.Rate*int(cfg.Duration.Seconds())/40)
 	for _, v := range cfg.Variants {

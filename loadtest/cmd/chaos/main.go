@@ -56,6 +56,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		nodes     = fs.Int("nodes", 5, "Redis nodes")
 		appBin    = fs.String("app-bin", "", "storefront binary (default: go build the module found from the working directory)")
 		batch     = fs.Bool("batch", false, "run every variant with batching under one lease on (the app's -batch)")
+		fast      = fs.Bool("fast", true, "run the app instances with the locks' speed layer on; false runs exactly the taught code")
 		aware     = fs.Bool("restart-aware", true, "run the app instances with Redlock restart awareness; false shows what it prevents")
 		strict    = fs.Bool("strict", false, "also fail when a variant expected to break held")
 		out       = fs.String("out", "out/chaos", "directory for chaos.json, chaos.html and the histories")
@@ -87,7 +88,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	rep, err := chaos.Run(ctx, chaos.Config{
 		Variants: cli.Split(*variants), Faults: cli.Split(*faults), Duration: *duration, Seed: *seed, Rate: *rate,
-		LockTTL: *lockTTL, LockWait: *lockWait, WorkMS: *workMS, OutDir: *out, Logger: logger, Batch: *batch, Unaware: !*aware,
+		LockTTL: *lockTTL, LockWait: *lockWait, WorkMS: *workMS, OutDir: *out, Logger: logger, Batch: *batch, Taught: !*fast, Unaware: !*aware,
 		Local: cluster.LocalConfig{Instances: *instances, Nodes: *nodes, AppBin: *appBin, Logger: logger},
 	})
 	if err != nil {
