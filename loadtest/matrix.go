@@ -207,7 +207,7 @@ func Scenarios(ttl time.Duration) []Scenario {
 			WorkMS:      20,
 			Nodes:       cluster.PartitionRecipe(),
 			MinDuration: 3 * time.Second,
-			Only:        quorumRungs(),
+			Only:        quorumRungs(Partition),
 		},
 		failoverScenario(false),
 		failoverScenario(true),
@@ -253,7 +253,7 @@ func failoverScenario(unaware bool) Scenario {
 // Redlock restart awareness off: the Redlock rungs only.
 func unawareTwin(s Scenario, name string) Scenario {
 	s.Doc = fmt.Sprintf("as %s, on app instances started with Redlock restart awareness off", s.Name)
-	s.Name, s.Unaware, s.Only = name, true, quorumRungs()
+	s.Name, s.Unaware, s.Only = name, true, quorumRungs(name)
 	return s
 }
 
@@ -263,10 +263,11 @@ func rungsIn(scenario string) []string {
 	return rungNames(func(r lock.Rung) bool { return r.Skips[scenario] == "" })
 }
 
-// quorumRungs lists the Redlock rungs: the only ones a partition of the
-// nodes or restart awareness means anything to.
-func quorumRungs() []string {
-	return rungNames(func(r lock.Rung) bool { return r.Quorum })
+// quorumRungs lists the Redlock rungs that have a cell in the scenario:
+// the only ones a partition of the nodes or restart awareness means
+// anything to.
+func quorumRungs(scenario string) []string {
+	return rungNames(func(r lock.Rung) bool { return r.Quorum && r.Skips[scenario] == "" })
 }
 
 // rungNames lists, in ladder order, the rungs keep keeps.
