@@ -49,11 +49,11 @@ func keyPtr(k string) *string {
 
 // orderByKey finds the order the user's Idempotency-Key already made. found
 // with a nil error means: the same request, replay it.
-func (s *Service) orderByKey(ctx context.Context, user, key, hash string) (o Order, found bool, err error) {
+func (s *Service) orderByKey(ctx context.Context, db *gorm.DB, user, key, hash string) (o Order, found bool, err error) {
 	if key == "" {
 		return Order{}, false, nil
 	}
-	err = s.db.WithContext(ctx).Where("user_name = ? AND idempotency_key = ?", user, key).Take(&o).Error
+	err = db.WithContext(ctx).Where("user_name = ? AND idempotency_key = ?", user, key).Take(&o).Error
 	switch {
 	case errors.Is(err, gorm.ErrRecordNotFound):
 		return Order{}, false, nil
@@ -68,7 +68,7 @@ func (s *Service) orderByKey(ctx context.Context, user, key, hash string) (o Ord
 // duplicateOrder resolves a unique violation on insert: only the user's
 // idempotency key is unique on orders, so a concurrent twin won the race.
 func (s *Service) duplicateOrder(ctx context.Context, user, key, hash string) (Order, bool, error) {
-	o, found, err := s.orderByKey(context.WithoutCancel(ctx), user, key, hash)
+	o, found, err := s.orderByKey(context.WithoutCancel(ctx), s.db, user, key, hash)
 	if err != nil {
 		return Order{}, false, err
 	}
