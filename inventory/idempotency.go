@@ -56,7 +56,7 @@ type keyed interface {
 func (o Order) fingerprint() string   { return o.RequestHash }
 func (b Booking) fingerprint() string { return b.RequestHash }
 
-// byKey finds the row (what: "order", "booking") the user's
+// byKey finds, in db, the row (what: "order", "booking") the user's
 // Idempotency-Key already made. found with a nil error means: the same
 // request, replay it; a row made by another request is refused.
 func byKey[T keyed](ctx context.Context, db *gorm.DB, what, user, key, hash string) (row T, found bool, err error) {
@@ -76,9 +76,10 @@ func byKey[T keyed](ctx context.Context, db *gorm.DB, what, user, key, hash stri
 	return row, true, nil
 }
 
-// orderByKey finds the order the user's Idempotency-Key already made.
-func (s *Service) orderByKey(ctx context.Context, user, key, hash string) (Order, bool, error) {
-	return byKey[Order](ctx, s.db, "order", user, key, hash)
+// orderByKey finds, in db, the order the user's Idempotency-Key already
+// made.
+func (s *Service) orderByKey(ctx context.Context, db *gorm.DB, user, key, hash string) (Order, bool, error) {
+	return byKey[Order](ctx, db, "order", user, key, hash)
 }
 
 // bookingByKey finds the booking the user's Idempotency-Key already made.
@@ -89,7 +90,7 @@ func (s *Service) bookingByKey(ctx context.Context, user, key, hash string) (Boo
 // duplicateOrder resolves a unique violation on insert: only the user's
 // idempotency key is unique on orders, so a concurrent twin won the race.
 func (s *Service) duplicateOrder(ctx context.Context, user, key, hash string) (Order, bool, error) {
-	o, found, err := s.orderByKey(context.WithoutCancel(ctx), user, key, hash)
+	o, found, err := s.orderByKey(context.WithoutCancel(ctx), s.db, user, key, hash)
 	if err != nil {
 		return Order{}, false, err
 	}
