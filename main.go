@@ -107,6 +107,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			log.Warn("closing the database", "err", err)
 		}
 	}()
+	reads, err := inventory.OpenReads(ctx, cfg.db, log)
+	if err != nil {
+		return err
+	}
+	if reads != nil {
+		defer func() {
+			if err := inventory.Close(reads); err != nil {
+				log.Warn("closing the database's read pool", "err", err)
+			}
+		}()
+	}
 	if inventory.IsPostgres(cfg.db) {
 		log.Info("database: PostgreSQL")
 	} else {
@@ -115,7 +126,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 	live := broker.New(lockers.Clients(), cfg.namespace, log, metrics.StreamDropped)
 	svc, err := inventory.New(ctx, db, lockers, inventory.Config{
-		Production: cfg.production, LockWait: cfg.lockWait, Logger: log, Batch: cfg.batch, BatchMax: cfg.batchMax,
+		Production: cfg.production, LockWait: cfg.lockWait, Logger: log, Batch: cfg.batch, BatchMax: cfg.batchMax, Reads: reads,
 		Notify: func(c inventory.Change) { live.Publish(c); hist.Change(history.Change(c)) },
 	})
 	if err != nil {

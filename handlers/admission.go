@@ -18,10 +18,15 @@ import (
 // command or transaction.
 //
 // The bound adapts, in the manner of the AIMD limit of Netflix's
-// concurrency-limits: it starts at MaxInFlight; every admitted sale that
-// took longer than the target (or was answered lock_busy: its budget ran
-// out waiting) takes a tenth off it, and every one in time, while the bound
-// was at least half used, adds one, up to MaxInFlight again. When the
+// concurrency-limits: it starts at MaxInFlight; an admitted sale that took
+// longer than the target (or was answered lock_busy: its budget ran out
+// waiting) takes a tenth off it, and every one in time, while the bound was
+// at least half used, adds one, up to MaxInFlight again. Slow answers come
+// in crowds (a batch answers all its orders at once, a stall delays every
+// sale in flight), so as in TCP's congestion control one cut is made per
+// round: a sale admitted before the last cut cannot cut again. Without
+// that, one slow batch of 60 cut the bound sixty times, to its least, while
+// the lock stood idle more than half the time. When the
 // instance (or the machine under it) slows, fewer sales compete for it and
 // each is answered in time; when it keeps up, the bound climbs back. It
 // never goes below a quarter of MaxInFlight: with batching, a lease sells
@@ -42,13 +47,20 @@ type inFlight struct {
 	mu    sync.Mutex
 	n     int     // admitted and not yet answered
 	limit float64 // the bound now, from floor() to max
+	cuts  uint64  // how often the bound was cut: the round a sale is admitted in
+
+	observe func(n int, limit float64) // the metrics' gauges; called under mu
 }
 
 // floor is the least the bound falls to: a quarter of the most, at least 1.
 func (l *inFlight) floor() float64 { return float64(max(l.max/4, 1)) }
 
-func newInFlight(max int, target time.Duration) *inFlight {
-	return &inFlight{max: max, target: target, limit: float64(max)}
+func newInFlight(max int, target time.Duration, observe func(n int, limit float64)) *inFlight {
+	if observe == nil {
+		observe = func(int, float64) {}
+	}
+	observe(0, float64(max))
+	return &inFlight{max: max, target: target, limit: float64(max), observe: observe}
 }
 
 // admit takes a place under the bound, or says how many are in flight and
@@ -60,20 +72,26 @@ func (l *inFlight) admit() (done func(took time.Duration, late bool), n, limit i
 		return nil, l.n, int(l.limit)
 	}
 	l.n++
-	return l.done, l.n, int(l.limit)
+	l.observe(l.n, l.limit)
+	round := l.cuts
+	return func(took time.Duration, late bool) { l.done(round, took, late) }, l.n, int(l.limit)
 }
 
-func (l *inFlight) done(took time.Duration, late bool) {
+func (l *inFlight) done(round uint64, took time.Duration, late bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	used := l.n
 	l.n--
 	switch {
 	case late || took > l.target:
-		l.limit = max(l.limit*0.9, l.floor())
+		if round == l.cuts {
+			l.limit = max(l.limit*0.9, l.floor())
+			l.cuts++
+		}
 	case 2*used >= int(l.limit):
 		l.limit = min(l.limit+1, float64(l.max))
 	}
+	l.observe(l.n, l.limit)
 }
 
 // admitSales holds the sale routes to the in-flight bound. With no bound

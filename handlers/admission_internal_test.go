@@ -10,7 +10,7 @@ import (
 // most), and a full bound admits nobody more.
 func TestInFlightAdapts(t *testing.T) {
 	const target = 100 * time.Millisecond
-	l := newInFlight(20, target)
+	l := newInFlight(20, target, nil)
 	admitAll := func() (dones []func(time.Duration, bool)) {
 		for {
 			done, _, _ := l.admit()
@@ -44,5 +44,29 @@ func TestInFlightAdapts(t *testing.T) {
 		if int(l.limit) != st.wantLimit {
 			t.Errorf("%s: bound %v, want %d", st.name, l.limit, st.wantLimit)
 		}
+	}
+}
+
+// TestInFlightCutsOncePerRound: a crowd of slow answers to sales admitted
+// together (one batch, one stall) cuts the bound once, not once each; the
+// next round's slow answers cut it again.
+func TestInFlightCutsOncePerRound(t *testing.T) {
+	const target = 100 * time.Millisecond
+	l := newInFlight(100, target, nil)
+	var crowd []func(time.Duration, bool)
+	for range 60 {
+		done, _, _ := l.admit()
+		crowd = append(crowd, done)
+	}
+	for _, done := range crowd {
+		done(2*target, false)
+	}
+	if int(l.limit) != 90 {
+		t.Fatalf("after one slow crowd the bound is %v, want 90 (one cut)", l.limit)
+	}
+	done, _, _ := l.admit()
+	done(2*target, true)
+	if int(l.limit) != 81 {
+		t.Fatalf("a slow sale of the next round left the bound at %v, want 81", l.limit)
 	}
 }

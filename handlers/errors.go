@@ -172,9 +172,17 @@ func classify(err error) (code, detail string, retry time.Duration) {
 // that went away gets no answer, only a 499 in the log and the metrics; a 5xx
 // is logged with everything known, while the client sees the generic message.
 func (s *Server) render(c *gin.Context, err error) {
-	log := s.log.With("method", c.Request.Method, "path", c.Request.URL.Path, "route", route(c))
-	if c.Request.Context().Err() != nil && errors.Is(err, context.Canceled) {
-		log.Info("client went away before the answer", "status", StatusClientClosedRequest, "err", err)
+	// The request's fields are added only to a line that is written: a shed
+	// answer is logged at debug level, and under a spike there are thousands
+	// a second, each of which would otherwise build a logger for nothing.
+	ctx := c.Request.Context()
+	log := func(level slog.Level, msg string, args ...any) {
+		if s.log.Enabled(ctx, level) {
+			s.log.Log(ctx, level, msg, append([]any{"method", c.Request.Method, "path", c.Request.URL.Path, "route", route(c)}, args...)...)
+		}
+	}
+	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		log(slog.LevelInfo, "client went away before the answer", "status", StatusClientClosedRequest, "err", err)
 		c.AbortWithStatus(StatusClientClosedRequest)
 		return
 	}
@@ -185,14 +193,14 @@ func (s *Server) render(c *gin.Context, err error) {
 	}
 	switch {
 	case out.status >= 500 && code == "internal":
-		log.Error("request failed", "status", out.status, "code", code, "err", err)
+		log(slog.LevelError, "request failed", "status", out.status, "code", code, "err", err)
 	case out.shed:
 		c.Set(shedKey, true)
-		log.Debug("request shed", "status", out.status, "code", code, "err", err)
+		log(slog.LevelDebug, "request shed", "status", out.status, "code", code, "err", err)
 	case out.status >= 500:
-		log.Warn("request refused", "status", out.status, "code", code, "err", err)
+		log(slog.LevelWarn, "request refused", "status", out.status, "code", code, "err", err)
 	default:
-		log.Debug("bad request", "status", out.status, "code", code, "err", err)
+		log(slog.LevelDebug, "bad request", "status", out.status, "code", code, "err", err)
 	}
 	msg := out.message
 	if out.showDetail && detail != "" {

@@ -26,7 +26,7 @@ const (
 	DefaultOrderBurst          = 10
 	DefaultBodyTimeout         = 10 * time.Second
 	DefaultAuditInterval       = time.Second
-	DefaultMaxInFlight         = 128
+	DefaultMaxInFlight         = 256
 )
 
 // limitNames label flashsale_limit_refusals_total: every limit that can

@@ -32,6 +32,8 @@ type Metrics struct {
 	audit       map[string]prometheus.Gauge // by figure: ok, sold_units, …
 	audits      *prometheus.CounterVec
 	refusals    *prometheus.CounterVec
+	inFlight    prometheus.Gauge // sales admitted and not yet answered
+	inFlightMax prometheus.Gauge // the adaptive bound on them now
 }
 
 // auditFigures are the audit's figures exported as flashsale_audit_<figure>.
@@ -96,6 +98,10 @@ func NewMetrics() *Metrics {
 		m.audit[fig] = prometheus.NewGauge(prometheus.GaugeOpts{Name: "flashsale_audit_" + fig, Help: help})
 		f(m.audit[fig])
 	}
+	m.inFlight = prometheus.NewGauge(prometheus.GaugeOpts{Name: "flashsale_sales_in_flight", Help: "Orders and seat grabs this instance is working on now."})
+	m.inFlightMax = prometheus.NewGauge(prometheus.GaugeOpts{Name: "flashsale_sales_in_flight_limit", Help: "The adaptive bound on the sales in flight now (-max-in-flight at most); past it a sale is answered 503 overloaded."})
+	f(m.inFlight)
+	f(m.inFlightMax)
 	m.text = promhttp.HandlerFor(r, promhttp.HandlerOpts{Registry: r})
 	f(m.requests)
 	f(m.duration)
@@ -148,10 +154,18 @@ func (m *Metrics) WatchInventory(s *inventory.Service) {
 		{"flashsale_db_guard_rejections_total", "Writes refused by a production-mode database guard (a lock failure the database caught).", st.GuardRejections.Load},
 		{"flashsale_lock_release_errors_total", "Releases that failed after the critical section (the sale stands).", st.ReleaseErrors.Load},
 		{"flashsale_holder_crashes_total", "Requests abandoned by an injected crash.", st.Crashes.Load},
+		{"flashsale_batches_total", "Batches sold under one lease each (-batch).", st.Batches.Load},
+		{"flashsale_batched_orders_total", "Orders served in batches (-batch); divided by flashsale_batches_total, the mean batch.", st.BatchedOrders.Load},
 	} {
 		m.registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: c.name, Help: c.help},
 			func() float64 { return float64(c.load()) }))
 	}
+}
+
+// setInFlight publishes the sales in flight and the bound on them.
+func (m *Metrics) setInFlight(n int, limit float64) {
+	m.inFlight.Set(float64(n))
+	m.inFlightMax.Set(limit)
 }
 
 // StreamDropped counts a change a stream missed; it is the broker's onDrop.

@@ -162,7 +162,7 @@ func NewServer(cfg Config) (*Server, error) {
 		cfg.InFlightTarget = DefaultInFlightTarget
 	}
 	if cfg.MaxInFlight > 0 {
-		s.inFlight = newInFlight(cfg.MaxInFlight, cfg.InFlightTarget)
+		s.inFlight = newInFlight(cfg.MaxInFlight, cfg.InFlightTarget, cfg.Metrics.setInFlight)
 	}
 	if cfg.OrderRate > 0 {
 		s.orders = &rateLimit{every: rate.Limit(cfg.OrderRate), burst: cfg.OrderBurst, clients: map[string]*rate.Limiter{}}

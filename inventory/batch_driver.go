@@ -45,6 +45,8 @@ func (s *Service) drive(key string, queue *batchQueue, locker *lock.Locker, sku 
 // whatever the release does, so no shopper waits for it.
 func (s *Service) serveBatch(lease *lock.Lease, locker *lock.Locker, sku string, batch []*batchOrder) {
 	ctx := context.Background() // the batch is nobody's request: no one shopper's hang-up ends it
+	s.stats.Batches.Add(1)
+	s.stats.BatchedOrders.Add(uint64(len(batch)))
 	answers, err := s.sellBatch(ctx, lease, locker, sku, batch)
 	crashed := errors.Is(err, ErrHolderCrashed)
 	if crashed {

@@ -41,6 +41,51 @@ func sqliteDSN(dsn string) string {
 // An error that says the database cannot be reached, from Open or from any
 // statement later run on the returned DB, wraps ErrStoreUnavailable.
 func Open(ctx context.Context, dsn string, log *slog.Logger) (*gorm.DB, error) {
+	if IsPostgres(dsn) {
+		// Several replicas share one server (PostgreSQL allows 100
+		// connections by default): a sale holds a connection only for its
+		// short transaction, so a small pool per replica is plenty.
+		return open(ctx, postgres.Open(dsn), dsn, 12, log)
+	}
+	// One connection: this process's writers queue in Go instead of
+	// competing for SQLite's single write lock.
+	return open(ctx, sqlite.Open(sqliteDSN(dsn)), dsn, 1, log)
+}
+
+// OpenReads connects to the same database for the reads a sale makes before
+// its lock (Config.Reads): the product it sheds load with, the order an
+// Idempotency-Key names. They must not queue where the lock holder's
+// transaction does. On SQLite that is the one connection Open keeps: under
+// a spike, a hundred sales just admitted would each read on it, and the
+// holder's transaction would wait its turn among them (database/sql hands a
+// freed connection to a waiter picked at random), holding the lock the whole
+// time. WAL lets these readers run beside the writer. On PostgreSQL it is a
+// small pool of its own. A SQLite database in memory has no second
+// connection to the same data, and a DSN given with its own parameters is
+// used by Open as it is: OpenReads then returns nil, and the sale reads on
+// the main handle.
+func OpenReads(ctx context.Context, dsn string, log *slog.Logger) (*gorm.DB, error) {
+	if IsPostgres(dsn) {
+		return open(ctx, postgres.Open(dsn), dsn, 4, log)
+	}
+	if strings.Contains(dsn, ":memory:") || strings.Contains(dsn, "mode=memory") || strings.Contains(dsn, "?") {
+		return nil, nil
+	}
+	return open(ctx, sqlite.Open(sqliteReadsDSN(dsn)), dsn, 4, log)
+}
+
+// sqliteReadsDSN is sqliteDSN for a connection that only reads: it never
+// takes the write lock, so it needs no _txlock, and it leaves the journal
+// mode to the writer.
+func sqliteReadsDSN(dsn string) string {
+	if !strings.HasPrefix(dsn, "file:") {
+		dsn = "file:" + dsn
+	}
+	return dsn + "?_busy_timeout=10000&_query_only=true"
+}
+
+// open connects through dial with a pool of at most conns connections.
+func open(ctx context.Context, dial gorm.Dialector, dsn string, conns int, log *slog.Logger) (*gorm.DB, error) {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -56,12 +101,6 @@ func Open(ctx context.Context, dsn string, log *slog.Logger) (*gorm.DB, error) {
 			IgnoreRecordNotFoundError: true,
 		}),
 	}
-	var dial gorm.Dialector
-	if IsPostgres(dsn) {
-		dial = postgres.Open(dsn)
-	} else {
-		dial = sqlite.Open(sqliteDSN(dsn))
-	}
 	db, err := gorm.Open(dial, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("inventory: open %s: %w", redactDSN(dsn), storeUnavailable(err))
@@ -73,19 +112,8 @@ func Open(ctx context.Context, dsn string, log *slog.Logger) (*gorm.DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("inventory: %w", err)
 	}
-	if IsPostgres(dsn) {
-		// Several replicas share one server (PostgreSQL allows 100
-		// connections by default): a sale holds a connection only for its
-		// short transaction, so a small pool per replica is plenty.
-		sqlDB.SetMaxOpenConns(12)
-		sqlDB.SetMaxIdleConns(6)
-	} else {
-		// One connection: this process's writers queue in Go instead of
-		// competing for SQLite's single write lock. Reads queue too, which
-		// costs little next to the lock round trips of a sale.
-		sqlDB.SetMaxOpenConns(1)
-		sqlDB.SetMaxIdleConns(1)
-	}
+	sqlDB.SetMaxOpenConns(conns)
+	sqlDB.SetMaxIdleConns(max(conns/2, 1))
 	if err := sqlDB.PingContext(ctx); err != nil {
 		_ = sqlDB.Close()
 		return nil, fmt.Errorf("inventory: ping %s: %w", redactDSN(dsn), storeUnavailable(err))

@@ -76,9 +76,10 @@ func byKey[T keyed](ctx context.Context, db *gorm.DB, what, user, key, hash stri
 	return row, true, nil
 }
 
-// orderByKey finds the order the user's Idempotency-Key already made.
-func (s *Service) orderByKey(ctx context.Context, user, key, hash string) (Order, bool, error) {
-	return byKey[Order](ctx, s.db, "order", user, key, hash)
+// orderByKey finds, reading through db, the order the user's
+// Idempotency-Key already made.
+func (s *Service) orderByKey(ctx context.Context, db *gorm.DB, user, key, hash string) (Order, bool, error) {
+	return byKey[Order](ctx, db, "order", user, key, hash)
 }
 
 // bookingByKey finds the booking the user's Idempotency-Key already made.
@@ -89,7 +90,7 @@ func (s *Service) bookingByKey(ctx context.Context, user, key, hash string) (Boo
 // duplicateOrder resolves a unique violation on insert: only the user's
 // idempotency key is unique on orders, so a concurrent twin won the race.
 func (s *Service) duplicateOrder(ctx context.Context, user, key, hash string) (Order, bool, error) {
-	o, found, err := s.orderByKey(context.WithoutCancel(ctx), user, key, hash)
+	o, found, err := s.orderByKey(context.WithoutCancel(ctx), s.db, user, key, hash)
 	if err != nil {
 		return Order{}, false, err
 	}

@@ -108,10 +108,10 @@ func (s *Service) buyReserved(ctx context.Context, p Purchase, hash string, sale
 // orderReserved is the part after the reservation: the key check, the work
 // and the write.
 func (s *Service) orderReserved(ctx context.Context, p Purchase, hash string, sale int64, lease *lock.Lease, locker *lock.Locker) (Order, bool, int64, error) {
-	if o, found, err := s.orderByKey(ctx, p.User, p.IdempotencyKey, hash); err != nil || found {
+	if o, found, err := s.orderByKey(ctx, s.db, p.User, p.IdempotencyKey, hash); err != nil || found {
 		return o, found, 0, err
 	}
-	prod, err := s.product(ctx, p.SKU)
+	prod, err := s.product(ctx, s.db, p.SKU)
 	if err != nil {
 		return Order{}, false, 0, err
 	}

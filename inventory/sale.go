@@ -21,7 +21,7 @@ func (s *Service) buy(ctx context.Context, p Purchase, hash string, sale int64, 
 	if err != nil {
 		return Order{}, false, 0, err
 	}
-	if o, found, err := s.orderByKey(ctx, p.User, p.IdempotencyKey, hash); err != nil || found {
+	if o, found, err := s.orderByKey(ctx, s.db, p.User, p.IdempotencyKey, hash); err != nil || found {
 		return o, found, 0, err
 	}
 	if err := soldOut(p.SKU, prod.Stock, p.Qty); err != nil {
@@ -102,13 +102,13 @@ func (s *Service) Buy(ctx context.Context, p Purchase) (order Order, replay bool
 	deadline := s.budget()
 	wait, cancel := waiting(ctx, deadline)
 	defer cancel()
-	prod, err := s.product(wait, p.SKU)
+	prod, err := s.product(wait, s.reads, p.SKU)
 	if err != nil {
 		return Order{}, false, s.overBudget(ctx, err, "reading sku:"+p.SKU)
 	}
 	// The key is checked before the lock (a retry costs no lock round trip),
 	// again under it, and the unique index settles the rest.
-	if o, found, err := s.orderByKey(wait, p.User, p.IdempotencyKey, hash); err != nil || found {
+	if o, found, err := s.orderByKey(wait, s.reads, p.User, p.IdempotencyKey, hash); err != nil || found {
 		return o, found, s.overBudget(ctx, err, "reading sku:"+p.SKU)
 	}
 	// Sold out already: no need to queue for the lock. The check under the
@@ -256,10 +256,10 @@ func (s *Service) acquireError(ctx context.Context, locker *lock.Locker, name st
 	}
 }
 
-// product reads one product.
-func (s *Service) product(ctx context.Context, sku string) (Product, error) {
+// product reads one product on db: s.reads before the lock, s.db under it.
+func (s *Service) product(ctx context.Context, db *gorm.DB, sku string) (Product, error) {
 	var p Product
-	err := s.db.WithContext(ctx).Where("sku = ?", sku).Take(&p).Error
+	err := db.WithContext(ctx).Where("sku = ?", sku).Take(&p).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return Product{}, fmt.Errorf("%w %q", ErrUnknownSKU, sku)
 	}
@@ -279,7 +279,7 @@ func (s *Service) readFenced(ctx context.Context, lease *lock.Lease, sku string)
 			return Product{}, err
 		}
 	}
-	return s.product(ctx, sku)
+	return s.product(ctx, s.db, sku)
 }
 
 // soldOut is the answer to qty units of sku when left remain, nil when

@@ -44,6 +44,9 @@ type Config struct {
 	Batch bool
 	// BatchMax is the most orders one lease serves. Default DefaultBatchMax.
 	BatchMax int
+	// Reads is where a sale's reads before its lock go (OpenReads); nil
+	// means the database New is given.
+	Reads *gorm.DB
 }
 
 // Change is a committed change of stock or seats, as the live stream sends it.
@@ -74,11 +77,15 @@ type Stats struct {
 	ReleaseErrors atomic.Uint64
 	// Crashes counts requests abandoned by an injected crash.
 	Crashes atomic.Uint64
+	// Batches counts the batches served under one lease each, and
+	// BatchedOrders the orders in them.
+	Batches, BatchedOrders atomic.Uint64
 }
 
 // Service runs the sale on one database and one set of locks.
 type Service struct {
 	db         *gorm.DB
+	reads      *gorm.DB // the reads before the lock: never queued behind a holder's transaction
 	lockers    *lock.Lockers
 	production bool
 	lockWait   time.Duration
@@ -112,6 +119,9 @@ func New(ctx context.Context, db *gorm.DB, lockers *lock.Lockers, cfg Config) (*
 	}
 	s := &Service{db: db, lockers: lockers, production: cfg.Production, lockWait: cfg.LockWait, log: cfg.Logger, notify: cfg.Notify,
 		keys: storeKeys{ns: lockers.Namespace()}, batchMax: cfg.BatchMax, queues: batchQueues{queues: map[string]*batchQueue{}}}
+	if s.reads = cfg.Reads; s.reads == nil {
+		s.reads = db
+	}
 	s.batch.Store(cfg.Batch)
 	if err := s.seed(ctx); err != nil {
 		return nil, fmt.Errorf("inventory: seed: %w", err)

@@ -10,6 +10,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
@@ -118,7 +120,7 @@ var listening = regexp.MustCompile(`(?i)listening on (https?://[^\s"',]+)`)
 
 // startApp starts one instance with -addr 127.0.0.1:0, learns its port
 // from the line it prints when listening, and waits until it is ready.
-func startApp(ctx context.Context, bin string, args []string, logPath string) (*appProc, error) {
+func startApp(ctx context.Context, bin string, args, env []string, logPath string) (*appProc, error) {
 	// Appended, not truncated: instances restarted for another scenario
 	// keep the earlier instances' story in the same file.
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -126,7 +128,7 @@ func startApp(ctx context.Context, bin string, args []string, logPath string) (*
 		return nil, err
 	}
 	cmd := exec.Command(bin, args...)
-	cmd.Env = appEnv()
+	cmd.Env = env
 	cmd.SysProcAttr = sysProcAttr()
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = pw, pw
@@ -200,12 +202,25 @@ func (a *appProc) stop() {
 
 // appEnv is the runner's environment without FLASHSALE_* variables, so a
 // setting in the user's shell cannot change what the command line says.
-func appEnv() []string {
+// Unless the shell sets GOMAXPROCS, each of the instances sharing this
+// machine gets its share of the cores, as a replica in a container with a
+// CPU limit does (Go reads the limit from the cgroup). Without it each
+// instance ran as many threads as the machine has cores: under a spike the
+// instances and the runner then fought for every core at once, and each
+// step of a lock's hand-off from one instance to the next waited for the
+// kernel to schedule one of them (docs/performance.md has the runs).
+func appEnv(instances int) []string {
 	var env []string
+	procs := false
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "FLASHSALE_") {
-			env = append(env, kv)
+		if strings.HasPrefix(kv, "FLASHSALE_") {
+			continue
 		}
+		procs = procs || strings.HasPrefix(kv, "GOMAXPROCS=")
+		env = append(env, kv)
+	}
+	if !procs {
+		env = append(env, "GOMAXPROCS="+strconv.Itoa(max(1, runtime.NumCPU()/max(1, instances))))
 	}
 	return env
 }
@@ -225,7 +240,7 @@ func tail(path string) string {
 // startApp starts instance i and remembers where it listens, so a restart
 // after a crash comes back at the same address.
 func (l *Local) startApp(ctx context.Context, i int) (*appProc, error) {
-	a, err := startApp(ctx, l.bin, l.args(i), filepath.Join(l.dir, "logs", fmt.Sprintf("app-%d.log", i)))
+	a, err := startApp(ctx, l.bin, l.args(i), appEnv(l.cfg.Instances), filepath.Join(l.dir, "logs", fmt.Sprintf("app-%d.log", i)))
 	if err != nil {
 		return nil, err
 	}
