@@ -82,6 +82,21 @@ func (f *optionalFloat) Set(s string) error {
 	return nil
 }
 
+// envDefault is a flag's default: the environment variable env parsed by
+// parse when it is set, else def. A value that does not parse is kept in
+// errs, so every bad variable is reported at once after the flags.
+func envDefault[T any](getenv func(string) string, env string, def T, parse func(string) (T, error), errs *[]error) T {
+	v := getenv(env)
+	if v == "" {
+		return def
+	}
+	x, err := parse(v)
+	if err != nil {
+		*errs = append(*errs, fmt.Errorf("$%s: %w", env, err))
+	}
+	return x
+}
+
 // parseConfig reads flags, falling back to FLASHSALE_* variables, then to the
 // defaults of the public contract. A variable that does not parse is an
 // error, not silently ignored.
@@ -95,10 +110,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.SetOutput(stderr)
 	var envErrs []error
 	str := func(p *string, flagName, env, def, usage string) {
-		if v := getenv(env); v != "" {
-			def = v
-		}
-		fs.StringVar(p, flagName, def, usage+" ($"+env+")")
+		fs.StringVar(p, flagName, envDefault(getenv, env, def, func(v string) (string, error) { return v, nil }, &envErrs), usage+" ($"+env+")")
 	}
 	// secret takes its environment fallback after parsing, so -h never
 	// prints a token or a password from the environment as a default.
@@ -112,34 +124,13 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		})
 	}
 	dur := func(p *time.Duration, flagName, env string, def time.Duration, usage string) {
-		if v := getenv(env); v != "" {
-			d, err := time.ParseDuration(v)
-			if err != nil {
-				envErrs = append(envErrs, fmt.Errorf("$%s: %w", env, err))
-			}
-			def = d
-		}
-		fs.DurationVar(p, flagName, def, usage+" ($"+env+")")
+		fs.DurationVar(p, flagName, envDefault(getenv, env, def, time.ParseDuration, &envErrs), usage+" ($"+env+")")
 	}
 	boolean := func(p *bool, flagName, env string, def bool, usage string) {
-		if v := getenv(env); v != "" {
-			b, err := strconv.ParseBool(v)
-			if err != nil {
-				envErrs = append(envErrs, fmt.Errorf("$%s: %w", env, err))
-			}
-			def = b
-		}
-		fs.BoolVar(p, flagName, def, usage+" ($"+env+")")
+		fs.BoolVar(p, flagName, envDefault(getenv, env, def, strconv.ParseBool, &envErrs), usage+" ($"+env+")")
 	}
 	integer := func(p *int, flagName, env string, def int, usage string) {
-		if v := getenv(env); v != "" {
-			n, err := strconv.Atoi(v)
-			if err != nil {
-				envErrs = append(envErrs, fmt.Errorf("$%s: %w", env, err))
-			}
-			def = n
-		}
-		fs.IntVar(p, flagName, def, usage+" ($"+env+")")
+		fs.IntVar(p, flagName, envDefault(getenv, env, def, strconv.Atoi, &envErrs), usage+" ($"+env+")")
 	}
 	str(&c.addr, "addr", "FLASHSALE_ADDR", "127.0.0.1:8080", "listen address")
 	secret(&c.redis, "redis", "FLASHSALE_REDIS", "comma-separated redis:// or rediss:// URLs, one per Redlock node; empty starts local nodes")

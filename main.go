@@ -92,7 +92,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	lockers, err := lock.NewLockers(nodes, lock.WithSentinel(cfg.sentinel),
 		lock.WithTTL(cfg.lockTTL), lock.WithNamespace(cfg.namespace), lock.WithLogger(log),
 		lock.WithRestartAwareness(cfg.restartAware), lock.WithWatchdog(cfg.watchdog), lock.WithFast(cfg.fast),
-		lock.WithObserver(func(e lock.Event) { metrics.ObserveLock(e); runs.Observe(e); hist.Lock(e) }))
+		lock.WithObserver(func(e lock.Event) { metrics.ObserveLock(e); runs.Observe(e); recordLease(hist, e) }))
 	if err != nil {
 		return err
 	}

@@ -47,22 +47,44 @@ func keyPtr(k string) *string {
 	return &k
 }
 
-// orderByKey finds the order the user's Idempotency-Key already made. found
-// with a nil error means: the same request, replay it.
-func (s *Service) orderByKey(ctx context.Context, db *gorm.DB, user, key, hash string) (o Order, found bool, err error) {
+// keyed is a row an Idempotency-Key finds again: an order or a booking.
+type keyed interface {
+	Order | Booking
+	fingerprint() string
+}
+
+func (o Order) fingerprint() string   { return o.RequestHash }
+func (b Booking) fingerprint() string { return b.RequestHash }
+
+// byKey finds the row (what: "order", "booking") the user's
+// Idempotency-Key already made. found with a nil error means: the same
+// request, replay it; a row made by another request is refused.
+func byKey[T keyed](ctx context.Context, db *gorm.DB, what, user, key, hash string) (row T, found bool, err error) {
+	var none T
 	if key == "" {
-		return Order{}, false, nil
+		return none, false, nil
 	}
-	err = db.WithContext(ctx).Where("user_name = ? AND idempotency_key = ?", user, key).Take(&o).Error
+	err = db.WithContext(ctx).Where("user_name = ? AND idempotency_key = ?", user, key).Take(&row).Error
 	switch {
 	case errors.Is(err, gorm.ErrRecordNotFound):
-		return Order{}, false, nil
+		return none, false, nil
 	case err != nil:
-		return Order{}, false, fmt.Errorf("read order by idempotency key: %w", err)
-	case o.RequestHash != hash:
-		return Order{}, false, fmt.Errorf("%w: key %q", ErrIdempotencyKeyReused, key)
+		return none, false, fmt.Errorf("read %s by idempotency key: %w", what, err)
+	case row.fingerprint() != hash:
+		return none, false, fmt.Errorf("%w: key %q", ErrIdempotencyKeyReused, key)
 	}
-	return o, true, nil
+	return row, true, nil
+}
+
+// orderByKey finds, reading through db, the order the user's
+// Idempotency-Key already made.
+func (s *Service) orderByKey(ctx context.Context, db *gorm.DB, user, key, hash string) (Order, bool, error) {
+	return byKey[Order](ctx, db, "order", user, key, hash)
+}
+
+// bookingByKey finds the booking the user's Idempotency-Key already made.
+func (s *Service) bookingByKey(ctx context.Context, user, key, hash string) (Booking, bool, error) {
+	return byKey[Booking](ctx, s.db, "booking", user, key, hash)
 }
 
 // duplicateOrder resolves a unique violation on insert: only the user's

@@ -8,6 +8,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"flashsale/internal/clock"
 	"flashsale/lock"
 )
 
@@ -200,14 +201,10 @@ func (s *Service) businessWork(ctx context.Context) error {
 	if d <= 0 {
 		return nil
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
+	if !clock.Sleep(ctx, d) {
 		return context.Cause(ctx)
 	}
+	return nil
 }
 
 // underLock runs fn holding the named lock, waiting for it until the

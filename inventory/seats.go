@@ -169,20 +169,3 @@ func (s *Service) seatTaken(ctx context.Context, event, seat string) (bool, erro
 	}
 	return n > 0, nil
 }
-
-// bookingByKey finds the booking the user's Idempotency-Key already made.
-func (s *Service) bookingByKey(ctx context.Context, user, key, hash string) (b Booking, found bool, err error) {
-	if key == "" {
-		return Booking{}, false, nil
-	}
-	err = s.db.WithContext(ctx).Where("user_name = ? AND idempotency_key = ?", user, key).Take(&b).Error
-	switch {
-	case errors.Is(err, gorm.ErrRecordNotFound):
-		return Booking{}, false, nil
-	case err != nil:
-		return Booking{}, false, fmt.Errorf("read booking by idempotency key: %w", err)
-	case b.RequestHash != hash:
-		return Booking{}, false, fmt.Errorf("%w: key %q", ErrIdempotencyKeyReused, key)
-	}
-	return b, true, nil
-}

@@ -82,7 +82,9 @@ type Scenario struct {
 	// scenario's attacks last: a scenario whose fault comes in rounds needs
 	// several of them.
 	MinDuration time.Duration `json:"min_duration_ns,omitempty"`
-	// Only restricts the scenario to these variants; nil means all.
+	// Only restricts the scenario to these variants; nil means all. It is
+	// the ladder's: the rungs that do not skip the column (lock.Rung.Skips)
+	// and, for a column only Redlock means anything to, the Quorum rungs.
 	Only []string `json:"only,omitempty"`
 	// Failover runs the cells on app instances whose first node is the
 	// master of a Sentinel cluster the runner starts (-redis-sentinel).
@@ -135,7 +137,7 @@ func Scenarios(ttl time.Duration) []Scenario {
 		}
 		return s
 	}
-	return []Scenario{
+	return skipping([]Scenario{
 		{
 			Name:   Clean,
 			Doc:    "concurrency only: a 5 ms critical section and no fault",
@@ -205,11 +207,22 @@ func Scenarios(ttl time.Duration) []Scenario {
 			WorkMS:      20,
 			Nodes:       cluster.PartitionRecipe(),
 			MinDuration: 3 * time.Second,
-			Only:        []string{"redlock", "redlock+fence"},
+			Only:        quorumRungs(Partition),
 		},
 		failoverScenario(false),
 		failoverScenario(true),
+	})
+}
+
+// skipping restricts each scenario that some rung skips (lock.Rung.Skips)
+// to the rungs that do not.
+func skipping(scenarios []Scenario) []Scenario {
+	for i, s := range scenarios {
+		if s.Only == nil && slices.ContainsFunc(lock.Ladder(), func(r lock.Rung) bool { return r.Skips[s.Name] != "" }) {
+			scenarios[i].Only = rungsIn(s.Name)
+		}
 	}
+	return scenarios
 }
 
 // failoverScenario is the failover column. Its times are the failover's,
@@ -229,7 +242,6 @@ func failoverScenario(unaware bool) Scenario {
 		LockTTL:     failoverTTL,
 		MinDuration: 8 * time.Second,
 		Failover:    true,
-		Only:        []string{"none", "setnx-expire", "get-del", "plain-del", "lua", "redlock", "lua+check", "lua+fence", "redlock+fence", "db-guard", "redis-stock"},
 	}
 	if unaware {
 		return unawareTwin(s, FailoverUnaware)
@@ -241,8 +253,32 @@ func failoverScenario(unaware bool) Scenario {
 // Redlock restart awareness off: the Redlock rungs only.
 func unawareTwin(s Scenario, name string) Scenario {
 	s.Doc = fmt.Sprintf("as %s, on app instances started with Redlock restart awareness off", s.Name)
-	s.Name, s.Unaware, s.Only = name, true, []string{"redlock", "redlock+fence"}
+	s.Name, s.Unaware, s.Only = name, true, quorumRungs(name)
 	return s
+}
+
+// rungsIn lists the rungs that have a cell in the scenario: those whose
+// ladder entry does not skip it.
+func rungsIn(scenario string) []string {
+	return rungNames(func(r lock.Rung) bool { return r.Skips[scenario] == "" })
+}
+
+// quorumRungs lists the Redlock rungs that have a cell in the scenario:
+// the only ones a partition of the nodes or restart awareness means
+// anything to.
+func quorumRungs(scenario string) []string {
+	return rungNames(func(r lock.Rung) bool { return r.Quorum && r.Skips[scenario] == "" })
+}
+
+// rungNames lists, in ladder order, the rungs keep keeps.
+func rungNames(keep func(lock.Rung) bool) []string {
+	var out []string
+	for _, r := range lock.Ladder() {
+		if keep(r) {
+			out = append(out, r.Name)
+		}
+	}
+	return out
 }
 
 // failoverWork and failoverTTL: see failoverScenario.

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"flashsale/internal/clock"
 )
 
 // Point is a place in a lock's life where a fault can be injected. The points
@@ -159,13 +161,9 @@ func (f *Faults) gapFor(lk *Locker, name string, l *Lease) gap {
 			}
 			return fmt.Errorf("%w (%s)", ErrCrashed, p)
 		}
-		t := time.NewTimer(time.Duration(fl.MS) * time.Millisecond)
-		defer t.Stop()
-		select {
-		case <-t.C:
-			return nil
-		case <-ctx.Done():
+		if !clock.Sleep(ctx, time.Duration(fl.MS)*time.Millisecond) {
 			return ctx.Err()
 		}
+		return nil
 	}
 }

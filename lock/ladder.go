@@ -86,6 +86,16 @@ type Rung struct {
 	// JudgedAs names the rung whose row of the matrix this one is judged
 	// by, when it is not its own.
 	JudgedAs string
+	// Quorum rungs ask a majority of the nodes (Redlock): only they have
+	// cells in the columns that split the nodes between instances or turn
+	// restart awareness off, which no single-node rung has.
+	Quorum bool
+	// Skips are the matrix columns the rung has no cell in, with why.
+	Skips map[string]string
+
+	// Chaos is what the chaos runner expects of the rung under its
+	// nemesis; nil: it is run and shown there, promised nothing.
+	Chaos *ChaosClaim
 
 	build func(s *Lockers) variant
 }
@@ -157,6 +167,7 @@ var ladder = []Rung{
 			"Two requests that read the same stock both sell from it, and the later write overwrites the earlier one: " +
 			"lost updates and overselling from concurrency alone, with no fault needed, in every scenario.",
 		Breaks: []string{"clean", "crash-between-steps", "pause-between-release-steps", "pause-in-critical-section", "node-down", "node-restart", "clock-jump", "network-delay", "failover", "long-work", "long-work-watchdog", "pause-after-lease-check"},
+		Chaos:  &ChaosClaim{Alone: true},
 	},
 	{
 		Name: SetNXExpire, File: "setnx_expire.go", Reference: "lua.go",
@@ -175,6 +186,10 @@ var ladder = []Rung{
 			"long-work-watchdog": "waiters reach their wait deadline all the time here, and one landing between SETNX and EXPIRE leaves a key with no TTL; " +
 				"and a late extend is renewed on the successor's key (PEXPIRE without owner check), whose lock the bare DEL then frees",
 		},
+		// Anything that lands between SETNX and EXPIRE (a crash, a wait
+		// deadline, a reply lost to a paused or cut-off node) leaves a key
+		// with no TTL: every fault can break it.
+		Chaos: &ChaosClaim{Breakers: []string{AnyFault}},
 	},
 	{
 		Name: GetDel, File: "get_del.go", Reference: "lua.go",
@@ -189,6 +204,7 @@ var ladder = []Rung{
 		Either: map[string]string{
 			"long-work-watchdog": lateExtend,
 		},
+		Chaos: &ChaosClaim{Breakers: singleBreakers},
 	},
 	{
 		Name: PlainDel, File: "plain_del.go", Reference: "lua.go",
@@ -202,6 +218,7 @@ var ladder = []Rung{
 		Either: map[string]string{
 			"long-work-watchdog": lateExtend + ", whose lock the bare DEL then frees",
 		},
+		Chaos: &ChaosClaim{Breakers: singleBreakers},
 	},
 	{
 		Name: Lua, File: "lua.go", Reference: "lua.go", Correct: true,
@@ -214,6 +231,7 @@ var ladder = []Rung{
 			"lock alone can prevent that; the store must refuse the stale write (lua+fence). And one Redis node is one point " +
 			"of failure: restarted without its data, it forgets the lock (node-restart).",
 		Breaks: []string{"pause-in-critical-section", "node-restart", "clock-jump", "network-delay", "failover", "long-work", "pause-after-lease-check"},
+		Chaos:  &ChaosClaim{Breakers: singleBreakers},
 	},
 	{
 		Name: Redlock, File: "redlock.go", Reference: "redlock.go", Correct: true,
@@ -226,6 +244,20 @@ var ladder = []Rung{
 			"unless the client is restart-aware: a node whose data are younger than TTL + drift does not vote, whichever " +
 			"client asks. Like lua, it cannot stop a holder paused past its TTL from writing stale stock: that needs fencing.",
 		Breaks: []string{"pause-in-critical-section", "node-restart-unaware", "clock-jump", "long-work", "pause-after-lease-check", "failover-unaware"},
+		Quorum: true,
+		// It checks its validity (a late grant is refused) and tolerates a
+		// minority of nodes crashed, wiped, paused or cut off; it cannot tell
+		// a holder that stopped past its TTL, nor a majority whose clocks
+		// jumped. Restart awareness sees a flush only on a connection opened
+		// after it, and the instances keep theirs: a flushed node of a bare
+		// quorum (a partition holds one side's leases to nodes 0–2) can vote
+		// for a second holder. Without awareness a node that lost its data
+		// (wiped, crashed past its last fsync, a replica promoted without the
+		// lease) votes at once.
+		Chaos: &ChaosClaim{
+			Breakers: []string{"app-pause", "clock-jump", "node-flush"},
+			Unaware:  []string{"node-wipe", "node-crash", "node-flush", "node-failover"},
+		},
 	},
 	{
 		Name: LuaCheck, File: "lua_check.go", Reference: "lua.go",
@@ -260,6 +292,7 @@ var ladder = []Rung{
 			"holder paused past its TTL can still overlap its successor on the timeline, but its write carries an older " +
 			"token and is refused (409 stale_fence): the pause no longer oversells. If the node restarts without its " +
 			"counter, the new tokens are lower and the store refuses them too: sales stop (unavailable), never unsafe.",
+		Chaos: &ChaosClaim{},
 	},
 	{
 		Name: RedlockFence, File: "redlock_fence.go", Reference: "redlock.go", Fenced: true, Correct: true,
@@ -273,6 +306,8 @@ var ladder = []Rung{
 		// Promised to hold under node-restart and failover only with restart awareness:
 		// without it tokens can go backwards.
 		NoClaim: []string{"node-restart-unaware", "failover-unaware"},
+		Quorum:  true,
+		Chaos:   &ChaosClaim{},
 	},
 	{
 		Name: DBGuard, File: "inventory/db_guard.go", Reference: "inventory/db_guard.go", Guard: GuardConditional, Correct: true,
@@ -293,6 +328,9 @@ var ladder = []Rung{
 			"without Redis. On SQLite there are no row locks: the immediate transaction takes the database's one write lock, " +
 			"so every writer waits, not just the SKU's buyers. The cost is the lock held for the whole business work: a pause " +
 			"in the critical section stalls every buyer of the SKU (on SQLite, every buyer), slow but never oversold.",
+		Skips: map[string]string{
+			"failover": "no Redis to fail over; the column's 10 s critical sections under its row lock only time requests out",
+		},
 	},
 	{
 		Name: RedisStock, File: "inventory/redis_stock.go", Reference: "inventory/redis_stock.go", Guard: GuardRedisStock, Correct: true,
@@ -325,6 +363,9 @@ var ladder = []Rung{
 			"DEL, get-del's flaw (pause-between-release-steps). Fix both in lock/attendee.go, restart the server, and run it " +
 			"here; lua.go, beside it, is where it should end up.",
 		JudgedAs: None,
+		Skips: map[string]string{
+			"failover": "its lab is about the single-node rung's own steps; the failover column's 10 s critical sections add nothing to it",
+		},
 	},
 }
 

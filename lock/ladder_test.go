@@ -60,6 +60,12 @@ func TestLadderIsDeclaredOnce(t *testing.T) {
 		for _, s := range r.NoClaim {
 			column(r, "NoClaim", s)
 		}
+		for s, why := range r.Skips {
+			column(r, "Skips", s)
+			if why == "" {
+				t.Errorf("%s skips %s without saying why", r.Name, s)
+			}
+		}
 		if _, ok := lock.Find(r.JudgedAs); r.JudgedAs != "" && !ok {
 			t.Errorf("%s is judged as %q, not a rung", r.Name, r.JudgedAs)
 		}

@@ -5,7 +5,8 @@ import (
 	"errors"
 	"math/rand/v2"
 	"net"
-	"time"
+
+	"flashsale/internal/clock"
 )
 
 // retry is the wait the Redis distlock page describes: try; when the lock
@@ -25,11 +26,7 @@ func (l *Locker) retry(ctx context.Context, name string) (*Lease, int, error) {
 			return nil, tries, errors.Join(telling(err, last), context.Cause(ctx))
 		}
 		last = err
-		t := time.NewTimer(rand.N(bound + 1))
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
+		if !clock.Sleep(ctx, rand.N(bound+1)) {
 			return nil, tries, errors.Join(last, context.Cause(ctx))
 		}
 		bound = min(2*bound, l.cfg.backoffMax)

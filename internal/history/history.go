@@ -1,6 +1,13 @@
-// Package history records what one storefront process saw of its locks and
-// its store writes, as JSON lines, for a checker that shares no code with
-// the app (loadtest/checker) to read after a chaos run.
+// Package history is the line format of a chaos run's records and the
+// appender an app process writes its own with.
+//
+// Three kinds of file share the format, one JSON object a line: each
+// storefront process's history of its leases and store writes (written
+// here, by Recorder), the load client's record of the answers it got, and
+// the nemesis's log of the faults it caused. The checker
+// (loadtest/checker) reads all three with the same Record, so a field
+// renamed on one side cannot silently blind it; the format is all it
+// shares with the app.
 //
 // Every lease is recorded as its holder saw it: when it was acquired, until
 // when the holder believed it exclusive, its fencing token, and when it was
@@ -10,8 +17,9 @@
 // so a process killed with SIGKILL loses no line it had finished, and
 // several processes can share one file.
 //
-// The line format is the contract with the checker; docs/chaos.md lists
-// the fields.
+// This package knows nothing of the lock or the store: the command turns
+// the lock's events into records (history.go at the top of the module) and
+// the store's changes arrive as Change values.
 package history
 
 import (
@@ -21,27 +29,28 @@ import (
 	"os"
 	"sync"
 	"time"
-
-	"flashsale/lock"
 )
 
-// Record is one line of the history.
+// Record is one line of a history, client or nemesis file.
 type Record struct {
 	// Time is when the process recorded the line (the event's own time).
 	Time time.Time `json:"t"`
-	// Kind is "lease" or "write".
+	// Kind is "lease" or "write" (an app's history), "ack" (the client's
+	// record of an answer) or "nemesis" (a fault).
 	Kind string `json:"kind"`
-	// Proc names the process: "pid:<n>".
-	Proc string `json:"proc"`
-	// Op is, for a lease, "acquired", "released" or "lost"; for a write,
-	// "stock" or "seat".
+	// Proc names the app process: "pid:<n>".
+	Proc string `json:"proc,omitempty"`
+	// Op is a lease's "acquired", "released" or "lost"; a write's "stock"
+	// or "seat"; an ack's "order" or "seat"; a fault's "start", "end" or
+	// "instant".
 	Op string `json:"op"`
-	// Variant and Key are the lock variant and lock name of a lease.
+	// Variant and Key are the lock variant and lock name of a lease (an
+	// ack names its variant too).
 	Variant string `json:"variant,omitempty"`
 	Key     string `json:"key,omitempty"`
 	// Owner is the lease's random owner value; a write carries the owner
 	// of the lease it was made under.
-	Owner string `json:"owner"`
+	Owner string `json:"owner,omitempty"`
 	// Token and Fenced are the lease's fencing token and whether the
 	// variant issues tokens at all.
 	Token  uint64 `json:"token,omitempty"`
@@ -59,6 +68,15 @@ type Record struct {
 	Event string `json:"event,omitempty"`
 	Seat  string `json:"seat,omitempty"`
 	User  string `json:"user,omitempty"`
+	// Status and IdempotencyKey are an ack: the HTTP status the client
+	// got (0 for none) for the request it sent with that key.
+	Status         int    `json:"status,omitempty"`
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	// Fault, Target and Detail name a nemesis event ("app-pause",
+	// "app 1").
+	Fault  string `json:"fault,omitempty"`
+	Target string `json:"target,omitempty"`
+	Detail string `json:"detail,omitempty"`
 }
 
 // Recorder appends records to one file. Its methods are safe for concurrent
@@ -111,36 +129,6 @@ func (r *Recorder) fail(err error) {
 	if r.err == nil {
 		r.err = err
 	}
-}
-
-// Lock records a lock event: a lease acquired, released or lost. Other
-// events (busy, unavailable, faults) carry no lease and are not history.
-func (r *Recorder) Lock(e lock.Event) {
-	if r == nil || e.Lease == nil {
-		return
-	}
-	var op string
-	switch e.Kind {
-	case lock.Acquired:
-		op = "acquired"
-	case lock.Released:
-		op = "released"
-	case lock.Lost:
-		op = "lost"
-	default:
-		return
-	}
-	l := e.Lease
-	token, fenced := l.Token()
-	acquired, valid := l.Acquired(), l.ValidUntil()
-	rec := Record{
-		Time: e.Time, Kind: "lease", Op: op, Variant: l.Variant(), Key: l.Key(), Owner: l.Owner(),
-		Token: token, Fenced: fenced, Acquired: &acquired, ValidUntil: &valid,
-	}
-	if e.Err != nil {
-		rec.Err = e.Err.Error()
-	}
-	r.Write(rec)
 }
 
 // Change is a committed store write as the store reports it (its fields

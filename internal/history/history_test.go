@@ -1,87 +1,78 @@
 package history
 
 import (
-	"bufio"
-	"context"
-	"encoding/json"
-	"os"
+	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
-
-	"flashsale/internal/localredis"
-	"flashsale/internal/testsupport"
-	"flashsale/lock"
 )
 
-// TestRecordsLeasesAndWrites takes a real fenced lease on a real node, with
-// the recorder as the lock's observer, and reads the file back: the
-// acquire and the release carry the holder's view of the lease, and the
-// write carries the owner that ties it to that lease.
-func TestRecordsLeasesAndWrites(t *testing.T) {
-	c := testsupport.Redis(t, 1, localredis.Options{})
+// TestRecorderRoundTrip writes through two recorders sharing one file, as
+// two app processes do, and reads it back: every line is whole, stamped
+// with its process, and a change made under no lease is not history.
+func TestRecorderRoundTrip(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "history.jsonl")
-	rec, err := Open(path)
+	a, err := Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	lockers, err := lock.NewLockers(testsupport.Options(t, c), lock.WithTTL(time.Second), lock.WithObserver(rec.Lock))
+	b, err := Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer lockers.Close()
-	l, err := lockers.Get(lock.LuaFence)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	lease, err := l.Acquire(ctx, "sku:hot")
-	if err != nil {
-		t.Fatal(err)
-	}
+	b.proc = "pid:other"
 	stock := int64(9)
-	rec.Change(Change{Type: "stock", SKU: "hot", Stock: &stock, Owner: lease.Owner()})
-	rec.Change(Change{Type: "reset"}) // no lease: not history
-	if err := lease.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := rec.Close(); err != nil {
+	at := time.Date(2026, 1, 2, 10, 0, 0, 0, time.UTC)
+	a.Write(Record{Time: at, Kind: "lease", Op: "acquired", Variant: "lua+fence", Key: "sku:hot", Owner: "o1", Token: 7, Fenced: true})
+	b.Change(Change{Type: "stock", SKU: "hot", Stock: &stock, Owner: "o1"})
+	b.Change(Change{Type: "reset"}) // no lease: not history
+	var none *Recorder
+	none.Write(Record{Kind: "lease"}) // a nil recorder records nothing
+	if err := errors.Join(a.Close(), b.Close(), none.Close()); err != nil {
 		t.Fatal(err)
 	}
 
-	f, err := os.Open(path)
+	got, err := ReadFiles(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	var got []Record
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		var r Record
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			t.Fatalf("line %q: %v", sc.Text(), err)
-		}
-		got = append(got, r)
+	if len(got) != 2 {
+		t.Fatalf("want 2 records (acquired, write), got %d: %+v", len(got), got)
 	}
-	if len(got) != 3 {
-		t.Fatalf("want 3 records (acquired, write, released), got %d: %+v", len(got), got)
+	acq, w := got[0], got[1]
+	if !acq.Time.Equal(at) || acq.Proc == "" || acq.Proc == "pid:other" || acq.Token != 7 || !acq.Fenced || acq.Owner != "o1" {
+		t.Errorf("lease record %+v", acq)
 	}
-	acq, w, rel := got[0], got[1], got[2]
-	token, _ := lease.Token()
-	if acq.Kind != "lease" || acq.Op != "acquired" || acq.Key != "sku:hot" || acq.Variant != lock.LuaFence ||
-		acq.Owner != lease.Owner() || acq.Token != token || token == 0 || !acq.Fenced {
-		t.Errorf("acquired record %+v does not describe the lease (token %d)", acq, token)
-	}
-	if acq.Acquired == nil || acq.ValidUntil == nil || !acq.ValidUntil.After(*acq.Acquired) {
-		t.Errorf("acquired record has no validity window: %+v", acq)
-	}
-	if w.Kind != "write" || w.Op != "stock" || w.Owner != lease.Owner() || w.Stock == nil || *w.Stock != 9 {
+	if w.Kind != "write" || w.Op != "stock" || w.Proc != "pid:other" || w.Owner != "o1" || w.Stock == nil || *w.Stock != 9 || w.Time.IsZero() {
 		t.Errorf("write record %+v", w)
 	}
-	if rel.Op != "released" || rel.Owner != lease.Owner() || rel.Err != "" || rel.Time.Before(acq.Time) {
-		t.Errorf("released record %+v", rel)
+}
+
+// TestReadsEveryKind reads the lines the client and the nemesis write,
+// which this package does not write itself, into the same Record.
+func TestReadsEveryKind(t *testing.T) {
+	in := `{"t":"2026-01-02T10:00:00Z","kind":"ack","op":"order","variant":"lua","status":201,"idempotency_key":"chaos-1"}` + "\n" +
+		`{"t":"2026-01-02T10:00:01Z","kind":"nemesis","op":"start","fault":"app-pause","target":"app 1","detail":"2s"}` + "\n"
+	got, err := Read(strings.NewReader(in))
+	if err != nil || len(got) != 2 {
+		t.Fatalf("got %d records, %v", len(got), err)
 	}
-	if acq.Proc == "" || acq.Proc != rel.Proc {
-		t.Errorf("records name no process: %q, %q", acq.Proc, rel.Proc)
+	if a := got[0]; a.Kind != "ack" || a.Variant != "lua" || a.Status != 201 || a.IdempotencyKey != "chaos-1" {
+		t.Errorf("ack %+v", a)
+	}
+	if n := got[1]; n.Kind != "nemesis" || n.Op != "start" || n.Fault != "app-pause" || n.Target != "app 1" || n.Detail != "2s" {
+		t.Errorf("nemesis %+v", n)
+	}
+}
+
+func TestReadSkipsATornLastLine(t *testing.T) {
+	in := `{"t":"2026-01-02T10:00:00Z","kind":"ack","op":"order","status":201}` + "\n" + `{"t":"2026-01-02T10:00:01Z","kind":"ack","op":"or`
+	recs, err := Read(strings.NewReader(in))
+	if err != nil || len(recs) != 1 {
+		t.Fatalf("got %d records, %v; want the whole first line only", len(recs), err)
+	}
+	if _, err := Read(strings.NewReader("{bad\n" + `{"kind":"ack"}` + "\n")); err == nil {
+		t.Fatal("a bad line before the last one must be an error")
 	}
 }

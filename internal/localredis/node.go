@@ -157,19 +157,13 @@ func (n *Node) Pause() error {
 		n.paused = true
 		return nil
 	}
-	if sigStop == nil {
-		return errNoJobControl
+	running, err := n.jobControl(sigStop, "pause", func(s byte) bool { return s == 'T' })
+	if err != nil {
+		return err
 	}
-	n.mu.Lock()
-	p := n.proc
-	n.mu.Unlock()
-	if p == nil || p.exited() {
+	if !running {
 		return errNotRunning
 	}
-	if err := p.signal(sigStop); err != nil {
-		return fmt.Errorf("localredis: pause node %d: %w", n.index, err)
-	}
-	waitProcState(p, func(s byte) bool { return s == 'T' })
 	n.mu.Lock()
 	n.paused = true
 	n.mu.Unlock()
@@ -198,18 +192,31 @@ func (n *Node) resume() error {
 		return errNoJobControl
 	}
 	n.mu.Lock()
-	p := n.proc
 	n.paused = false
 	n.mu.Unlock()
-	if p == nil || p.exited() {
-		return nil
-	}
 	// Signal even if we did not pause it: someone else may have.
-	if err := p.signal(sigCont); err != nil {
-		return fmt.Errorf("localredis: resume node %d: %w", n.index, err)
+	_, err := n.jobControl(sigCont, "resume", func(s byte) bool { return s != 'T' })
+	return err
+}
+
+// jobControl sends sig (SIGSTOP or SIGCONT) to the node's process, if one
+// runs, and waits until the process's state satisfies done; running is
+// false when there was no process to signal.
+func (n *Node) jobControl(sig os.Signal, verb string, done func(state byte) bool) (running bool, err error) {
+	if sig == nil {
+		return false, errNoJobControl
 	}
-	waitProcState(p, func(s byte) bool { return s != 'T' })
-	return nil
+	n.mu.Lock()
+	p := n.proc
+	n.mu.Unlock()
+	if p == nil || p.exited() {
+		return false, nil
+	}
+	if err := p.signal(sig); err != nil {
+		return true, fmt.Errorf("localredis: %s node %d: %w", verb, n.index, err)
+	}
+	waitProcState(p, done)
+	return true, nil
 }
 
 // Restart kills the node (SIGKILL) and starts it again on the same port.

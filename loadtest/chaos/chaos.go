@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"flashsale/internal/history"
 	"flashsale/loadtest"
 	"flashsale/loadtest/checker"
 )
@@ -45,18 +46,10 @@ type Variant struct {
 	Verdict  string           `json:"verdict"`
 	Expected loadtest.Outcome `json:"expected"`
 	// ExpectedBreakers are the run's fault kinds that can break it.
-	ExpectedBreakers       []string `json:"expected_breakers,omitempty"`
-	OK                     bool     `json:"ok"`
-	LockOverlaps           int64    `json:"lock_overlaps"`
-	StaleWrites            int64    `json:"stale_writes"`
-	OversoldUnits          int64    `json:"oversold_units"`
-	LostUpdates            int64    `json:"lost_updates"`
-	DoubleBookedSeats      int64    `json:"double_booked_seats"`
-	StuckLocks             int64    `json:"stuck_locks"`
-	LostAcknowledgedOrders int64    `json:"lost_acknowledged_orders"`
-	// TokenInversions are fenced leases back from their acquire with a
-	// lower token than one granted meanwhile (refused by the store).
-	TokenInversions int64 `json:"token_inversions"`
+	ExpectedBreakers []string `json:"expected_breakers,omitempty"`
+	OK               bool     `json:"ok"`
+	// Counts are what the checker found, as its result has them.
+	checker.Counts
 	// NemesisEvents counts the faults of the run, by kind: every variant
 	// met all of them.
 	NemesisEvents map[string]int `json:"nemesis_events"`
@@ -92,7 +85,7 @@ func (r *Report) judge(ctx context.Context, dir string) error {
 	if err != nil {
 		return err
 	}
-	recs, err := checker.ReadFiles(append(histories, filepath.Join(dir, "client.jsonl"), filepath.Join(dir, "nemesis.jsonl"))...)
+	recs, err := history.ReadFiles(append(histories, filepath.Join(dir, "client.jsonl"), filepath.Join(dir, "nemesis.jsonl"))...)
 	if err != nil {
 		return err
 	}
@@ -113,9 +106,7 @@ func (r *Report) judge(ctx context.Context, dir string) error {
 	for _, res := range results {
 		cv := r.Variants[res.Variant]
 		cv.Verdict = res.Verdict
-		cv.LockOverlaps, cv.StaleWrites, cv.OversoldUnits, cv.LostUpdates = res.LockOverlaps, res.StaleWrites, res.OversoldUnits, res.LostUpdates
-		cv.DoubleBookedSeats, cv.StuckLocks, cv.LostAcknowledgedOrders = res.DoubleBookedSeats, res.StuckLocks, res.LostAcknowledgedOrders
-		cv.TokenInversions, cv.Leases, cv.Orders, cv.Bookings = res.TokenInversions, res.Leases, res.Orders, res.Bookings
+		cv.Counts, cv.Leases, cv.Orders, cv.Bookings = res.Counts, res.Leases, res.Orders, res.Bookings
 		cv.FirstViolation, cv.Violations = res.FirstViolation, res.Violations
 		cv.OK = cv.Expected == loadtest.NoClaim || string(cv.Expected) == res.Verdict
 		r.holders[res.Variant] = checker.Holders(recs, res.Variant, "sku:"+cv.Scope.SKUs[0])

@@ -93,6 +93,39 @@ func TestChaosClockJump(t *testing.T) {
 	}
 }
 
+// Node 0 failed over again and again, a lease held back from its replica
+// each time, among node wipes, partitions and app pauses: the fenced rungs
+// must show not one violation, and every failover must have promoted the
+// replica and brought the old master back as its replica.
+func TestChaosFailover(t *testing.T) {
+	rep := runChaos(t, chaos.Config{
+		Variants: []string{"lua+fence", "redlock+fence"},
+		Faults:   []string{chaos.NodeFailover, chaos.NodeWipe, loadtest.Partition, chaos.AppPause},
+		Duration: 30 * time.Second,
+	}, 0)
+	failovers := 0
+	for _, e := range rep.Nemesis {
+		if e.Fault != chaos.NodeFailover || e.Op != "end" {
+			continue
+		}
+		failovers++
+		if !strings.Contains(e.Detail, "the sentinels promoted") || strings.Contains(e.Detail, "failed") {
+			t.Errorf("a failover did not go through: %s", e.Detail)
+		}
+	}
+	if failovers < 2 {
+		t.Errorf("%d failovers in 30 s, want at least 2 (one after a replica was brought back)", failovers)
+	}
+	for name, v := range rep.Variants {
+		if v.Verdict != "holds" || v.FirstViolation != nil {
+			t.Errorf("%s broke under failovers: %+v", name, v.FirstViolation)
+		}
+	}
+	if rep.Failed(false) {
+		t.Error("a variant that must hold broke")
+	}
+}
+
 // runChaos runs cfg (seed 7) on the module's storefront and checks that the
 // run recorded what a verdict rests on. long is the duration -chaos.long
 // gives it, with every variant; 0 keeps it short.

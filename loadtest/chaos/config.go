@@ -12,6 +12,7 @@ import (
 	"flashsale/internal/cli"
 	"flashsale/loadtest"
 	"flashsale/loadtest/cluster"
+	"flashsale/lock"
 )
 
 // Config configures a chaos run: every selected variant sells side by
@@ -39,6 +40,10 @@ type Config struct {
 	// Batch runs every variant with batching under one lease on (the
 	// app's -batch).
 	Batch bool
+	// Taught runs every variant with the locks' speed layer off (the
+	// app's -fast=false): waiters retry after a random delay, as the rung
+	// files teach, instead of waiting in line for a hand-over.
+	Taught bool
 	// Unaware runs the instances with Redlock restart awareness off, to
 	// show what it prevents: a node that lost its data votes at once.
 	Unaware bool
@@ -109,58 +114,26 @@ func (c *Config) defaults() error {
 	return nil
 }
 
-// breakers are, per variant, the fault kinds that can make it break.
-// Whether one does in a given run depends on timing (a pause must catch a
-// holder inside its critical section), so a variant expected to break may
-// hold in a short run: only -strict fails on that. A variant with no
-// breaker among the run's faults must hold, and breaking fails the run.
-var breakers = map[string][]string{
-	// Concurrency alone breaks it.
-	"none": nil,
-	// setnx-expire also leaves a key with no TTL whenever anything lands
-	// between SETNX and EXPIRE: a crash, a wait deadline, a reply lost to a
-	// paused or cut-off node. Every fault can break it.
-	"setnx-expire": FaultKinds,
-	"get-del":      {AppPause, loadtest.ClockJump, NetDelay},
-	"plain-del":    {AppPause, loadtest.ClockJump, NetDelay},
-	"lua":          {AppPause, loadtest.ClockJump, NetDelay},
-	// Redlock checks its validity (a late grant is refused) and tolerates
-	// a minority of nodes crashed, wiped, paused or cut off; it cannot
-	// tell a holder that stopped past its TTL, nor a majority whose clocks
-	// jumped. Restart awareness sees a flush only on a connection opened
-	// after it, and the instances keep theirs: a flushed node of a bare
-	// quorum (a partition holds one side's leases to nodes 0–2) can vote
-	// for a second holder.
-	"redlock":       {AppPause, loadtest.ClockJump, NodeFlush},
-	"lua+fence":     {},
-	"redlock+fence": {},
-}
-
-// unawareBreakers are the kinds that can also break a variant whose
-// instances run without restart awareness: a node that comes back without
-// its data (wiped, or crashed past its last fsync) votes at once.
-var unawareBreakers = map[string][]string{
-	"redlock": {NodeWipe, NodeCrash, NodeFlush},
-}
-
-// Expected is what a variant must do under the given fault kinds:
-// loadtest.Holds, or loadtest.Breaks with the kinds that can break it (none for `none`,
-// which breaks on concurrency alone).
-// unaware says the instances run without restart awareness.
+// Expected is what a variant must do under the given fault kinds, as the
+// ladder's rung declares it (lock.Rung.Chaos): loadtest.Holds, or
+// loadtest.Breaks with the kinds that can break it (none for a rung that
+// concurrency alone breaks); loadtest.NoClaim for a rung that claims
+// nothing here. unaware says the instances run without restart awareness.
 func Expected(variant string, kinds []string, unaware bool) (loadtest.Outcome, []string) {
-	breakers, ok := breakers[variant]
-	if !ok {
+	r, ok := lock.Find(variant)
+	if !ok || r.Chaos == nil {
 		return loadtest.NoClaim, nil
 	}
-	if unaware && breakers != nil {
-		breakers = append(slices.Clone(breakers), unawareBreakers[variant]...)
-	}
-	if breakers == nil {
+	if r.Chaos.Alone {
 		return loadtest.Breaks, nil
+	}
+	breakers := r.Chaos.Breakers
+	if unaware {
+		breakers = append(slices.Clone(breakers), r.Chaos.Unaware...)
 	}
 	var by []string
 	for _, k := range kinds {
-		if slices.Contains(breakers, k) {
+		if slices.Contains(breakers, k) || slices.Contains(breakers, lock.AnyFault) {
 			by = append(by, k)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"flashsale/loadtest"
+	"flashsale/lock"
 )
 
 // The schedule is the seed's: the same seed gives the same faults at the
@@ -36,9 +37,15 @@ func TestScheduleIsSeededAndBounded(t *testing.T) {
 		}
 		laneEnd[lane] = e.At + e.For
 		switch e.Kind {
-		case NodeWipe, NodeFlush:
-			if e.Nodes[0] == 0 {
-				t.Errorf("%+v wipes node 0", e)
+		case NodeWipe, NodeFlush, NodeCrash, NodePause:
+			// With node 0 behind Sentinel, whose servers keep no AOF, a crash
+			// would wipe it and a long pause fail it over.
+			if e.Nodes[0] == 0 && (e.Kind == NodeWipe || e.Kind == NodeFlush || slices.Contains(FaultKinds, NodeFailover)) {
+				t.Errorf("%+v hits node 0", e)
+			}
+		case NodeFailover:
+			if !reflect.DeepEqual(e.Nodes, []int{0}) || e.For < failoverTakes {
+				t.Errorf("%+v is not a failover of node 0 given a failover's time", e)
 			}
 		case loadtest.ClockJump:
 			if len(e.Nodes) != 3 || e.Nodes[0] != 0 || e.Size <= 0 {
@@ -62,6 +69,11 @@ func TestScheduleIsSeededAndBounded(t *testing.T) {
 	only := Schedule(7, d, ttl, []string{NodeCrash}, 3, 5)
 	if len(only) == 0 || slices.ContainsFunc(only, func(e NemesisEvent) bool { return e.Kind != NodeCrash }) {
 		t.Errorf("a schedule of node crashes only: %+v", only)
+	}
+	// Without a failover in the run node 0 is a plain node, and crashes
+	// and pauses hit it too.
+	if !slices.ContainsFunc(Schedule(7, d, ttl, []string{NodeCrash, NodePause}, 3, 5), func(e NemesisEvent) bool { return e.Nodes[0] == 0 }) {
+		t.Error("crashes and pauses without a failover never hit node 0")
 	}
 }
 
@@ -88,9 +100,59 @@ func TestChaosExpected(t *testing.T) {
 		{"redlock", []string{NodeFlush}, false, loadtest.Breaks},
 		{"redlock", []string{NodeWipe}, true, loadtest.Breaks},
 		{"redlock+fence", FaultKinds, true, loadtest.Holds},
+		// A promoted replica lacks the lease: restart awareness sees its
+		// data are new, without it the node votes at once; a single-node
+		// rung has nothing else; the store fences both fenced rungs.
+		{"redlock", []string{NodeFailover}, false, loadtest.Holds},
+		{"redlock", []string{NodeFailover}, true, loadtest.Breaks},
+		{"lua", []string{NodeFailover}, false, loadtest.Breaks},
+		{"get-del", []string{NodeFailover, NodeCrash}, false, loadtest.Breaks},
+		{"lua+fence", []string{NodeFailover}, true, loadtest.Holds},
+		{"setnx-expire", []string{NodeFailover}, false, loadtest.Breaks},
+		// Rungs that claim nothing under the nemesis.
+		{"lua+check", FaultKinds, false, loadtest.NoClaim},
+		{"db-guard", FaultKinds, false, loadtest.NoClaim},
+		{"attendee", FaultKinds, false, loadtest.NoClaim},
+		{"no-such-rung", FaultKinds, false, loadtest.NoClaim},
 	} {
 		if got, _ := Expected(tc.variant, tc.kinds, tc.unaware); got != tc.want {
 			t.Errorf("%s under %v (unaware %v): %s, want %s", tc.variant, tc.kinds, tc.unaware, got, tc.want)
+		}
+	}
+}
+
+// The ladder declares what each rung does under the nemesis; every fault
+// kind it names must be one the nemesis has, or a typo there would quietly
+// turn a breaker into a promise to hold.
+func TestLadderNamesFaultKinds(t *testing.T) {
+	for _, r := range lock.Ladder() {
+		if r.Chaos == nil {
+			continue
+		}
+		for _, k := range slices.Concat(r.Chaos.Breakers, r.Chaos.Unaware) {
+			if k != lock.AnyFault && !slices.Contains(FaultKinds, k) {
+				t.Errorf("%s: the ladder names fault kind %q, not one of %v", r.Name, k, FaultKinds)
+			}
+		}
+	}
+}
+
+// Expected reports the run's kinds that can break a rung, in the run's
+// order, and nothing for one that breaks on concurrency alone.
+func TestChaosExpectedBreakers(t *testing.T) {
+	for _, tc := range []struct {
+		variant string
+		kinds   []string
+		unaware bool
+		want    []string
+	}{
+		{"redlock", []string{NodeFailover, AppPause, NodeWipe, NodeFlush}, false, []string{AppPause, NodeFlush}},
+		{"redlock", []string{NodeFailover, AppPause, NodeWipe, NodeFlush}, true, []string{NodeFailover, AppPause, NodeWipe, NodeFlush}},
+		{"setnx-expire", []string{NodePause, AppCrash}, false, []string{NodePause, AppCrash}},
+		{"none", FaultKinds, false, nil},
+	} {
+		if _, got := Expected(tc.variant, tc.kinds, tc.unaware); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s under %v (unaware %v): breakers %v, want %v", tc.variant, tc.kinds, tc.unaware, got, tc.want)
 		}
 	}
 }

@@ -3,8 +3,10 @@ package chaos
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,6 +36,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.Batch {
 		rep.Notes = append(rep.Notes, "-batch: orders batched under one lease on every instance")
 	}
+	if cfg.Taught {
+		rep.Notes = append(rep.Notes, "-fast=false: the locks' speed layer off on every instance")
+	}
 	if cfg.Unaware {
 		rep.Notes = append(rep.Notes, "-restart-aware=false: Redlock counts a node that lost its data at once")
 	}
@@ -46,6 +51,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			_ = local.Close()
 		}
 	}()
+	if slices.Contains(cfg.Faults, NodeFailover) {
+		// For the whole run: the fault fails node 0 over again and again.
+		if err := local.Use(ctx, cluster.AppSettings{Failover: true}); err != nil {
+			return nil, fmt.Errorf("node 0 behind Sentinel: %w", err)
+		}
+		rep.Notes = append(rep.Notes, "node-failover: node 0 is a Sentinel-managed master with one replica for the whole run, reached through the sentinels; "+
+			"network faults, node crashes and node pauses leave it alone")
+	}
 	fleet := storefront.NewFleet(local.Bases(), local.Token())
 	scopes, plan, err := setUpSale(ctx, cfg, fleet)
 	if err != nil {
@@ -63,7 +76,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	rep.Schedule = Schedule(cfg.Seed, cfg.Duration, cfg.LockTTL, cfg.Faults, cfg.Local.Instances, cfg.Local.Nodes)
 	cl := &clients{bases: local.Bases(), out: clientLog, counts: map[string]map[string]int{}, requests: map[string]*atomic.Int64{}}
-	n := &nemesis{local: local, plan: plan, pattern: cluster.DefaultLockPattern, log: nlog, logger: cfg.Logger}
+	n := &nemesis{local: local, plan: plan, pattern: cluster.DefaultLockPattern, log: nlog, logger: cfg.Logger, sentinel: local.Sentinel()}
 	rep.RunStart = attack(ctx, cfg, cl, n, rep.Schedule, scopes)
 
 	rep.StuckLockKeys = rep.heal(ctx, cfg, local)
@@ -94,6 +107,9 @@ func setUpSale(ctx context.Context, cfg Config, fleet storefront.Fleet) (map[str
 	setup, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	plan := storefront.FaultPlan{Seed: cfg.Seed, WorkMS: cfg.WorkMS, Batch: &cfg.Batch}
+	if cfg.Taught {
+		plan.Fast = new(bool)
+	}
 	cat := storefront.Catalogue{Seats: min(1000, 120*len(cfg.Variants))}
 	scarce := max(20, cfg.Rate*int(cfg.Duration.Seconds())/40)
 	for _, v := range cfg.Variants {
@@ -157,7 +173,16 @@ func (r *Report) heal(ctx context.Context, cfg Config, local *cluster.Local) []s
 		r.Notes = append(r.Notes, "healing after the run: "+err.Error())
 	}
 	clock.Sleep(after, 3*cfg.LockTTL)
-	stuck, err := cluster.ScanStuckLocks(after, local.RedisURLs(), cluster.DefaultLockPattern)
+	urls := local.RedisURLs()
+	if sc := local.Sentinel(); sc != nil {
+		master, err := sc.Master(after)
+		if err != nil {
+			r.Notes = append(r.Notes, "stuck-lock scan of node 0: "+err.Error())
+		} else {
+			urls = append(urls, master.URL())
+		}
+	}
+	stuck, err := cluster.ScanStuckLocks(after, urls, cluster.DefaultLockPattern)
 	if err != nil {
 		r.Notes = append(r.Notes, "stuck-lock scan: "+err.Error())
 	}

@@ -3,9 +3,10 @@
 // it got, the nemesis's log of the faults it caused — together with the
 // database, and finds every violation, per lock variant.
 //
-// It shares no code with the system under test: it imports neither
-// flashsale/lock nor flashsale/inventory, reads the history as plain JSON
-// lines with types of its own, and queries the database with plain SQL.
+// It shares no logic with the system under test: it imports neither
+// flashsale/lock nor flashsale/inventory, reads the JSON lines in the one
+// format that internal/history defines for every writer (plain fields,
+// nothing of the app), and queries the database with plain SQL.
 // What it checks:
 //
 //   - lock safety: two leases on one key whose holders both believed them
@@ -107,21 +108,35 @@ type Violation struct {
 	Nemesis []string `json:"nemesis,omitempty"`
 }
 
-// Result is the verdict on one variant.
-type Result struct {
-	Variant                string `json:"variant"`
-	Verdict                string `json:"verdict"`
-	LockOverlaps           int64  `json:"lock_overlaps"`
-	StaleWrites            int64  `json:"stale_writes"`
-	OversoldUnits          int64  `json:"oversold_units"`
-	LostUpdates            int64  `json:"lost_updates"`
-	DoubleBookedSeats      int64  `json:"double_booked_seats"`
-	StuckLocks             int64  `json:"stuck_locks"`
-	LostAcknowledgedOrders int64  `json:"lost_acknowledged_orders"`
+// Counts are what the checker found wrong with one variant, thing by
+// thing: the checker's result and the chaos report's verdict both carry
+// them.
+type Counts struct {
+	LockOverlaps           int64 `json:"lock_overlaps"`
+	StaleWrites            int64 `json:"stale_writes"`
+	OversoldUnits          int64 `json:"oversold_units"`
+	LostUpdates            int64 `json:"lost_updates"`
+	DoubleBookedSeats      int64 `json:"double_booked_seats"`
+	StuckLocks             int64 `json:"stuck_locks"`
+	LostAcknowledgedOrders int64 `json:"lost_acknowledged_orders"`
 	// TokenInversions are fenced leases that came back from their acquire
 	// with a lower token than a lease granted while theirs was pending;
 	// the store refuses them, so they are no violation.
 	TokenInversions int64 `json:"token_inversions"`
+}
+
+// Broken reports whether any count is a violation (token inversions are
+// not).
+func (c Counts) Broken() bool {
+	return c.LockOverlaps+c.StaleWrites+c.OversoldUnits+c.LostUpdates+c.DoubleBookedSeats+c.StuckLocks+c.LostAcknowledgedOrders > 0
+}
+
+// Result is the verdict on one variant.
+type Result struct {
+	Variant string `json:"variant"`
+	Verdict string `json:"verdict"`
+	// Counts are the violations found, by kind.
+	Counts
 	// Leases, Writes and Acks are how much history the verdict rests on.
 	Leases int `json:"leases"`
 	Writes int `json:"writes"`
@@ -239,7 +254,7 @@ func checkScope(ctx context.Context, in Input, h *indexed, sc Scope) (Result, er
 		r.FirstViolation = &vs[0]
 	}
 	r.Verdict = Holds
-	if r.LockOverlaps+r.StaleWrites+r.OversoldUnits+r.LostUpdates+r.DoubleBookedSeats+r.StuckLocks+r.LostAcknowledgedOrders > 0 {
+	if r.Broken() {
 		r.Verdict = Breaks
 		if r.FirstViolation == nil && len(vs) > 0 {
 			r.FirstViolation = &vs[0]

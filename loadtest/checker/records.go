@@ -1,95 +1,16 @@
 package checker
 
 import (
-	"bufio"
-	"encoding/json"
 	"fmt"
-	"io"
-	"os"
 	"slices"
 	"time"
+
+	"flashsale/internal/history"
 )
 
-// Record is one line of a history, client or nemesis file. The checker's
-// own reading of the format: the fields it needs, nothing shared with the
-// code that wrote them.
-type Record struct {
-	Time time.Time `json:"t"`
-	// Kind is "lease" and "write" (an app's history), "ack" (the client's
-	// record of an answer) or "nemesis" (a fault).
-	Kind string `json:"kind"`
-	Proc string `json:"proc,omitempty"`
-	// Op is a lease's "acquired", "released" or "lost"; a write's "stock"
-	// or "seat"; an ack's "order" or "seat"; a fault's "start" or "end".
-	Op string `json:"op"`
-
-	Variant    string     `json:"variant,omitempty"`
-	Key        string     `json:"key,omitempty"`
-	Owner      string     `json:"owner,omitempty"`
-	Token      uint64     `json:"token,omitempty"`
-	Fenced     bool       `json:"fenced,omitempty"`
-	Acquired   *time.Time `json:"acquired,omitempty"`
-	ValidUntil *time.Time `json:"valid_until,omitempty"`
-	Err        string     `json:"err,omitempty"`
-
-	SKU   string `json:"sku,omitempty"`
-	Stock *int64 `json:"stock,omitempty"`
-	Event string `json:"event,omitempty"`
-	Seat  string `json:"seat,omitempty"`
-
-	Status         int    `json:"status,omitempty"`
-	IdempotencyKey string `json:"idempotency_key,omitempty"`
-
-	// Fault and Target name a nemesis event ("app-pause", "app 1").
-	Fault  string `json:"fault,omitempty"`
-	Target string `json:"target,omitempty"`
-	Detail string `json:"detail,omitempty"`
-}
-
-// ReadFiles reads every record of the given JSON-lines files. A last line
-// cut short (a process killed mid-write) is skipped; any other bad line is
-// an error.
-func ReadFiles(paths ...string) ([]Record, error) {
-	var out []Record
-	for _, p := range paths {
-		f, err := os.Open(p)
-		if err != nil {
-			return nil, fmt.Errorf("checker: %w", err)
-		}
-		recs, err := Read(f)
-		f.Close()
-		if err != nil {
-			return nil, fmt.Errorf("checker: %s: %w", p, err)
-		}
-		out = append(out, recs...)
-	}
-	return out, nil
-}
-
-// Read reads JSON-lines records from r.
-func Read(r io.Reader) ([]Record, error) {
-	var out []Record
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 4<<20)
-	var bad error
-	line := 0
-	for sc.Scan() {
-		line++
-		if len(sc.Bytes()) == 0 {
-			continue
-		}
-		if bad != nil {
-			return nil, bad // a bad line that was not the last
-		}
-		var rec Record
-		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
-			bad = fmt.Errorf("line %d: %w", line, err)
-			continue
-		}
-		out = append(out, rec)
-	}
-	return out, sc.Err()
-}
+// Record is one line of a history, client or nemesis file, in the format
+// internal/history defines for all three.
+type Record = history.Record
 
 // indexed is the records sorted out by kind.
 type indexed struct {

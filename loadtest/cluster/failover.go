@@ -39,64 +39,77 @@ type sentinelNodes interface {
 // The dead master stays down until the attack ends (Heal brings it back
 // as the new master's replica).
 func FailoverRecipe() *NodeRecipe {
-	// A lease begins within milliseconds under load; past this the recipe
-	// kills the master anyway, and says so.
-	const wait = 3 * time.Second
 	return &NodeRecipe{
 		Steps: fmt.Sprintf("at the start: cut the instances off the last two of Redlock's nodes, freeze the replica and drop its replication link; "+
-			"as soon as a lease begins on the master (at most %v later), kill the master, thaw the replica, heal the cut and wait for the sentinels to promote it", wait),
+			"as soon as a lease begins on the master (at most %v later), kill the master, thaw the replica, heal the cut and wait for the sentinels to promote it", failoverWait),
 		MinNodes: 3,
 		run: func(ctx context.Context, st stage) error {
-			sn, ok := st.nodes.(sentinelNodes)
-			if !ok || sn.Sentinel() == nil {
-				return errNoSentinel
-			}
-			nw, err := networkOf(st.nodes)
-			if err != nil {
-				return err
-			}
-			sc := sn.Sentinel()
-			master, err := sc.Master(ctx)
-			if err != nil {
-				return err
-			}
-			n := st.nodes.Len()
-			cut := []int{n - 3, n - 2}
-			for i := range nw.Instances() {
-				if err := nw.Cut(i, cut); err != nil {
-					return errors.Join(err, nw.Heal(ctx))
-				}
-			}
-			replica, err := sc.HoldBack(ctx)
-			if err != nil {
-				return errors.Join(err, nw.Heal(ctx))
-			}
-			watch, err := newLeaseWatch(master.URL(), st.pattern)
-			if err != nil {
-				return errors.Join(err, replica.Resume(), nw.Heal(ctx))
-			}
-			defer watch.close()
-			fresh := watch.since(ctx, wait)
-			if err := master.Kill(); err != nil {
-				return errors.Join(err, replica.Resume(), nw.Heal(ctx))
-			}
-			if err := errors.Join(replica.Resume(), nw.Heal(ctx)); err != nil {
-				return err
-			}
-			when := fmt.Sprintf("no lease began on it within %v", wait)
-			if fresh {
-				when = "a lease it had not replicated had just begun"
-			}
-			st.note(fmt.Sprintf("instances cut off nodes %s; replication held back; master %s killed: %s; cut healed", Indexes(cut), master.Addr(), when))
-			began := time.Now()
-			promoted, err := sc.WaitFailover(ctx, master)
-			if err != nil {
-				return err
-			}
-			st.note(fmt.Sprintf("the sentinels promoted %s (%v after the kill)", promoted.Addr(), time.Since(began).Round(time.Millisecond)))
-			return nil
+			_, err := Failover(ctx, st.nodes, st.pattern, st.note)
+			return err
 		},
 	}
+}
+
+// failoverWait is how long Failover waits for a lease to begin on the
+// held-back master: under load one begins within milliseconds; past this
+// it kills the master anyway, and says so.
+const failoverWait = 3 * time.Second
+
+// Failover plays FailoverRecipe's steps once on nodes, which must be a
+// Local's (Local.Nodes) with its Sentinel cluster started, noting each
+// step; pattern matches the lock keys. It returns the promoted node, the
+// master from now on. The dead master stays down: the Sentinel cluster's
+// Heal brings it back as the new master's replica, after which it can be
+// played again.
+func Failover(ctx context.Context, nodes Nodes, pattern string, note func(string)) (*localredis.Node, error) {
+	sn, ok := nodes.(sentinelNodes)
+	if !ok || sn.Sentinel() == nil {
+		return nil, errNoSentinel
+	}
+	nw, err := networkOf(nodes)
+	if err != nil {
+		return nil, err
+	}
+	sc := sn.Sentinel()
+	master, err := sc.Master(ctx)
+	if err != nil {
+		return nil, err
+	}
+	n := nodes.Len()
+	cut := []int{n - 3, n - 2}
+	for i := range nw.Instances() {
+		if err := nw.Cut(i, cut); err != nil {
+			return nil, errors.Join(err, nw.Heal(ctx))
+		}
+	}
+	replica, err := sc.HoldBack(ctx)
+	if err != nil {
+		return nil, errors.Join(err, nw.Heal(ctx))
+	}
+	watch, err := newLeaseWatch(master.URL(), pattern)
+	if err != nil {
+		return nil, errors.Join(err, replica.Resume(), nw.Heal(ctx))
+	}
+	defer watch.close()
+	fresh := watch.since(ctx, failoverWait)
+	if err := master.Kill(); err != nil {
+		return nil, errors.Join(err, replica.Resume(), nw.Heal(ctx))
+	}
+	if err := errors.Join(replica.Resume(), nw.Heal(ctx)); err != nil {
+		return nil, err
+	}
+	when := fmt.Sprintf("no lease began on it within %v", failoverWait)
+	if fresh {
+		when = "a lease it had not replicated had just begun"
+	}
+	note(fmt.Sprintf("instances cut off nodes %s; replication held back; master %s killed: %s; cut healed", Indexes(cut), master.Addr(), when))
+	began := time.Now()
+	promoted, err := sc.WaitFailover(ctx, master)
+	if err != nil {
+		return nil, err
+	}
+	note(fmt.Sprintf("the sentinels promoted %s (%v after the kill)", promoted.Addr(), time.Since(began).Round(time.Millisecond)))
+	return promoted, nil
 }
 
 // since polls until a lock key holds an owner it did not hold at the first
@@ -134,3 +147,7 @@ func (w *leaseWatch) since(ctx context.Context, d time.Duration) bool {
 	}
 	return false
 }
+
+// Sentinel is the Sentinel cluster in front of the instances' first node
+// once they run with AppSettings.Failover; nil before.
+func (l *Local) Sentinel() *localredis.SentinelCluster { return l.sentinel }

@@ -119,7 +119,9 @@ func (n *Network) fault(i int, nodes []int, toxics ...string) error {
 	for _, j := range nodes {
 		p := n.proxies[i][j]
 		for _, spec := range toxics {
-			if _, err := p.Toxics.AddToxicJson(strings.NewReader(spec)); err != nil {
+			// A link the other nemesis lane has cut already is cut: two
+			// faults may share it, and the first heal ends both.
+			if _, err := p.Toxics.AddToxicJson(strings.NewReader(spec)); err != nil && !errors.Is(err, toxiproxy.ErrToxicAlreadyExists) {
 				errs = append(errs, fmt.Errorf("instance %d → node %d: %w", i, j, err))
 			}
 		}

@@ -10,12 +10,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"slices"
 	"strings"
 	"time"
 
 	"flashsale/internal/cli"
+	"flashsale/internal/machine"
 	"flashsale/loadtest/cluster"
 	"flashsale/loadtest/output"
 	"flashsale/loadtest/storefront"
@@ -218,7 +218,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	rep := &Report{
 		Started: time.Now(), Variants: cfg.Variants, Rates: cfg.Rates, Duration: cfg.Duration, WorkMS: cfg.WorkMS,
-		LockTTL: cfg.Local.LockTTL, LockWait: cfg.Local.LockWait, LoadBefore: loadAverage(),
+		LockTTL: cfg.Local.LockTTL, LockWait: cfg.Local.LockWait, LoadBefore: machine.LoadAverage(),
 		Database: "SQLite", Batch: cfg.Batch,
 	}
 	if strings.HasPrefix(cfg.Local.DB, "postgres") {
@@ -256,7 +256,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			rep.Steps = append(rep.Steps, st)
 		}
 	}
-	rep.Finished, rep.LoadAfter = time.Now(), loadAverage()
+	rep.Finished, rep.LoadAfter = time.Now(), machine.LoadAverage()
 	rep.Spikes = rep.spikes()
 	return rep, nil
 }
@@ -338,16 +338,6 @@ func lockHold(ctx context.Context, fleet storefront.Fleet, variant string) (seco
 		}
 	}
 	return seconds, leases
-}
-
-// loadAverage is the 1, 5 and 15 minute load average where the system
-// tells it (/proc/loadavg), else "unknown".
-func loadAverage() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
-		return strings.Join(f[:3], ", ")
-	}
-	return "unknown"
 }
 
 // WriteFiles writes sweep.txt, sweep.json, sweep.html, sweep-sales.svg and

@@ -1,6 +1,6 @@
 // Command chaos runs flashsale's lock variants side by side for minutes
-// while a seeded nemesis breaks the world — Redis nodes crashed, wiped and
-// paused, app processes paused and killed, node clocks jumping, replies
+// while a seeded nemesis breaks the world — Redis nodes crashed, wiped,
+// flushed, paused and failed over, app processes paused and killed, node clocks jumping, replies
 // delayed, the network partitioned — then judges every variant with a
 // checker that reads the recorded history and the database.
 //
@@ -51,10 +51,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		rate      = fs.Int("rate", 30, "purchases per second, per variant")
 		lockTTL   = fs.Duration("lock-ttl", 500*time.Millisecond, "lease TTL of the app instances; sizes the pauses, jumps and delays")
 		lockWait  = fs.Duration("lock-wait", time.Second, "how long the app instances wait for a busy lock")
+		workMS    = fs.Int("work-ms", 40, "business work inside every critical section, in milliseconds")
 		instances = fs.Int("instances", 3, "app instances")
 		nodes     = fs.Int("nodes", 5, "Redis nodes")
 		appBin    = fs.String("app-bin", "", "storefront binary (default: go build the module found from the working directory)")
 		batch     = fs.Bool("batch", false, "run every variant with batching under one lease on (the app's -batch)")
+		fast      = fs.Bool("fast", true, "run the app instances with the locks' speed layer on; false runs exactly the taught code")
 		aware     = fs.Bool("restart-aware", true, "run the app instances with Redlock restart awareness; false shows what it prevents")
 		strict    = fs.Bool("strict", false, "also fail when a variant expected to break held")
 		out       = fs.String("out", "out/chaos", "directory for chaos.json, chaos.html and the histories")
@@ -86,7 +88,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	rep, err := chaos.Run(ctx, chaos.Config{
 		Variants: cli.Split(*variants), Faults: cli.Split(*faults), Duration: *duration, Seed: *seed, Rate: *rate,
-		LockTTL: *lockTTL, LockWait: *lockWait, OutDir: *out, Logger: logger, Batch: *batch, Unaware: !*aware,
+		LockTTL: *lockTTL, LockWait: *lockWait, WorkMS: *workMS, OutDir: *out, Logger: logger, Batch: *batch, Taught: !*fast, Unaware: !*aware,
 		Local: cluster.LocalConfig{Instances: *instances, Nodes: *nodes, AppBin: *appBin, Logger: logger},
 	})
 	if err != nil {

@@ -50,6 +50,7 @@ import (
 	"flashsale/internal/cli"
 	"flashsale/internal/clock"
 	"flashsale/internal/localredis"
+	"flashsale/internal/machine"
 	"flashsale/lock"
 )
 
@@ -181,8 +182,8 @@ func writeJSON(path string, rep *Report) error {
 // so far even when it fails.
 func bench(ctx context.Context, s settings, log *slog.Logger) (*Report, error) {
 	rep := &Report{Started: time.Now(), Contenders: s.goroutines, Section: s.section, Duration: s.duration,
-		TTL: s.ttl, Nodes: s.nodes, CPUs: runtime.NumCPU(), LoadBefore: loadAverage()}
-	defer func() { rep.LoadAfter = loadAverage() }()
+		TTL: s.ttl, Nodes: s.nodes, CPUs: runtime.NumCPU(), LoadBefore: machine.LoadAverage()}
+	defer func() { rep.LoadAfter = machine.LoadAverage() }()
 
 	if !localredis.Available() {
 		return nil, errors.New("redis-server is not on PATH: the contenders need real Redis nodes")

@@ -129,7 +129,7 @@ func aggregate(variant string, perProcess int, reps []childReport, start, end in
 		return r
 	}
 	slices.Sort(waits)
-	r.P50Wait, r.P99Wait, r.MaxWait = waits[len(waits)/2], waits[len(waits)*99/100], waits[len(waits)-1]
+	r.P50Wait, r.P99Wait, r.MaxWait = percentile(waits, 50), percentile(waits, 99), waits[len(waits)-1]
 	r.SectionRan = ran / time.Duration(r.Sections)
 	r.Rate = float64(r.Sections) / r.Window.Seconds()
 	r.Ceiling = 1 / (r.SectionRan + r.Uncontended).Seconds()
@@ -224,7 +224,13 @@ func meanP99(d []time.Duration) (mean, p99 time.Duration) {
 	for _, x := range d {
 		sum += x
 	}
-	return sum / time.Duration(len(d)), d[len(d)*99/100]
+	return sum / time.Duration(len(d)), percentile(d, 99)
+}
+
+// percentile is the element p % of the way into sorted, which is not
+// empty.
+func percentile(sorted []time.Duration, p int) time.Duration {
+	return sorted[len(sorted)*p/100]
 }
 
 // Report is a whole benchmark run.

@@ -1,11 +1,6 @@
 package main
 
-import (
-	"os"
-	"strings"
-
-	"golang.org/x/sys/unix"
-)
+import "golang.org/x/sys/unix"
 
 // monoNow is CLOCK_MONOTONIC in nanoseconds. It is one clock for every
 // process on the machine (Go's own monotonic readings are relative to each
@@ -18,17 +13,4 @@ func monoNow() int64 {
 		panic(err) // CLOCK_MONOTONIC exists on every Linux Go supports
 	}
 	return ts.Nano()
-}
-
-// loadAverage is the 1, 5 and 15 minute load average, as uptime prints it.
-func loadAverage() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], ", ")
 }

@@ -8,6 +8,3 @@ import "time"
 // shares outside Linux. A clock step during a run can hide or invent an
 // overlap there; on Linux the tool reads CLOCK_MONOTONIC instead.
 func monoNow() int64 { return time.Now().UnixNano() }
-
-// loadAverage is not read outside Linux.
-func loadAverage() string { return "unknown" }
