@@ -56,7 +56,7 @@ type keyed interface {
 func (o Order) fingerprint() string   { return o.RequestHash }
 func (b Booking) fingerprint() string { return b.RequestHash }
 
-// byKey finds, in db, the row (what: "order", "booking") the user's
+// byKey finds the row (what: "order", "booking") the user's
 // Idempotency-Key already made. found with a nil error means: the same
 // request, replay it; a row made by another request is refused.
 func byKey[T keyed](ctx context.Context, db *gorm.DB, what, user, key, hash string) (row T, found bool, err error) {
@@ -76,8 +76,8 @@ func byKey[T keyed](ctx context.Context, db *gorm.DB, what, user, key, hash stri
 	return row, true, nil
 }
 
-// orderByKey finds, in db, the order the user's Idempotency-Key already
-// made.
+// orderByKey finds, reading through db, the order the user's
+// Idempotency-Key already made.
 func (s *Service) orderByKey(ctx context.Context, db *gorm.DB, user, key, hash string) (Order, bool, error) {
 	return byKey[Order](ctx, db, "order", user, key, hash)
 }
