@@ -30,10 +30,15 @@ func sqliteDSN(dsn string) string {
 	if strings.Contains(dsn, "?") {
 		return dsn
 	}
-	if !strings.HasPrefix(dsn, "file:") {
-		dsn = "file:" + dsn
+	return sqliteFile(dsn, "_journal_mode=WAL&_busy_timeout=10000&_txlock=immediate")
+}
+
+// sqliteFile is the DSN of the SQLite file name with the parameters params.
+func sqliteFile(name, params string) string {
+	if !strings.HasPrefix(name, "file:") {
+		name = "file:" + name
 	}
-	return dsn + "?_journal_mode=WAL&_busy_timeout=10000&_txlock=immediate"
+	return name + "?" + params
 }
 
 // Open connects to the database named by dsn: PostgreSQL for a postgres://
@@ -68,7 +73,7 @@ func OpenReads(ctx context.Context, dsn string, log *slog.Logger) (*gorm.DB, err
 	if IsPostgres(dsn) {
 		return open(ctx, postgres.Open(dsn), dsn, 4, log)
 	}
-	if strings.Contains(dsn, ":memory:") || strings.Contains(dsn, "mode=memory") || strings.Contains(dsn, "?") {
+	if strings.Contains(dsn, ":memory:") || strings.Contains(dsn, "?") { // mode=memory comes with a "?"
 		return nil, nil
 	}
 	return open(ctx, sqlite.Open(sqliteReadsDSN(dsn)), dsn, 4, log)
@@ -78,10 +83,7 @@ func OpenReads(ctx context.Context, dsn string, log *slog.Logger) (*gorm.DB, err
 // takes the write lock, so it needs no _txlock, and it leaves the journal
 // mode to the writer.
 func sqliteReadsDSN(dsn string) string {
-	if !strings.HasPrefix(dsn, "file:") {
-		dsn = "file:" + dsn
-	}
-	return dsn + "?_busy_timeout=10000&_query_only=true"
+	return sqliteFile(dsn, "_busy_timeout=10000&_query_only=true")
 }
 
 // open connects through dial with a pool of at most conns connections.

@@ -73,30 +73,73 @@ func (r *redlock) send(ctx context.Context, c command) <-chan reply {
 }
 
 // gather counts the answers until u says the outcome is known, or the
-// per-node timeout passes: a node not heard from by then has failed.
+// per-node timeout passes: a node not heard from by then has failed,
+// unless it is answering (pipe.go) and only the reading was late; its vote
+// is then waited for until lateWindow from the round's start. Given up on,
+// a saturated process failed tries that a majority had granted (a spike
+// once went four seconds without a lease). It costs no safety: lease
+// counts the validity from the round's start.
 func (r *redlock) gather(ctx context.Context, replies <-chan reply, u until) []vote {
+	start := time.Now()
 	votes := make([]vote, len(r.nodes))
 	for i, n := range r.nodes {
 		votes[i].n = n
 	}
 	timer := time.NewTimer(r.cfg.nodeTimeout)
 	defer timer.Stop()
-	for heard := 0; heard < len(r.nodes) && !u.decided(votes); heard++ {
+	late := false // past the per-node timeout, waiting for answering nodes only
+	for !u.decided(votes) && !all(votes) {
 		select {
 		case a := <-replies:
 			v := &votes[a.i]
+			if v.heard {
+				continue // given up on at the per-node timeout
+			}
 			v.heard, v.num, v.err = true, a.n, a.err
 			v.yes = a.err == nil && a.n > 0
 			v.counts = !a.lost && v.n.counts(a.inc, time.Now())
 		case <-timer.C:
-			r.giveUp(votes, fmt.Errorf("no answer within %v: %w", r.cfg.nodeTimeout, context.DeadlineExceeded))
-			return votes
+			timeout := fmt.Errorf("no answer within %v: %w", r.cfg.nodeTimeout, context.DeadlineExceeded)
+			rest := lateWindow(r.cfg) - time.Since(start)
+			if late || rest <= 0 || !r.giveUpSilent(votes, timeout) {
+				r.giveUp(votes, timeout)
+				return votes
+			}
+			late = true
+			timer.Reset(rest)
 		case <-ctx.Done():
 			r.giveUp(votes, ctx.Err())
 			return votes
 		}
 	}
 	return votes
+}
+
+// all reports whether every node was heard from (or given up on).
+func all(votes []vote) bool {
+	for _, v := range votes {
+		if !v.heard {
+			return false
+		}
+	}
+	return true
+}
+
+// giveUpSilent marks failed the nodes not heard from that are not
+// answering, and reports whether any node is still waited for: one that
+// answers, though its reply has not been read yet.
+func (r *redlock) giveUpSilent(votes []vote, err error) (waiting bool) {
+	for i := range votes {
+		v := &votes[i]
+		switch {
+		case v.heard:
+		case r.answering(v.n):
+			waiting = true
+		default:
+			v.heard, v.err = true, r.stale(v.n, err)
+		}
+	}
+	return waiting
 }
 
 // giveUp marks the nodes not heard from as failed.

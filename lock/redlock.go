@@ -44,7 +44,9 @@ func (r *redlock) acquire(ctx context.Context, at gap, k keys, value string, ttl
 	// quickly.
 	// Here: all at once, not one after another (the page allows it), and
 	// only until the outcome is decided; the other nodes get their SET all
-	// the same.
+	// the same. A node that is answering but whose reply was read late (a
+	// busy process) is not down: its vote is waited for a little longer
+	// (quorum.go's gather), and counted, as step 3 counts that time too.
 	votes := r.ask(ctx, setNX(k.lock, value, ttl), r.majority())
 	if err := at(ctx, AfterAcquireStep1); err != nil {
 		return grant{}, err

@@ -1,5 +1,6 @@
 // Package cli holds what the project's commands share when they read their
-// flags: a comma-separated list, and a selection from a list of known names.
+// flags: a comma-separated list (of names or of numbers), and a selection
+// from a list of known names.
 package cli
 
 import (
@@ -8,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -21,6 +23,16 @@ func Split(s string) []string {
 		}
 	}
 	return out
+}
+
+// Join is the comma-separated flag value of the numbers ns, as Split reads
+// it back: a default to show in a flag's usage, or to set in its place.
+func Join(ns []int) string {
+	parts := make([]string, len(ns))
+	for i, n := range ns {
+		parts[i] = strconv.Itoa(n)
+	}
+	return strings.Join(parts, ",")
 }
 
 // Pick selects from known the names in the comma-separated sel, in known's

@@ -23,6 +23,24 @@ func TestSplit(t *testing.T) {
 	}
 }
 
+func TestJoin(t *testing.T) {
+	for _, tc := range []struct {
+		in   []int
+		want string
+	}{
+		{nil, ""},
+		{[]int{8000}, "8000"},
+		{[]int{1000, 8000, 1000}, "1000,8000,1000"},
+	} {
+		if got := Join(tc.in); got != tc.want {
+			t.Errorf("Join(%v) = %q, want %q", tc.in, got, tc.want)
+		}
+		if back := Split(Join(tc.in)); len(back) != len(tc.in) {
+			t.Errorf("Split(Join(%v)) = %q: %d parts, want %d", tc.in, back, len(back), len(tc.in))
+		}
+	}
+}
+
 func TestPick(t *testing.T) {
 	known := []string{"none", "lua", "redlock"}
 	for _, tc := range []struct {

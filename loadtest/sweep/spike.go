@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"flashsale/loadtest/output"
+	"flashsale/lock"
 )
 
 // A spike.
@@ -23,6 +24,14 @@ import (
 // count as in time: the critical section of a request that got its lease at
 // the last moment (budget.go in inventory), with room for a loaded machine.
 const LateMargin = 250 * time.Millisecond
+
+// The spike profile (the load runner's -spike): the rates of a flash sale,
+// rising to 8× the first and back, offered to the correct rungs batched,
+// with no lock as the reference.
+var (
+	SpikeRates    = []int{1000, 2000, 4000, 8000, 1000}
+	SpikeVariants = []string{"none", "lua", "redlock", "redlock+fence"}
+)
 
 // Spike targets, as ratios in the same run.
 const (
@@ -59,6 +68,18 @@ type Spike struct {
 	Recovery float64       `json:"recovery"`
 	// Met says whether every target above held.
 	Met bool `json:"met"`
+}
+
+// Missed are the variants, other than the reference (no lock), whose spike
+// missed a target.
+func (r *Report) Missed() []string {
+	var out []string
+	for _, s := range r.Spikes {
+		if !s.Met && s.Variant != lock.None {
+			out = append(out, s.Variant)
+		}
+	}
+	return out
 }
 
 // LateShare is Late over Requests.

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -91,6 +92,15 @@ func TestSpike(t *testing.T) {
 	// The same rate twice is two steps, each with its own figures.
 	if r.at(0, 0).Summary.P99 == r.at(0, 3).Summary.P99 {
 		t.Error("the last 1000/s step reads as the first")
+	}
+	// What -spike fails on: a lock variant that missed; no lock is only
+	// the reference, met or not.
+	if got := r.Missed(); !slices.Equal(got, []string{"redlock"}) {
+		t.Errorf("Missed() = %q, want [redlock]", got)
+	}
+	r.Spikes = append(r.Spikes, Spike{Variant: "none"})
+	if got := r.Missed(); !slices.Equal(got, []string{"redlock"}) {
+		t.Errorf("with none missing too, Missed() = %q, want [redlock]", got)
 	}
 }
 

@@ -76,9 +76,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		redisURLs   = fs.String("redis", "", "Redis URLs of -targets, comma-separated, for the runner's own stuck-lock scan")
 		lockPattern = fs.String("lock-pattern", cluster.DefaultLockPattern, "Redis key pattern of lock keys")
 
-		sweep      = fs.Bool("sweep", false, "instead of the matrix, offer rising rates of purchases of one hot SKU to every variant (default variants "+strings.Join(sweep.Variants, ",")+", 5s a rate)")
+		sweepOn    = fs.Bool("sweep", false, "instead of the matrix, offer rising rates of purchases of one hot SKU to every variant (default variants "+strings.Join(sweep.Variants, ",")+", 5s a rate)")
 		sweepRates = fs.String("sweep-rates", "200,500,1000", "offered rates of -sweep, requests per second, comma-separated")
 		sweepWork  = fs.Int("sweep-work-ms", 1, "business work inside every critical section of -sweep, ms")
+		spike      = fs.Bool("spike", false, "the flash-sale spike: -sweep -batch at "+cli.Join(sweep.SpikeRates)+"/s for "+strings.Join(sweep.SpikeVariants, ",")+" (flags given win); exits 1 when a lock variant misses a spike target")
 	)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: loadtest [flags]\n\nRuns every lock variant under every fault scenario with vegeta and judges each cell against the expected outcomes declared with the ladder (lock/ladder.go).\n\n")
@@ -148,8 +149,20 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 	}
 
-	if *sweep {
-		return runSweep(ctx, cfg, set, *sweepRates, *sweepWork, args, stdout, stderr)
+	if *spike {
+		*sweepOn = true
+		if !set["batch"] {
+			cfg.Batch = true
+		}
+		if !set["sweep-rates"] {
+			*sweepRates = cli.Join(sweep.SpikeRates)
+		}
+		if !set["variants"] {
+			cfg.Variants, set["variants"] = sweep.SpikeVariants, true
+		}
+	}
+	if *sweepOn {
+		return runSweep(ctx, cfg, set, *sweepRates, *sweepWork, *spike, args, stdout, stderr)
 	}
 	rep, err := loadtest.Run(ctx, cfg)
 	if err != nil {

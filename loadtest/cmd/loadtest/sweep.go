@@ -14,8 +14,9 @@ import (
 
 // runSweep is the command's -sweep mode: the matrix's flags where they
 // apply (variants, duration, max-workers, seed, the local environment, out,
-// progress), the sweep's own defaults where they were not given.
-func runSweep(ctx context.Context, cfg loadtest.Config, set map[string]bool, rates string, workMS int, args []string, stdout, stderr io.Writer) int {
+// progress), the sweep's own defaults where they were not given. With
+// spike, a lock variant that missed a spike target fails the run.
+func runSweep(ctx context.Context, cfg loadtest.Config, set map[string]bool, rates string, workMS int, spike bool, args []string, stdout, stderr io.Writer) int {
 	fail := func(code int, err error) int {
 		fmt.Fprintf(stderr, "loadtest: %v\n", err)
 		return code
@@ -64,6 +65,10 @@ func runSweep(ctx context.Context, cfg loadtest.Config, set map[string]bool, rat
 		if st.Err != "" {
 			return 1
 		}
+	}
+	if missed := rep.Missed(); spike && len(missed) > 0 {
+		fmt.Fprintf(stderr, "loadtest: the spike missed a target for %s\n", strings.Join(missed, ", "))
+		return 1
 	}
 	return 0
 }
