@@ -62,27 +62,29 @@ func (p piped) answer(c command, v any, inc string, err error) answer {
 // instances is how Redlock reaches its nodes.
 func (r *redlock) instances() []instance { return r.pipes }
 
-// stale judges a node whose vote was given up on (err says why): if it is
-// answering (below), the node is up and only late (gather waited for it
-// until lateWindow, quorum.go): ErrNodeLate, which makes the outcome busy,
-// not unavailable. A process too busy to read its replies in time must not
+// stale judges a node whose vote was given up on in a round that began at
+// start (err says why): if it was answering then (below), the node is up
+// and only late (gather waited for it until lateWindow, quorum.go):
+// ErrNodeLate, which makes the outcome busy, not unavailable. A process too
+// busy to read its replies, or even to send its commands, in time must not
 // call live nodes down. Otherwise the node failed; its connection is
 // dropped if it has not answered anything for a whole TTL (a paused node,
 // a cut without a reset), since commands queued behind a dead connection
 // would otherwise wait for ever.
-func (r *redlock) stale(n *node, err error) error {
-	if r.answering(n) {
+func (r *redlock) stale(n *node, start time.Time, err error) error {
+	if r.answering(n, start) {
 		return fmt.Errorf("%w: %w", ErrNodeLate, err)
 	}
 	n.pipe.Stale(r.cfg.ttl)
 	return err
 }
 
-// answering reports whether n counts as up though its answer is not read
-// yet: its connection had bytes arrive within the last lateWindow, or has
-// some waiting, or owes no reply older than that.
-func (r *redlock) answering(n *node) bool {
-	return n.pipe.Answering(time.Now().Add(-lateWindow(r.cfg)))
+// answering reports whether n counted as up for a round that began at
+// start, though its answer is not read yet: its connection had bytes
+// arrive within lateWindow before the round or since, or has some
+// waiting, or owes no reply sent before that.
+func (r *redlock) answering(n *node, start time.Time) bool {
+	return n.pipe.Answering(start.Add(-lateWindow(r.cfg)))
 }
 
 // lateWindow is how long a node may be silent and still count as up but

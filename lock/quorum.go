@@ -101,14 +101,14 @@ func (r *redlock) gather(ctx context.Context, replies <-chan reply, u until) []v
 		case <-timer.C:
 			timeout := fmt.Errorf("no answer within %v: %w", r.cfg.nodeTimeout, context.DeadlineExceeded)
 			rest := lateWindow(r.cfg) - time.Since(start)
-			if late || rest <= 0 || !r.giveUpSilent(votes, timeout) {
-				r.giveUp(votes, timeout)
+			if late || rest <= 0 || !r.giveUpSilent(votes, start, timeout) {
+				r.giveUp(votes, start, timeout)
 				return votes
 			}
 			late = true
 			timer.Reset(rest)
 		case <-ctx.Done():
-			r.giveUp(votes, ctx.Err())
+			r.giveUp(votes, start, ctx.Err())
 			return votes
 		}
 	}
@@ -128,25 +128,25 @@ func all(votes []vote) bool {
 // giveUpSilent marks failed the nodes not heard from that are not
 // answering, and reports whether any node is still waited for: one that
 // answers, though its reply has not been read yet.
-func (r *redlock) giveUpSilent(votes []vote, err error) (waiting bool) {
+func (r *redlock) giveUpSilent(votes []vote, start time.Time, err error) (waiting bool) {
 	for i := range votes {
 		v := &votes[i]
 		switch {
 		case v.heard:
-		case r.answering(v.n):
+		case r.answering(v.n, start):
 			waiting = true
 		default:
-			v.heard, v.err = true, r.stale(v.n, err)
+			v.heard, v.err = true, r.stale(v.n, start, err)
 		}
 	}
 	return waiting
 }
 
 // giveUp marks the nodes not heard from as failed.
-func (r *redlock) giveUp(votes []vote, err error) {
+func (r *redlock) giveUp(votes []vote, start time.Time, err error) {
 	for i := range votes {
 		if v := &votes[i]; !v.heard {
-			v.heard, v.err = true, r.stale(v.n, err)
+			v.heard, v.err = true, r.stale(v.n, start, err)
 		}
 	}
 }
