@@ -23,10 +23,11 @@ var (
 	// ErrCrashed is returned when an injected crash fault abandoned the operation
 	// at a fault point, exactly as a process dying there would.
 	ErrCrashed = errors.New("lock: holder crashed at an injected fault point")
-	// ErrNodeLate marks a node whose answer was not in by the per-node
-	// timeout although the node is answering (pipe.go): this process was
-	// too busy to read it in time, or the node is slow. Either way the
-	// node is up, so the vote says busy, never unavailable.
+	// ErrNodeLate marks a node whose answer was not in, though the node
+	// was answering (pipe.go) and was waited for past the per-node timeout
+	// (quorum.go): this process was too busy to read it in time, or the
+	// node is slow. Either way the node is up, so the vote says busy,
+	// never unavailable.
 	ErrNodeLate = errors.New("lock: node answering, but not within the per-node timeout")
 	// ErrUnknownVariant is returned for a variant name that is not on the ladder.
 	ErrUnknownVariant = errors.New("lock: unknown variant")
