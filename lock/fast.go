@@ -149,7 +149,7 @@ func (l *Locker) acquireFast(ctx context.Context, name string) (*Lease, int, err
 		case ctx.Err() != nil:
 			return nil, tries, errors.Join(telling(err, last), context.Cause(ctx))
 		}
-		last, wait = err, freed
+		last, wait = noted(err, last), freed
 	}
 }
 

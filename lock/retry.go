@@ -25,7 +25,7 @@ func (l *Locker) retry(ctx context.Context, name string) (*Lease, int, error) {
 		case ctx.Err() != nil:
 			return nil, tries, errors.Join(telling(err, last), context.Cause(ctx))
 		}
-		last = err
+		last = noted(err, last)
 		if !clock.Sleep(ctx, rand.N(bound+1)) {
 			return nil, tries, errors.Join(last, context.Cause(ctx))
 		}
@@ -55,6 +55,19 @@ func telling(err, before error) error {
 		return before
 	}
 	if timedOut(err) {
+		return before
+	}
+	return err
+}
+
+// noted is what a waiter keeps of a failed try, to tell if its wait runs
+// out: the try's error, unless it is a single node's read cut short by the
+// caller's deadline, which telling would not report either (a busy
+// process's read timing out is not Redis down), then what it kept before.
+// The deadline's error can arrive a moment before ctx says it is done, and
+// the try is then not the last.
+func noted(err, before error) error {
+	if _, quorum := errors.AsType[*QuorumError](err); !quorum && errors.Is(err, ErrUnavailable) && timedOut(err) {
 		return before
 	}
 	return err
