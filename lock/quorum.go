@@ -87,7 +87,6 @@ func (r *redlock) gather(ctx context.Context, replies <-chan reply, u until) []v
 	}
 	timer := time.NewTimer(r.cfg.nodeTimeout)
 	defer timer.Stop()
-	late := false // past the per-node timeout, waiting for answering nodes only
 	for !u.decided(votes) && !all(votes) {
 		select {
 		case a := <-replies:
@@ -100,12 +99,13 @@ func (r *redlock) gather(ctx context.Context, replies <-chan reply, u until) []v
 			v.counts = !a.lost && v.n.counts(a.inc, time.Now())
 		case <-timer.C:
 			timeout := fmt.Errorf("no answer within %v: %w", r.cfg.nodeTimeout, context.DeadlineExceeded)
+			// At the per-node timeout, time is left for the answering
+			// nodes; when the timer fires again, lateWindow has passed.
 			rest := lateWindow(r.cfg) - time.Since(start)
-			if late || rest <= 0 || !r.giveUpSilent(votes, start, timeout) {
+			if rest <= 0 || !r.giveUpSilent(votes, start, timeout) {
 				r.giveUp(votes, start, timeout)
 				return votes
 			}
-			late = true
 			timer.Reset(rest)
 		case <-ctx.Done():
 			r.giveUp(votes, start, ctx.Err())
