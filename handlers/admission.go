@@ -22,18 +22,22 @@ import (
 // longer than the target (or was answered lock_busy: its budget ran out
 // waiting) takes a tenth off it, and every one in time, while the bound was
 // at least half used, adds one, up to MaxInFlight again. Slow answers come
-// in crowds (a batch answers all its orders at once, a stall delays every
-// sale in flight), so as in TCP's congestion control one cut is made per
-// round: a sale admitted before the last cut cannot cut again. Without
-// that, one slow batch of 60 cut the bound sixty times, to its least, while
-// the lock stood idle more than half the time. When the
-// instance (or the machine under it) slows, fewer sales compete for it and
-// each is answered in time; when it keeps up, the bound climbs back. It
-// never goes below a quarter of MaxInFlight: with batching, a lease sells
-// what waits for it, so a bound much lower makes every batch smaller and
-// every sale slower still, and the bound would only chase its own tail (a
-// run that let it fall to 4 sold 8 a second at the peak where a fixed 32
-// sold 300).
+// in crowds (a stall delays every sale in flight), so as in TCP's
+// congestion control one cut is made per round: a sale admitted before the
+// last cut cannot cut again. When the instance (or the machine under it)
+// slows, fewer sales compete for it and each is answered in time; when it
+// keeps up, the bound climbs back. It never goes below a quarter of
+// MaxInFlight.
+//
+// A batched order (inventory's batching under one lease) never cuts it.
+// While it waits for its batch it is parked in its SKU's queue: no lock
+// round trip, no transaction, no CPU, and it leaves at its deadline. When
+// batched orders come slow, the lease's hand-offs between instances are
+// slow (at a spike, every core is busy answering), and the bound is the
+// most the next lease can sell: cutting it makes every batch smaller and
+// every sale slower still. At 8000/s on two cores, bounds cut to their
+// least sold 0.12–0.37× the plateau, bounds held at their most 0.23–0.66×
+// (docs/performance.md).
 
 // DefaultInFlightTarget is how long an admitted sale may take before the
 // in-flight bound shrinks: a quarter of the default lock wait.
@@ -64,8 +68,9 @@ func newInFlight(max int, target time.Duration, observe func(n int, limit float6
 }
 
 // admit takes a place under the bound, or says how many are in flight and
-// what the bound is now; done gives the place back with how the sale went.
-func (l *inFlight) admit() (done func(took time.Duration, late bool), n, limit int) {
+// what the bound is now; done gives the place back with how the sale went:
+// how long it took, whether its budget ran out, whether it was batched.
+func (l *inFlight) admit() (done func(took time.Duration, late, batched bool), n, limit int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.n >= int(l.limit) {
@@ -74,17 +79,17 @@ func (l *inFlight) admit() (done func(took time.Duration, late bool), n, limit i
 	l.n++
 	l.observe(l.n, l.limit)
 	round := l.cuts
-	return func(took time.Duration, late bool) { l.done(round, took, late) }, l.n, int(l.limit)
+	return func(took time.Duration, late, batched bool) { l.done(round, took, late, batched) }, l.n, int(l.limit)
 }
 
-func (l *inFlight) done(round uint64, took time.Duration, late bool) {
+func (l *inFlight) done(round uint64, took time.Duration, late, batched bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	used := l.n
 	l.n--
 	switch {
 	case late || took > l.target:
-		if round == l.cuts {
+		if round == l.cuts && !batched {
 			l.limit = max(l.limit*0.9, l.floor())
 			l.cuts++
 		}
@@ -107,6 +112,10 @@ func (s *Server) admitSales(c *gin.Context) error {
 	}
 	start := time.Now()
 	c.Next()
-	done(time.Since(start), c.Writer.Status() == http.StatusServiceUnavailable && c.GetBool(shedKey))
+	done(time.Since(start), c.Writer.Status() == http.StatusServiceUnavailable && c.GetBool(shedKey), c.GetBool(batchedKey))
 	return nil
 }
+
+// batchedKey marks an order that joined its SKU's batch queue, for
+// admitSales.
+const batchedKey = "flashsale.batched"

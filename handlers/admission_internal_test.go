@@ -11,7 +11,7 @@ import (
 func TestInFlightAdapts(t *testing.T) {
 	const target = 100 * time.Millisecond
 	l := newInFlight(20, target, nil)
-	admitAll := func() (dones []func(time.Duration, bool)) {
+	admitAll := func() (dones []func(time.Duration, bool, bool)) {
 		for {
 			done, _, _ := l.admit()
 			if done == nil {
@@ -24,12 +24,14 @@ func TestInFlightAdapts(t *testing.T) {
 		name      string
 		took      time.Duration
 		late      bool
+		batched   bool
 		wantLimit int
 	}{
-		{"slow answers shrink it, to a quarter", 2 * target, false, 5},
-		{"in time, it grows back", target / 2, false, 20},
-		{"lock_busy shrinks it as slowness does", target / 2, true, 5},
-		{"and it recovers", time.Millisecond, false, 20},
+		{"slow answers shrink it, to a quarter", 2 * target, false, false, 5},
+		{"in time, it grows back", target / 2, false, false, 20},
+		{"lock_busy shrinks it as slowness does", target / 2, true, false, 5},
+		{"and it recovers", time.Millisecond, false, false, 20},
+		{"batched orders, slow or lock_busy, never shrink it", 2 * target, true, true, 20},
 	}
 	for _, st := range steps {
 		for range 50 {
@@ -38,7 +40,7 @@ func TestInFlightAdapts(t *testing.T) {
 				t.Fatalf("%s: admitted %d with the bound at %v", st.name, len(dones), l.limit)
 			}
 			for _, d := range dones {
-				d(st.took, st.late)
+				d(st.took, st.late, st.batched)
 			}
 		}
 		if int(l.limit) != st.wantLimit {
@@ -53,19 +55,19 @@ func TestInFlightAdapts(t *testing.T) {
 func TestInFlightCutsOncePerRound(t *testing.T) {
 	const target = 100 * time.Millisecond
 	l := newInFlight(100, target, nil)
-	var crowd []func(time.Duration, bool)
+	var crowd []func(time.Duration, bool, bool)
 	for range 60 {
 		done, _, _ := l.admit()
 		crowd = append(crowd, done)
 	}
 	for _, done := range crowd {
-		done(2*target, false)
+		done(2*target, false, false)
 	}
 	if int(l.limit) != 90 {
 		t.Fatalf("after one slow crowd the bound is %v, want 90 (one cut)", l.limit)
 	}
 	done, _, _ := l.admit()
-	done(2*target, true)
+	done(2*target, true, false)
 	if int(l.limit) != 81 {
 		t.Fatalf("a slow sale of the next round left the bound at %v, want 81", l.limit)
 	}

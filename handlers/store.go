@@ -47,6 +47,7 @@ func (s *Server) createOrder(c *gin.Context) error {
 	if _, err := decode(c, &req, smallBody, false); err != nil {
 		return err
 	}
+	c.Set(batchedKey, s.inv.Batched(variant))
 	o, replay, err := s.inv.Buy(c.Request.Context(), inventory.Purchase{
 		SKU: req.SKU, Qty: req.Qty, User: req.User, Lock: variant,
 		IdempotencyKey: c.GetHeader("Idempotency-Key"),

@@ -65,8 +65,14 @@ func (s *Service) SetBatch(on bool) { s.batch.Store(on) }
 // Batch reports whether orders are batched under one lease.
 func (s *Service) Batch() bool { return s.batch.Load() }
 
-// batched reports whether an order under locker joins its SKU's queue: with
-// batching on, for the rungs whose guard is the lock.
+// Batched reports whether an order under the named lock variant joins its
+// SKU's queue now: with batching on, for the rungs whose guard is the lock.
+func (s *Service) Batched(variant string) bool {
+	locker, err := s.lockers.Get(variant)
+	return err == nil && s.batched(locker)
+}
+
+// batched reports whether an order under locker joins its SKU's queue.
 func (s *Service) batched(locker *lock.Locker) bool {
 	return s.batch.Load() && locker.Guard() == lock.GuardLock
 }

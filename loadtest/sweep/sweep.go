@@ -21,8 +21,6 @@ import (
 	"flashsale/loadtest/storefront"
 	"flashsale/loadtest/traffic"
 	"flashsale/lock"
-
-	vegeta "github.com/tsenart/vegeta/v12/lib"
 )
 
 // Variants are the sweep's default rows: none is the ceiling of
@@ -193,6 +191,9 @@ type Report struct {
 	LoadBefore string `json:"load_average_before"`
 	LoadAfter  string `json:"load_average_after"`
 	Steps      []Step `json:"steps"`
+	// Bare are the bare exchanges at every rate (bare.go), offered first
+	// when the rates rise and fall again.
+	Bare []Step `json:"bare,omitempty"`
 	// Spikes are the variants' spikes when the rates rise and fall again
 	// (spike.go).
 	Spikes []Spike `json:"spikes,omitempty"`
@@ -246,12 +247,20 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 	total := len(cfg.Variants) * len(cfg.Rates)
+	if peak(cfg.Rates) > 0 {
+		total += len(cfg.Rates)
+		for _, rate := range cfg.Rates {
+			st := bareStep(ctx, cfg, fleet, rate, len(rep.Bare)+1, total)
+			cfg.Logger.Info("sweep step", "variant", Bare, "rate", rate, "late", st.Late, "p99", st.Summary.P99, "err", st.Err)
+			rep.Bare = append(rep.Bare, st)
+		}
+	}
 	for _, v := range cfg.Variants {
 		for _, rate := range cfg.Rates {
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
-			st := runStep(ctx, cfg, fleet, cat, mix, v, rate, len(rep.Steps)+1, total)
+			st := runStep(ctx, cfg, fleet, cat, mix, v, rate, len(rep.Bare)+len(rep.Steps)+1, total)
 			cfg.Logger.Info("sweep step", "variant", v, "rate", rate, "sales_per_second", st.Sales, "percent_503", st.Unavailable, "p99", st.Summary.P99, "err", st.Err)
 			rep.Steps = append(rep.Steps, st)
 		}
@@ -284,28 +293,9 @@ func runStep(ctx context.Context, cfg Config, fleet storefront.Fleet, cat storef
 	if err != nil {
 		return fail(err)
 	}
-	requests := uint64(float64(rate) * cfg.Duration.Seconds())
-	pacer, err := traffic.CappedPacer(vegeta.Rate{Freq: rate, Per: time.Second}, requests)
-	if err != nil {
-		return fail(err)
-	}
 	held0, leases0 := lockHold(setup, fleet, variant)
-	bar := traffic.NewBar(cfg.Progress, requests, fmt.Sprintf("[%2d/%d] %-13s × %5d/s", n, total, variant, rate))
 	tally := traffic.NewTally()
-	inTime := cfg.Local.LockWait + LateMargin
-	traffic.Attack(ctx, cfg.workers(rate), tr.Targeter(), pacer, cfg.Duration, fmt.Sprintf("%s@%d", variant, rate), func(r *vegeta.Result) {
-		tally.Add(r)
-		if r.Latency > inTime {
-			st.Late++
-		}
-		if bar != nil {
-			_ = bar.Add(1) // a progress bar that cannot draw is no reason to stop
-		}
-	})
-	if bar != nil {
-		_ = bar.Finish()
-	}
-	if err := ctx.Err(); err != nil {
+	if st.Late, err = offer(ctx, cfg, tr.Targeter(), variant, rate, n, total, tally.Add); err != nil {
 		return fail(err)
 	}
 	st.Summary = tally.Summary()

@@ -40,11 +40,10 @@ func (r *Report) WriteText(w io.Writer) error {
 		fmt.Fprintf(tw, "%d: sent/s\tsales/s\t%% 503\tp50\tp99\tlate\thold\t", rate)
 	}
 	fmt.Fprintln(tw)
-	for vi, v := range r.Variants {
-		fmt.Fprintf(tw, "%s\t", v)
-		for ri := range r.Rates {
-			st := r.at(vi, ri)
-			if st == nil || st.Err != "" {
+	for _, rw := range r.rows() {
+		fmt.Fprintf(tw, "%s\t", rw.Variant)
+		for _, st := range rw.Steps {
+			if st == nil {
 				fmt.Fprint(tw, "ERROR\t\t\t\t\t\t\t")
 				continue
 			}
@@ -52,7 +51,7 @@ func (r *Report) WriteText(w io.Writer) error {
 			if st.Hold > 0 {
 				hold = output.Millis(st.Hold)
 			}
-			fmt.Fprintf(tw, "%.0f\t%.0f\t%.0f %%\t%s\t%s\t%d\t%s\t", st.Summary.Rate, st.Sales, st.Unavailable,
+			fmt.Fprintf(tw, "%.0f\t%s\t%.0f %%\t%s\t%s\t%d\t%s\t", st.Summary.Rate, sales(st), st.Unavailable,
 				output.Millis(st.Summary.P50), output.Millis(st.Summary.P99), st.Late, hold)
 		}
 		fmt.Fprintln(tw)
@@ -60,11 +59,15 @@ func (r *Report) WriteText(w io.Writer) error {
 	tw.Flush()
 	fmt.Fprintf(&b, "\nsent/s: the rate vegeta really sent (below the offered rate when the machine could not keep up); sales/s: distinct orders confirmed per second of the send window; %% 503: overloaded, lock_busy and lock_unavailable answers "+
 		"(a request waits at most the lock wait); p50, p99: latency of every request; late: requests answered later than the lock wait + %v; hold: mean time a lease was held (grant to release: "+
-		"the critical section with its database reads and writes), so 1 / hold is as fast as one hot key can sell with any lock\n", LateMargin)
+		"the critical section with its database reads and writes), so 1 / hold is as fast as one hot key can sell with any lock", LateMargin)
+	if len(r.Bare) > 0 {
+		fmt.Fprintf(&b, "; %s: the bare exchange at each rate, no lock and no sale: what this machine answers in time", Bare)
+	}
+	fmt.Fprintln(&b)
 	for _, sp := range r.Spikes {
 		fmt.Fprintln(&b, spikeLine(sp))
 	}
-	for _, st := range r.Steps {
+	for _, st := range append(slices.Clone(r.Bare), r.Steps...) {
 		var notes []string
 		if st.Err != "" {
 			notes = append(notes, "error: "+st.Err)
@@ -176,7 +179,7 @@ func (r *Report) lineChart(title string, value func(*Step) float64, diagonal boo
 }
 
 // page is the self-contained sweep report: inline CSS and SVG only.
-var page = template.Must(template.New("sweep").Funcs(template.FuncMap{"ms": output.Millis}).Parse(`<!doctype html>
+var page = template.Must(template.New("sweep").Funcs(template.FuncMap{"ms": output.Millis, "sales": sales}).Parse(`<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
@@ -197,7 +200,7 @@ load average {{.R.LoadBefore}} before, {{.R.LoadAfter}} after{{with .R.Command}}
 <table>
 <tr><th rowspan="2">variant</th>{{range .R.Rates}}<th colspan="6">{{.}}/s offered</th>{{end}}</tr>
 <tr>{{range .R.Rates}}<th>sent/s</th><th>sales/s</th><th>% 503</th><th>p50</th><th>p99</th><th>late</th>{{end}}</tr>
-{{range .Rows}}<tr><th>{{.Variant}}</th>{{range .Steps}}{{if .}}<td class="num">{{printf "%.0f" .Summary.Rate}}</td><td class="num">{{printf "%.0f" .Sales}}</td><td class="num">{{printf "%.0f" .Unavailable}} %</td><td class="num">{{ms .Summary.P50}}</td><td class="num">{{ms .Summary.P99}}</td><td class="num">{{.Late}}</td>{{else}}<td colspan="6">error</td>{{end}}{{end}}</tr>
+{{range .Rows}}<tr><th>{{.Variant}}</th>{{range .Steps}}{{if .}}<td class="num">{{printf "%.0f" .Summary.Rate}}</td><td class="num">{{sales .}}</td><td class="num">{{printf "%.0f" .Unavailable}} %</td><td class="num">{{ms .Summary.P50}}</td><td class="num">{{ms .Summary.P99}}</td><td class="num">{{.Late}}</td>{{else}}<td colspan="6">error</td>{{end}}{{end}}</tr>
 {{end}}</table>
 {{range .Spikes}}<p>{{.}}</p>
 {{end}}{{.Sales}}
@@ -206,24 +209,54 @@ load average {{.R.LoadBefore}} before, {{.R.LoadAfter}} after{{with .R.Command}}
 </html>
 `))
 
-// WriteHTML writes the self-contained HTML report.
-func (r *Report) WriteHTML(w io.Writer) error {
-	type row struct {
-		Variant string
-		Steps   []*Step // nil where the step failed
-	}
+// row is one row of the report's table: a variant, or the bare exchange,
+// with its step at every rate, nil where the step failed.
+type row struct {
+	Variant string
+	Steps   []*Step
+}
+
+// rows are the table's rows: the bare exchange first, when it ran, then
+// every variant.
+func (r *Report) rows() []row {
 	var rows []row
-	for vi, v := range r.Variants {
-		rw := row{Variant: v}
-		for ri := range r.Rates {
-			st := r.at(vi, ri)
-			if st != nil && st.Err != "" {
-				st = nil
-			}
-			rw.Steps = append(rw.Steps, st)
+	if len(r.Bare) == len(r.Rates) {
+		rw := row{Variant: Bare}
+		for i := range r.Bare {
+			rw.Steps = append(rw.Steps, ok(&r.Bare[i]))
 		}
 		rows = append(rows, rw)
 	}
+	for vi, v := range r.Variants {
+		rw := row{Variant: v}
+		for ri := range r.Rates {
+			rw.Steps = append(rw.Steps, ok(r.at(vi, ri)))
+		}
+		rows = append(rows, rw)
+	}
+	return rows
+}
+
+// sales is a step's sales/s as the table shows it: a dash for the bare
+// exchange, which sells nothing by design.
+func sales(st *Step) string {
+	if st.Variant == Bare {
+		return "—"
+	}
+	return fmt.Sprintf("%.0f", st.Sales)
+}
+
+// ok is st, or nil when it failed.
+func ok(st *Step) *Step {
+	if st != nil && st.Err != "" {
+		return nil
+	}
+	return st
+}
+
+// WriteHTML writes the self-contained HTML report.
+func (r *Report) WriteHTML(w io.Writer) error {
+	rows := r.rows()
 	var spikes []string
 	for _, sp := range r.Spikes {
 		spikes = append(spikes, spikeLine(sp))

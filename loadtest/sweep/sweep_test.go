@@ -104,6 +104,50 @@ func TestSpike(t *testing.T) {
 	}
 }
 
+// TestSpikeBeyondTheMachine: where the bare exchanges came late at the
+// peak too, a variant's miss is the machine's, reported but not counted;
+// where they came in time, it is counted.
+func TestSpikeBeyondTheMachine(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		bareLate int
+		beyond   bool
+		missed   []string
+	}{
+		{"the machine answered the peak in time", 40, false, []string{"redlock"}},
+		{"the machine came late at the peak", 41, true, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := spikeSweep()
+			for i, rate := range r.Rates {
+				st := Step{Variant: Bare, Rate: rate}
+				st.Summary.Counts.Requests = rate * 5
+				if i == 2 {
+					st.Late = tc.bareLate // of 40 000: 0.1 % is 40
+				}
+				r.Bare = append(r.Bare, st)
+			}
+			r.Spikes = r.spikes()
+			if rl := r.Spikes[1]; rl.Met || rl.Beyond != tc.beyond || rl.BareLate != tc.bareLate || rl.BareRequests != 40000 {
+				t.Errorf("redlock spike %+v: want not met, beyond %v", rl, tc.beyond)
+			}
+			if got := r.Missed(); !slices.Equal(got, tc.missed) {
+				t.Errorf("Missed() = %q, want %q", got, tc.missed)
+			}
+			var b bytes.Buffer
+			if err := r.WriteText(&b); err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Contains(b.String(), "beyond this machine"); got != tc.beyond {
+				t.Errorf("text says beyond the machine: %v, want %v:\n%s", got, tc.beyond, b.String())
+			}
+			if !strings.Contains(b.String(), Bare+"  ") {
+				t.Errorf("text has no row for the bare exchange:\n%s", b.String())
+			}
+		})
+	}
+}
+
 func TestSweepText(t *testing.T) {
 	var b bytes.Buffer
 	if err := sampleSweep().WriteText(&b); err != nil {
