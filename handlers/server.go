@@ -210,7 +210,14 @@ func (s *Server) logRequests(c *gin.Context) {
 	start := time.Now()
 	c.Next()
 	status := c.Writer.Status()
-	s.log.Log(c.Request.Context(), logLevel(status, c.GetBool(shedKey)), "request",
+	// Checked first, as in render: at a spike's peak most answers are shed
+	// ones, logged at debug level, and the line's fields would be built
+	// for nothing thousands of times a second.
+	ctx, level := c.Request.Context(), logLevel(status, c.GetBool(shedKey))
+	if !s.log.Enabled(ctx, level) {
+		return
+	}
+	s.log.Log(ctx, level, "request",
 		"method", c.Request.Method, "path", c.Request.URL.Path, "route", route(c),
 		"status", status, "bytes", c.Writer.Size(), "duration", time.Since(start))
 }
