@@ -137,19 +137,22 @@ func peak(rates []int) int {
 // spikes are the variants' spikes, when the rates rise to a peak and fall
 // after it; none otherwise.
 func (r *Report) spikes() []Spike {
-	peak := peak(r.Rates)
-	if peak == 0 {
+	top := peak(r.Rates)
+	if top == 0 {
 		return nil
 	}
-	var bare *Step
-	if len(r.Bare) == len(r.Rates) && r.Bare[peak].Err == "" {
-		bare = &r.Bare[peak]
+	// The bare exchanges at the peak are the same machine for every variant.
+	var bare Spike
+	if len(r.Bare) == len(r.Rates) && r.Bare[top].Err == "" {
+		st := r.Bare[top]
+		bare.BareLate, bare.BareRequests = st.Late, st.Summary.Counts.Requests
+		bare.Beyond = bare.BareRequests > 0 && float64(bare.BareLate) > LateWant*float64(bare.BareRequests)
 	}
 	var out []Spike
 	for vi, v := range r.Variants {
 		steps := make([]*Step, len(r.Rates))
 		for ri := range r.Rates {
-			if steps[ri] = r.at(vi, ri); steps[ri] == nil || steps[ri].Err != "" {
+			if steps[ri] = ok(r.at(vi, ri)); steps[ri] == nil {
 				steps = nil
 				break
 			}
@@ -157,8 +160,9 @@ func (r *Report) spikes() []Spike {
 		if steps == nil {
 			continue
 		}
-		s := Spike{Variant: v, PeakRate: r.Rates[peak], Peak: steps[peak].Sales,
-			Before: steps[peak-1].Summary.P99, After: steps[peak+1].Summary.P99}
+		s := bare
+		s.Variant, s.PeakRate, s.Peak = v, r.Rates[top], steps[top].Sales
+		s.Before, s.After = steps[top-1].Summary.P99, steps[top+1].Summary.P99
 		for ri, st := range steps {
 			if r.Rates[ri] < s.PeakRate {
 				s.Plateau = max(s.Plateau, st.Sales)
@@ -172,10 +176,6 @@ func (r *Report) spikes() []Spike {
 		}
 		if s.Before > 0 {
 			s.Recovery = float64(s.After) / float64(s.Before)
-		}
-		if bare != nil {
-			s.BareLate, s.BareRequests = bare.Late, bare.Summary.Counts.Requests
-			s.Beyond = s.BareRequests > 0 && float64(s.BareLate) > LateWant*float64(s.BareRequests)
 		}
 		s.Met = s.Ratio >= s.want() && (s.Beyond || s.LateShare() <= LateWant) && s.Transport == 0 && s.Recovery <= RecoveryWant
 		out = append(out, s)
