@@ -28,6 +28,7 @@ import (
 
 	"flashsale/handlers"
 	"flashsale/internal/broker"
+	"flashsale/internal/cli"
 	"flashsale/internal/history"
 	"flashsale/inventory"
 	"flashsale/loadtest/workshop"
@@ -35,6 +36,7 @@ import (
 )
 
 func main() {
+	cli.LessGC(os.Getenv) // GOGC, when set, wins
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args, os.Getenv, os.Stdout, os.Stderr)
 	stop()

@@ -44,7 +44,10 @@ var auditFigures = []string{"ok", "sold_units", "orders", "oversold_units", "los
 func NewMetrics() *Metrics {
 	r := prometheus.NewRegistry()
 	f := func(c prometheus.Collector) { r.MustRegister(c) }
-	f(collectors.NewGoCollector())
+	// The scheduler's metrics include go_sched_latencies_seconds: how long a
+	// runnable goroutine waited for the CPU, the first sign of an instance
+	// past its cores (a lock hand-off waits that long at every step).
+	f(collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.MetricsScheduler)))
 	f(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	lockBuckets := []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
 	m := &Metrics{

@@ -1,6 +1,6 @@
 // Package cli holds what the project's commands share when they read their
-// flags: a comma-separated list (of names or of numbers), and a selection
-// from a list of known names.
+// flags (a comma-separated list of names or of numbers, a selection from a
+// list of known names) and the runtime setting they both make (LessGC).
 package cli
 
 import (
@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -77,4 +78,20 @@ func Parse(fs *flag.FlagSet, args []string, stderr io.Writer) (exit int, ok bool
 		return 2, false
 	}
 	return 0, true
+}
+
+// GCPercent is the garbage collector's target that LessGC sets: a
+// collection when the heap has grown to five times what the last one left.
+const GCPercent = 400
+
+// LessGC makes the garbage collector run a quarter as often as Go's default
+// (GOGC=100), unless GOGC is set, which wins. Both commands allocate mostly
+// short-lived garbage per request over a small live heap, and at a spike's
+// peak a collection every few milliseconds takes the CPU that the lock's
+// hand-offs between instances wait for (docs/performance.md). The price is
+// memory: a heap up to five times the live one, tens of megabytes here.
+func LessGC(getenv func(string) string) {
+	if getenv("GOGC") == "" {
+		debug.SetGCPercent(GCPercent)
+	}
 }

@@ -159,6 +159,9 @@ type Step struct {
 	// the section is the limit, not the hand-off.
 	Hold        time.Duration `json:"hold_ns,omitempty"`
 	HoldCeiling float64       `json:"hold_ceiling_per_second,omitempty"`
+	// Leases is the leases granted per second of the send window: with
+	// batching, Sales / Leases is how many orders one lease sold.
+	Leases float64 `json:"leases_per_second,omitempty"`
 	// LostUpdates is the audit's count after the step: none loses updates,
 	// a correct lock must not.
 	LostUpdates int64 `json:"lost_updates"`
@@ -314,6 +317,9 @@ func runStep(ctx context.Context, cfg Config, fleet storefront.Fleet, cat storef
 	if held1, leases1 := lockHold(after, fleet, variant); leases1 > leases0 {
 		st.Hold = time.Duration((held1 - held0) / (leases1 - leases0) * float64(time.Second))
 		st.HoldCeiling = 1 / st.Hold.Seconds()
+		if d := st.Summary.Duration; d > 0 {
+			st.Leases = (leases1 - leases0) / d.Seconds()
+		}
 	}
 	return st
 }

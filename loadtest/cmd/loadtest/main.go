@@ -22,7 +22,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -37,10 +36,8 @@ func main() {
 	// The runner shares the machine with the instances it measures, and at
 	// a spike's peak it allocates for thousands of requests and results a
 	// second: collecting its garbage a quarter as often leaves more of the
-	// cores to the instances (docs/performance.md). GOGC, when set, wins.
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(400)
-	}
+	// cores to the instances (docs/performance.md).
+	cli.LessGC(os.Getenv)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
 	stop()
