@@ -47,7 +47,8 @@ type line struct {
 	prefix  string // channel prefix: ns + "wake:"
 	ns      string
 	ttl     time.Duration
-	timeout time.Duration
+	timeout time.Duration // the per-node timeout
+	late    time.Duration // lateWindow: how long an answering node is waited for
 	first   *wire.Pipe
 }
 
@@ -56,7 +57,8 @@ func newLine(cfg *config, first *node) *line {
 	_, _ = rand.Read(b[:])
 	id := hex.EncodeToString(b[:])
 	prefix := cfg.namespace + "wake:"
-	return &line{id: id, channel: prefix + id, prefix: prefix, ns: cfg.namespace, ttl: cfg.ttl, timeout: cfg.nodeTimeout, first: first.pipe}
+	return &line{id: id, channel: prefix + id, prefix: prefix, ns: cfg.namespace, ttl: cfg.ttl,
+		timeout: cfg.nodeTimeout, late: lateWindow(cfg), first: first.pipe}
 }
 
 // The scripts of the line, run on the first node.
@@ -117,7 +119,15 @@ const noLine = -1
 // in it already, and returns its place, 1 for the head. 0 means it did not
 // join because the lock key is gone from the first node: try again now.
 // noLine means the node did not answer: fall back to the backoff.
+//
+// As with Redlock's votes (quorum.go), slow here is not down there: past
+// the per-node timeout, a first node that is answering (pipe.go) is waited
+// for until the late window. Given up on at the timeout, a process too
+// busy to read the answer in time would leave the line at every look, and
+// its waiters would fall back to trying at their backoff, all processes at
+// once, as if the first node were down.
 func (q *line) join(ctx context.Context, lockKey string) int64 {
+	start := time.Now()
 	done := make(chan int64, 1)
 	cmd := joinLine.eval([]string{lockKey, q.of(lockKey)}, q.id, strconv.FormatInt(q.ttl.Milliseconds(), 10))
 	q.first.Send(cmd, wire.Integer, func(v any, _ string, err error) {
@@ -129,13 +139,19 @@ func (q *line) join(ctx context.Context, lockKey string) int64 {
 	})
 	t := time.NewTimer(q.timeout)
 	defer t.Stop()
-	select {
-	case place := <-done:
-		return place
-	case <-t.C:
-		return noLine
-	case <-ctx.Done():
-		return noLine
+	for {
+		select {
+		case place := <-done:
+			return place
+		case <-t.C:
+			rest := q.late - time.Since(start)
+			if rest <= 0 || !q.first.Answering(start.Add(-q.late)) {
+				return noLine
+			}
+			t.Reset(rest)
+		case <-ctx.Done():
+			return noLine
+		}
 	}
 }
 
