@@ -169,13 +169,21 @@ func (a API) do(ctx context.Context, op, method, path string, in, out any, auth 
 	return nil
 }
 
-// LockHold is how long this instance's leases of variant were held in all,
-// and how many there were, as its /metrics histogram
-// flashsale_lock_hold_seconds counts them since it started.
-func (a API) LockHold(ctx context.Context, variant string) (seconds, leases float64, err error) {
+// LockStats is what an instance's metrics say of one lock variant's
+// leases so far: the seconds they were held in all, how many were granted,
+// and the tries that every acquire made, granted or not.
+type LockStats struct {
+	Held   float64 // seconds, summed over the leases
+	Leases float64
+	Tries  float64
+}
+
+// LockStats reads this instance's lock metrics for variant.
+func (a API) LockStats(ctx context.Context, variant string) (LockStats, error) {
+	var st LockStats
 	var raw json.RawMessage
 	if err := a.do(ctx, "metrics", http.MethodGet, "/metrics", nil, &raw, false); err != nil {
-		return 0, 0, err
+		return st, err
 	}
 	label := `{variant="` + variant + `"}`
 	for line := range strings.SplitSeq(string(raw), "\n") {
@@ -186,17 +194,21 @@ func (a API) LockHold(ctx context.Context, variant string) (seconds, leases floa
 		var dst *float64
 		switch name {
 		case "flashsale_lock_hold_seconds_sum":
-			dst = &seconds
+			dst = &st.Held
 		case "flashsale_lock_hold_seconds_count":
-			dst = &leases
+			dst = &st.Leases
+		case "flashsale_lock_tries_sum":
+			dst = &st.Tries
 		default:
 			continue
 		}
-		if *dst, err = strconv.ParseFloat(strings.TrimSpace(value), 64); err != nil {
-			return 0, 0, fmt.Errorf("metrics: %s: %w", name, err)
+		v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+		if err != nil {
+			return st, fmt.Errorf("metrics: %s: %w", name, err)
 		}
+		*dst = v
 	}
-	return seconds, leases, nil
+	return st, nil
 }
 
 // ResetState is what the runner needs from a reset's answer.

@@ -162,6 +162,10 @@ type Step struct {
 	// Leases is the leases granted per second of the send window: with
 	// batching, Sales / Leases is how many orders one lease sold.
 	Leases float64 `json:"leases_per_second,omitempty"`
+	// Tries is the acquire tries per lease granted, those of the acquires
+	// that gave up included: above 1, processes tried while the lock was
+	// held, or split a Redlock vote.
+	Tries float64 `json:"tries_per_lease,omitempty"`
 	// LostUpdates is the audit's count after the step: none loses updates,
 	// a correct lock must not.
 	LostUpdates int64 `json:"lost_updates"`
@@ -296,7 +300,7 @@ func runStep(ctx context.Context, cfg Config, fleet storefront.Fleet, cat storef
 	if err != nil {
 		return fail(err)
 	}
-	held0, leases0 := lockHold(setup, fleet, variant)
+	before := lockStats(setup, fleet, variant)
 	tally := traffic.NewTally()
 	if st.Late, err = offer(ctx, cfg, tr.Targeter(), variant, rate, n, total, tally.Add); err != nil {
 		return fail(err)
@@ -314,26 +318,30 @@ func runStep(ctx context.Context, cfg Config, fleet storefront.Fleet, cat storef
 	}
 	st.LostUpdates = audit.LostUpdates
 	st.CrossCheck = traffic.CrossCheck(st.Summary, audit)
-	if held1, leases1 := lockHold(after, fleet, variant); leases1 > leases0 {
-		st.Hold = time.Duration((held1 - held0) / (leases1 - leases0) * float64(time.Second))
+	if now := lockStats(after, fleet, variant); now.Leases > before.Leases {
+		leases := now.Leases - before.Leases
+		st.Hold = time.Duration((now.Held - before.Held) / leases * float64(time.Second))
 		st.HoldCeiling = 1 / st.Hold.Seconds()
+		st.Tries = (now.Tries - before.Tries) / leases
 		if d := st.Summary.Duration; d > 0 {
-			st.Leases = (leases1 - leases0) / d.Seconds()
+			st.Leases = leases / d.Seconds()
 		}
 	}
 	return st
 }
 
-// lockHold adds up the lease hold times of variant over every instance; an
+// lockStats adds up the lock metrics of variant over every instance; an
 // instance whose metrics cannot be read counts nothing.
-func lockHold(ctx context.Context, fleet storefront.Fleet, variant string) (seconds, leases float64) {
+func lockStats(ctx context.Context, fleet storefront.Fleet, variant string) storefront.LockStats {
+	var sum storefront.LockStats
 	for _, a := range fleet {
-		s, n, err := a.LockHold(ctx, variant)
-		if err == nil {
-			seconds, leases = seconds+s, leases+n
+		if st, err := a.LockStats(ctx, variant); err == nil {
+			sum.Held += st.Held
+			sum.Leases += st.Leases
+			sum.Tries += st.Tries
 		}
 	}
-	return seconds, leases
+	return sum
 }
 
 // WriteFiles writes sweep.txt, sweep.json, sweep.html, sweep-sales.svg and
