@@ -121,8 +121,13 @@ func TestCorrectLocksSellExactlyTheStock(t *testing.T) {
 				t.Run(v, func(t *testing.T) {
 					s.reset(t, 20, 0)
 					sold, errs := s.buyers(t, 60, v)
-					if sold != 20 || errs["sold_out"] != 40 {
-						t.Fatalf("sold %d (want 20), other outcomes %v (want 40 sold_out)", sold, errs)
+					// Exactly the stock is sold, and every other buyer is
+					// told sold out, or busy (503s are allowed: a wait may
+					// be told busy early when the line ahead looks longer
+					// than its budget; one buyer was, once, in CI on a
+					// loaded machine, -race and PostgreSQL).
+					if sold != 20 || errs["sold_out"]+errs["busy"] != 40 {
+						t.Fatalf("sold %d (want 20), other outcomes %v (want 40 sold_out or busy)", sold, errs)
 					}
 					if a := s.audit(t); !a.OK || a.SoldUnits != 20 || a.Orders != 20 {
 						t.Fatalf("audit %+v", a)
