@@ -2,6 +2,7 @@ package inventory
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -114,13 +115,37 @@ func open(ctx context.Context, dial gorm.Dialector, dsn string, conns int, log *
 	if err != nil {
 		return nil, fmt.Errorf("inventory: %w", err)
 	}
+	// Every connection stays open once made: a connection closed when a
+	// burst ends is opened again at the next one, and on PostgreSQL each
+	// opening pays for its authentication inside some shopper's budget.
 	sqlDB.SetMaxOpenConns(conns)
-	sqlDB.SetMaxIdleConns(max(conns/2, 1))
+	sqlDB.SetMaxIdleConns(conns)
 	if err := sqlDB.PingContext(ctx); err != nil {
 		_ = sqlDB.Close()
 		return nil, fmt.Errorf("inventory: ping %s: %w", redactDSN(dsn), storeUnavailable(err))
 	}
+	warm(ctx, sqlDB, conns)
 	return db, nil
+}
+
+// warm opens the pool's connections before the first sale needs them. A
+// flash sale begins with a burst: on a cold pool every replica opens all
+// its connections at that moment, PostgreSQL authenticates each one (SCRAM
+// is slow by design), and in the compose stack the first orders' reads ran
+// out of their 1 s budget waiting for it. A connection that cannot be
+// opened now is simply opened later, as before.
+func warm(ctx context.Context, db *sql.DB, n int) {
+	held := make([]*sql.Conn, 0, n)
+	for range n {
+		c, err := db.Conn(ctx)
+		if err != nil {
+			break
+		}
+		held = append(held, c)
+	}
+	for _, c := range held {
+		_ = c.Close() // back to the pool, which keeps it
+	}
 }
 
 // Close closes the database's connections.
