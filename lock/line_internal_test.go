@@ -17,9 +17,9 @@ import (
 // TestLineJoinReadLate: joining a key's line, a process too busy to read
 // the first node's answer within the per-node timeout still stands in the
 // line once it reads it, within the late window; given up on at the
-// timeout, a saturated process left the line at every look, and its
-// waiters fell back to trying all at once. A first node whose answer never
-// comes is still no line.
+// timeout, a saturated process would leave the line at every look, and its
+// waiters would fall back to trying all at once. A first node whose answer
+// never comes is still no line.
 func TestLineJoinReadLate(t *testing.T) {
 	cluster := testsupport.Redis(t, 1)
 	addr := cluster.Addrs()[0]

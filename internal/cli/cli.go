@@ -80,9 +80,9 @@ func Parse(fs *flag.FlagSet, args []string, stderr io.Writer) (exit int, ok bool
 	return 0, true
 }
 
-// GCPercent is the garbage collector's target that LessGC sets: a
+// gcPercent is the garbage collector's target that LessGC sets: a
 // collection when the heap has grown to five times what the last one left.
-const GCPercent = 400
+const gcPercent = 400
 
 // LessGC makes the garbage collector run a quarter as often as Go's default
 // (GOGC=100), unless GOGC is set, which wins. Both commands allocate mostly
@@ -92,6 +92,6 @@ const GCPercent = 400
 // memory: a heap up to five times the live one, tens of megabytes here.
 func LessGC(getenv func(string) string) {
 	if getenv("GOGC") == "" {
-		debug.SetGCPercent(GCPercent)
+		debug.SetGCPercent(gcPercent)
 	}
 }
