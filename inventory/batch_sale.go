@@ -20,7 +20,7 @@ func (s *Service) sellBatch(ctx context.Context, lease *lock.Lease, locker *lock
 	if err != nil {
 		return nil, err
 	}
-	earlier, err := s.ordersByKeys(ctx, batch)
+	earlier, err := ordersByKeys(ctx, s.db, keysOf(batch))
 	if err != nil {
 		return nil, err
 	}
@@ -120,7 +120,7 @@ func (s *Service) commitBatch(ctx context.Context, lease *lock.Lease, locker *lo
 		for n, i := range sold {
 			some[n] = batch[i]
 		}
-		earlier, err := s.ordersByKeys(ctx, some)
+		earlier, err := ordersByKeys(ctx, s.db, keysOf(some))
 		if err != nil {
 			return err
 		}

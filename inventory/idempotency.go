@@ -103,33 +103,42 @@ func (s *Service) duplicateOrder(ctx context.Context, user, key, hash string) (O
 // userKey is one user's Idempotency-Key.
 type userKey struct{ user, key string }
 
-// ordersByKeys reads, in one query, the orders the batch's Idempotency-Keys
-// already made, by user and key. The query names the users too: a key is
-// unique per user, and the users lead that index, so the query reads only
-// the batch's users' orders instead of scanning every order.
-func (s *Service) ordersByKeys(ctx context.Context, batch []*batchOrder) (map[userKey]Order, error) {
-	var users, keys []string
-	want := map[userKey]bool{}
-	for _, o := range batch {
-		if o.p.IdempotencyKey != "" {
-			users, keys = append(users, o.p.User), append(keys, o.p.IdempotencyKey)
-			want[userKey{o.p.User, o.p.IdempotencyKey}] = true
-		}
-	}
+// ordersByKeys reads through db, in one query, the orders that the users'
+// Idempotency-Keys already made, by user and key. The query names the
+// users too: a key is unique per user, and the users lead that index, so
+// the query reads only their orders instead of scanning every order.
+func ordersByKeys(ctx context.Context, db *gorm.DB, want []userKey) (map[userKey]Order, error) {
 	found := map[userKey]Order{}
-	if len(keys) == 0 {
+	if len(want) == 0 {
 		return found, nil
 	}
+	users, keys := make([]string, len(want)), make([]string, len(want))
+	wanted := make(map[userKey]bool, len(want))
+	for i, k := range want {
+		users[i], keys[i] = k.user, k.key
+		wanted[k] = true
+	}
 	var os []Order
-	if err := s.db.WithContext(ctx).Where("user_name IN ? AND idempotency_key IN ?", users, keys).Find(&os).Error; err != nil {
+	if err := db.WithContext(ctx).Where("user_name IN ? AND idempotency_key IN ?", users, keys).Find(&os).Error; err != nil {
 		return nil, fmt.Errorf("read orders by idempotency key: %w", err)
 	}
 	for _, o := range os {
-		if k := (userKey{o.User, *o.IdempotencyKey}); want[k] {
+		if k := (userKey{o.User, *o.IdempotencyKey}); wanted[k] {
 			found[k] = o
 		}
 	}
 	return found, nil
+}
+
+// keysOf are the Idempotency-Keys of a batch's orders that carry one.
+func keysOf(batch []*batchOrder) []userKey {
+	var keys []userKey
+	for _, o := range batch {
+		if o.p.IdempotencyKey != "" {
+			keys = append(keys, userKey{o.p.User, o.p.IdempotencyKey})
+		}
+	}
+	return keys
 }
 
 // replayOf is the answer to o when its key already made order e: a replay

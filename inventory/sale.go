@@ -102,14 +102,19 @@ func (s *Service) Buy(ctx context.Context, p Purchase) (order Order, replay bool
 	deadline := s.budget()
 	wait, cancel := waiting(ctx, deadline)
 	defer cancel()
-	prod, err := s.product(wait, s.reads, p.SKU)
-	if err != nil {
-		return Order{}, false, s.overBudget(ctx, err, "reading sku:"+p.SKU)
+	batched := s.batched(locker)
+	var prod Product
+	var earlier Order
+	var found bool
+	if batched {
+		prod, earlier, found, err = s.sharedRead(wait, deadline, p.SKU, userKey{p.User, p.IdempotencyKey}, hash)
+	} else {
+		prod, earlier, found, err = s.readAlone(wait, p.SKU, userKey{p.User, p.IdempotencyKey}, hash)
 	}
 	// The key is checked before the lock (a retry costs no lock round trip),
 	// again under it, and the unique index settles the rest.
-	if o, found, err := s.orderByKey(wait, s.reads, p.User, p.IdempotencyKey, hash); err != nil || found {
-		return o, found, s.overBudget(ctx, err, "reading sku:"+p.SKU)
+	if err != nil || found {
+		return earlier, found, s.overBudget(ctx, err, "reading sku:"+p.SKU)
 	}
 	// Sold out already: no need to queue for the lock. The check under the
 	// lock is the one that counts; this one only sheds load.
@@ -117,7 +122,7 @@ func (s *Service) Buy(ctx context.Context, p Purchase) (order Order, replay bool
 		return Order{}, false, err
 	}
 	sale := prod.Sale // read before the lock: the sale this request began in
-	if s.batched(locker) {
+	if batched {
 		return s.buyBatched(ctx, deadline, p, hash, sale, locker)
 	}
 	err = s.underLock(ctx, deadline, locker, "sku:"+p.SKU, func(ctx context.Context, lease *lock.Lease) error {

@@ -97,6 +97,7 @@ type Service struct {
 	batch      atomic.Bool
 	batchMax   int
 	queues     batchQueues // the SKUs whose lock is busy here, with the orders waiting for it
+	ahead      sharedReads // the batched orders' reads before the lock, shared by SKU
 }
 
 // New migrates the schema and returns the service. A database without any
