@@ -93,8 +93,8 @@ func (p *Pipe) current() *pipeConn {
 	return p.conn
 }
 
-// Stale drops the connection if its oldest unanswered command has waited
-// longer than limit: a node that stopped answering without closing the
+// Stale drops the connection if its oldest unanswered command was written
+// longer than limit ago: a node that stopped answering without closing the
 // connection (paused, or cut off without a reset) would otherwise collect
 // commands forever.
 func (p *Pipe) Stale(limit time.Duration) {
@@ -109,11 +109,13 @@ func (p *Pipe) Stale(limit time.Duration) {
 // Answering reports whether the node is answering, though a command sent
 // at since may not have been handed its reply yet: bytes arrived on the
 // connection after since, or bytes wait to be read (in the socket's
-// receive buffer or the reader's), or every command sent by since has been
-// answered. That is what tells a process too busy to read its replies in
-// time (slow here) from a node that sends none (down there): a paused or
+// receive buffer or the reader's), or every command written by since has
+// been answered. That is what tells a process too busy to read its replies
+// in time (slow here) from a node that sends none (down there): a paused or
 // cut-off node sends nothing, and whatever arrived before it stopped is
-// soon read. It says nothing of a connection that is broken or not open.
+// soon read. A command counts from when its bytes were written, not from
+// when it was queued: a process too busy to write it is slow here too. It
+// says nothing of a connection that is broken or not open.
 func (p *Pipe) Answering(since time.Time) bool {
 	p.mu.Lock()
 	c := p.conn
@@ -123,7 +125,7 @@ func (p *Pipe) Answering(since time.Time) bool {
 	}
 	c.mu.Lock()
 	nc, ok := c.nc, c.ready && c.err == nil
-	answered := c.head == len(c.queue) || c.queue[c.head].sent.After(since)
+	answered := c.head == len(c.queue) || !c.queue[c.head].sentBy(since)
 	c.mu.Unlock()
 	if !ok {
 		return false
@@ -162,16 +164,17 @@ func (p *Pipe) Close() {
 type pipeConn struct {
 	p *Pipe
 
-	mu      sync.Mutex
-	nc      net.Conn
-	ready   bool   // opened and checked: out may be written
-	writing bool   // a caller is writing out; others only append
-	out     []byte // commands not yet written
-	spare   []byte // the buffer last written, reused for the next batch
-	queue   []waiting
-	head    int   // queue[head:] wait for replies, oldest first
-	err     error // set once: the connection is finished
-	tag     string
+	mu        sync.Mutex
+	nc        net.Conn
+	ready     bool   // opened and checked: out may be written
+	writing   bool   // a caller is writing out; others only append
+	out       []byte // commands not yet written
+	unwritten int    // how many commands out holds: the last ones of queue
+	spare     []byte // the buffer last written, reused for the next batch
+	queue     []waiting
+	head      int   // queue[head:] wait for replies, oldest first
+	err       error // set once: the connection is finished
+	tag       string
 
 	// What arrived, for Answering: bytes read off the socket, bytes the
 	// reader has parsed into replies, and when bytes last arrived (unix ns).
@@ -181,8 +184,13 @@ type pipeConn struct {
 type waiting struct {
 	done ReplyFunc
 	want Shape
-	sent time.Time
+	sent time.Time // when its bytes were written; zero before
 }
+
+// sentBy reports whether the command was written by t. A command still
+// waiting to be written is not owed a reply by the node: a process too busy
+// to write it yet is slow here, not down there.
+func (w waiting) sentBy(t time.Time) bool { return !w.sent.IsZero() && !w.sent.After(t) }
 
 func (c *pipeConn) broken() bool {
 	c.mu.Lock()
@@ -201,11 +209,11 @@ func (c *pipeConn) send(cmds []Command, dones []ReplyFunc) {
 		}
 		return
 	}
-	now := time.Now()
 	for i, cmd := range cmds {
 		c.out = AppendCommand(c.out, cmd.Args...)
-		c.queue = append(c.queue, waiting{done: dones[i], want: cmd.Want, sent: now})
+		c.queue = append(c.queue, waiting{done: dones[i], want: cmd.Want})
 	}
+	c.unwritten += len(cmds)
 	c.flush()
 }
 
@@ -219,8 +227,8 @@ func (c *pipeConn) flush() {
 	}
 	c.writing = true
 	for len(c.out) > 0 && c.err == nil {
-		batch := c.out
-		c.out = c.spare[:0]
+		batch, n := c.out, c.unwritten // the last n commands queued
+		c.out, c.unwritten = c.spare[:0], 0
 		c.mu.Unlock()
 		_ = c.nc.SetWriteDeadline(time.Now().Add(c.p.cfg.WriteTimeout))
 		_, err := c.nc.Write(batch)
@@ -230,6 +238,13 @@ func (c *pipeConn) flush() {
 			c.mu.Unlock()
 			c.fail(fmt.Errorf("node %s: write: %w", c.p.cfg.Addr, err))
 			c.mu.Lock()
+			continue
+		}
+		// The batch's commands come just before those queued meanwhile;
+		// the reader may have answered some of them already.
+		now, end := time.Now(), len(c.queue)-c.unwritten
+		for i := max(end-n, c.head); i < end; i++ {
+			c.queue[i].sent = now
 		}
 	}
 	c.writing = false
@@ -245,7 +260,7 @@ func (c *pipeConn) fail(err error) {
 	}
 	c.err = err
 	queued := c.queue[c.head:]
-	c.queue, c.head, c.out = nil, 0, nil
+	c.queue, c.head, c.out, c.unwritten = nil, 0, nil, 0
 	nc := c.nc
 	c.mu.Unlock()
 	if nc != nil {
@@ -258,7 +273,7 @@ func (c *pipeConn) fail(err error) {
 
 func (c *pipeConn) dropIfStale(limit time.Duration) {
 	c.mu.Lock()
-	stale := c.head < len(c.queue) && time.Since(c.queue[c.head].sent) > limit
+	stale := c.head < len(c.queue) && c.queue[c.head].sentBy(time.Now().Add(-limit))
 	c.mu.Unlock()
 	if stale {
 		c.fail(fmt.Errorf("node %s: no answer for %v: %w", c.p.cfg.Addr, limit, context.DeadlineExceeded))
