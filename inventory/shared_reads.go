@@ -56,7 +56,7 @@ type readRound struct {
 
 // join puts an order with key k (empty key: none) and budget deadline in
 // the SKU's gathering round. lead reports that no read of the SKU is on its
-// way: the caller must read the round now (serve). A nil round means the
+// way: the caller must read the round now (Service.lead). A nil round means the
 // gathering one is full: read alone.
 func (r *sharedReads) join(sku string, k userKey, deadline time.Time) (round *readRound, lead bool) {
 	r.mu.Lock()
