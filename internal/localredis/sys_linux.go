@@ -13,8 +13,13 @@ import (
 // dies, so a crashed test binary does not leave redis-servers behind. Pdeathsig
 // is tied to the forking OS thread, not the process; the Go runtime keeps its
 // threads alive, so in practice this means "when the parent process dies".
+//
+// A node also gets a process group of its own, so a terminal's Ctrl-C (sent
+// to the whole foreground group) reaches only its parent, which then stops
+// its nodes in order; hit by the signal too, the nodes used to exit first
+// and be restarted by a supervisor that did not know shutdown had begun.
 func sysProcAttr() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 }
 
 // procState returns the state letter from /proc/<pid>/stat ('T' = stopped),
