@@ -70,10 +70,20 @@ func byKey[T keyed](ctx context.Context, db *gorm.DB, what, user, key, hash stri
 		return none, false, nil
 	case err != nil:
 		return none, false, fmt.Errorf("read %s by idempotency key: %w", what, err)
-	case row.fingerprint() != hash:
-		return none, false, fmt.Errorf("%w: key %q", ErrIdempotencyKeyReused, key)
+	}
+	if err := reused(row.fingerprint(), hash, key); err != nil {
+		return none, false, err
 	}
 	return row, true, nil
+}
+
+// reused is the refusal of a request (fingerprint hash) whose key already
+// came with another request (fingerprint made), nil for the same request.
+func reused(made, hash, key string) error {
+	if made != hash {
+		return fmt.Errorf("%w: key %q", ErrIdempotencyKeyReused, key)
+	}
+	return nil
 }
 
 // orderByKey finds, reading through db, the order the user's
@@ -144,8 +154,8 @@ func keysOf(batch []*batchOrder) []userKey {
 // replayOf is the answer to o when its key already made order e: a replay
 // of the same request, or a key reused for another.
 func replayOf(e Order, o *batchOrder) answer {
-	if e.RequestHash != o.hash {
-		return answer{err: fmt.Errorf("%w: key %q", ErrIdempotencyKeyReused, o.p.IdempotencyKey)}
+	if err := reused(e.RequestHash, o.hash, o.p.IdempotencyKey); err != nil {
+		return answer{err: err}
 	}
 	return answer{order: e, replay: true}
 }
@@ -156,7 +166,7 @@ func replayOf(e Order, o *batchOrder) answer {
 func twinAnswer(a answer, first, twin *batchOrder) answer {
 	switch {
 	case first.hash != twin.hash:
-		return answer{err: fmt.Errorf("%w: key %q", ErrIdempotencyKeyReused, twin.p.IdempotencyKey)}
+		return answer{err: reused(first.hash, twin.hash, twin.p.IdempotencyKey)}
 	case a.err == nil:
 		return answer{order: a.order, replay: true}
 	case first.ctx.Err() != nil:

@@ -2,7 +2,6 @@ package inventory
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
 )
@@ -56,8 +55,8 @@ type readRound struct {
 
 // join puts an order with key k (empty key: none) and budget deadline in
 // the SKU's gathering round. lead reports that no read of the SKU is on its
-// way: the caller must read the round now (Service.lead). A nil round means the
-// gathering one is full: read alone.
+// way: the caller must read the round now (Service.lead). A nil round means
+// the gathering one is full: read alone.
 func (r *sharedReads) join(sku string, k userKey, deadline time.Time) (round *readRound, lead bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -99,8 +98,7 @@ func (r *sharedReads) next(sku string) *readRound {
 
 // sharedRead is the reads before the lock of a batched order for sku,
 // with key k (empty key: none), within ctx: the product, and the order
-// the key already made, if any (found). The fingerprint is checked as
-// byKey checks it.
+// the key already made, if any (found), refused if another request made it.
 func (s *Service) sharedRead(ctx context.Context, deadline time.Time, sku string, k userKey, hash string) (prod Product, earlier Order, found bool, err error) {
 	round, lead := s.ahead.join(sku, k, deadline)
 	switch {
@@ -118,8 +116,10 @@ func (s *Service) sharedRead(ctx context.Context, deadline time.Time, sku string
 		return Product{}, Order{}, false, round.err
 	}
 	earlier, found = round.orders[k]
-	if found && earlier.fingerprint() != hash {
-		return Product{}, Order{}, false, fmt.Errorf("%w: key %q", ErrIdempotencyKeyReused, k.key)
+	if found {
+		if err := reused(earlier.fingerprint(), hash, k.key); err != nil {
+			return Product{}, Order{}, false, err
+		}
 	}
 	return round.prod, earlier, found, nil
 }
