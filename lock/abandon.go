@@ -32,8 +32,9 @@ func (*redlock) undoesFailedTries() {}
 // answer too late: ErrNodeLate) and
 // the variant's release is a compare-and-delete that does not already run.
 // The delete has a TTL of its own to reach the node, whatever the caller's
-// context: a caller that gave up must not stop it.
-func (l *Locker) abandon(ctx context.Context, k keys, value string, err error) {
+// context: a caller that gave up must not stop it. then, if set, runs once
+// the delete has been tried.
+func (l *Locker) abandon(ctx context.Context, k keys, value string, err error, then func()) {
 	if !errors.Is(err, ErrUnavailable) && !errors.Is(err, ErrNodeLate) {
 		return
 	}
@@ -47,5 +48,8 @@ func (l *Locker) abandon(ctx context.Context, k keys, value string, err error) {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.ttl)
 		defer cancel()
 		_ = l.v.release(ctx, noGap, k, value)
+		if then != nil {
+			then()
+		}
 	}()
 }

@@ -139,9 +139,10 @@ func TestAbandonedTryLeavesAnotherHolder(t *testing.T) {
 
 // instanceOn is another app instance in the env's namespace with node 0
 // reached at o (a proxy in front of it), closed when the test ends.
-func (e *env) instanceOn(o *redis.Options) *lock.Lockers {
+func (e *env) instanceOn(o *redis.Options, opts ...lock.Option) *lock.Lockers {
 	e.t.Helper()
-	ls, err := lock.NewLockers([]*redis.Options{o}, lock.WithNamespace(e.ns), lock.WithTTL(e.ls.TTL()))
+	base := []lock.Option{lock.WithNamespace(e.ns), lock.WithTTL(e.ls.TTL())}
+	ls, err := lock.NewLockers([]*redis.Options{o}, append(base, opts...)...)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -196,43 +197,52 @@ func warm(t *testing.T, l *lock.Locker) {
 // The speed layer's hand-over is a try too: a release whose caller gives
 // up while the hand-over script is in flight must not leave the key with
 // the next holder's value and nobody to hold it. The waiter here then gets
-// the key once the script's value is taken back, not when its TTL ends.
+// the key once the script's value is taken back, not when its TTL ends:
+// with keyspace events, the delete wakes it; without them, nothing but the
+// clean-up itself can, since the waiter dozes until the releaser's lease
+// would have run out.
+//
+// Replies come 150 ms late, and a connection opened through such a link
+// takes several replies to set up (about a second), so the bound is half
+// of a long TTL rather than a few round trips.
 func TestAbandonedHandOverCleansUp(t *testing.T) {
 	for _, variant := range []string{lock.Lua, lock.LuaFence} {
-		t.Run(variant, func(t *testing.T) {
-			c := shared(t)
-			e := newEnv(t, c, lock.WithTTL(3*time.Second))
-			link := newSlowLink(t, e.nodes[0].Addr)
-			slow := *e.nodes[0]
-			slow.Addr = link.addr()
-			ls := e.instanceOn(&slow)
-			ls.SetFast(true)
-			l, err := ls.Get(variant)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx := context.Background()
-			// One hand-over at full speed first: the node has the script
-			// cached, and the slow one runs it on its first send.
-			if lease := <-handedOver(t, l, mustAcquire(t, l, "k", time.Second)); lease != nil {
-				_ = lease.Release(ctx)
-			}
-			holder := mustAcquire(t, l, "k", time.Second)
-			waiter := waitHere(t, l, "k")
-			link.delay(150 * time.Millisecond)
-			start := time.Now()
-			rctx, cancel := context.WithTimeout(ctx, 40*time.Millisecond)
-			_ = holder.Release(rctx) // cut short: its error is expected
-			cancel()
-			lease := <-waiter
-			if lease == nil {
-				return
-			}
-			defer lease.Release(ctx)
-			if got := time.Since(start); got > e.ls.TTL()/2 {
-				t.Fatalf("the waiter got the key %v after the release, past half its %v TTL: the hand-over's value stayed, held by nobody", got.Round(time.Millisecond), e.ls.TTL())
-			}
-		})
+		for _, events := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/events=%v", variant, events), func(t *testing.T) {
+				c := shared(t)
+				e := newEnv(t, c, lock.WithTTL(8*time.Second))
+				link := newSlowLink(t, e.nodes[0].Addr)
+				slow := *e.nodes[0]
+				slow.Addr = link.addr()
+				ls := e.instanceOn(&slow, lock.WithNotifications(events))
+				ls.SetFast(true)
+				l, err := ls.Get(variant)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ctx := context.Background()
+				// One hand-over at full speed first: the node has the
+				// script cached, and the slow one runs it on its first send.
+				if lease := <-handedOver(t, l, mustAcquire(t, l, "k", time.Second)); lease != nil {
+					_ = lease.Release(ctx)
+				}
+				holder := mustAcquire(t, l, "k", time.Second)
+				waiter := waitHere(t, l, "k")
+				link.delay(150 * time.Millisecond)
+				start := time.Now()
+				rctx, cancel := context.WithTimeout(ctx, 40*time.Millisecond)
+				_ = holder.Release(rctx) // cut short: its error is expected
+				cancel()
+				lease := <-waiter
+				if lease == nil {
+					return
+				}
+				defer lease.Release(ctx)
+				if got := time.Since(start); got > e.ls.TTL()/2 {
+					t.Fatalf("the waiter got the key %v after the release, past half its %v TTL: the hand-over's value stayed, held by nobody, or nobody woke the waiter", got.Round(time.Millisecond), e.ls.TTL())
+				}
+			})
+		}
 	}
 }
 

@@ -46,8 +46,11 @@ func (l *Lease) handOver(ctx context.Context, h handingOver, kw *keyWait) bool {
 	g, err := h.handOver(ctx, l.k, l.value, value, lk.cfg.ttl)
 	if err != nil {
 		// Not passed, as far as we know; but a script whose answer came
-		// late may have passed it to nobody: undo that too.
-		lk.abandon(ctx, l.k, value, err)
+		// late may have passed it to nobody: undo that too, then wake the
+		// waiter whose turn it was. Nothing else will: its release, if it
+		// is still to come, finds the key not the releaser's, and the
+		// waiter may be dozing until the releaser's lease runs out.
+		lk.abandon(ctx, l.k, value, err, func() { lk.wake.freed(l.k.lock) })
 		return false
 	}
 	next := lk.newLease(l.name, l.k, value, g, start)

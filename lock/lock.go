@@ -115,7 +115,7 @@ func (l *Locker) try(ctx context.Context, name string) (*Lease, error) {
 	start := time.Now()
 	g, err := l.v.acquire(ctx, l.cfg.faults.gapFor(l, name, nil), k, value, l.cfg.ttl)
 	if err != nil {
-		l.abandon(ctx, k, value, err) // the SET may have landed all the same
+		l.abandon(ctx, k, value, err, nil) // the SET may have landed all the same
 		return nil, err
 	}
 	return l.newLease(name, k, value, g, start), nil
