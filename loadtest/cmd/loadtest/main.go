@@ -74,6 +74,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		batch       = fs.Bool("batch", false, "run every cell (every -sweep step) with batching under one lease on; the cells are judged as batching expects (the broken rungs' breaks become either way); off, it is off everywhere")
 		dbURL       = fs.String("db", "", "database of the instances started: empty for a SQLite file beside the logs, or a postgres:// URL (its tables are reset every cell)")
 		watchdog    = fs.Bool("watchdog", false, "turn the lease watchdog on in every cell (long-work is then judged as long-work-watchdog); off, only long-work-watchdog has it")
+		appArgs     = fs.String("app-args", "", "storefront arguments added to every instance started, space-separated (for example \"-max-in-flight 384 -batch-max 384\"); FLASHSALE_* variables in the runner's environment are not passed on")
 		unawareArgs = fs.String("unaware-args", strings.Join(cluster.DefaultUnawareArgs, " "), "storefront arguments that turn Redlock restart awareness off")
 
 		targets     = fs.String("targets", "", "base URLs of running instances to attack instead (comma-separated, loopback only); node scenarios are then skipped")
@@ -134,6 +135,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			ModuleDir:   *module,
 			LockTTL:     *lockTTL,
 			LockWait:    *lockWait,
+			ExtraArgs:   strings.Fields(*appArgs),
 			UnawareArgs: strings.Fields(*unawareArgs),
 			DB:          *dbURL,
 			Logger:      logger,

@@ -47,3 +47,21 @@ func TestHelpExitsZero(t *testing.T) {
 		t.Errorf("usage does not list -strict:\n%s", stderr.String())
 	}
 }
+
+// -app-args reaches every instance's command line: an argument the
+// storefront refuses stops the run with the storefront's own message.
+func TestAppArgsReachTheInstances(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and starts the storefront")
+	}
+	var stdout, stderr bytes.Buffer
+	args := []string{"-sweep", "-variants", "none", "-sweep-rates", "10", "-instances", "1", "-nodes", "1",
+		"-app-args", "-max-in-flight 0", "-out", t.TempDir()}
+	code := run(context.Background(), args, func(string) string { return "" }, &stdout, &stderr)
+	if code == 0 {
+		t.Fatalf("the run passed with an instance argument the storefront refuses:\n%s", stdout.String())
+	}
+	if want := "-max-in-flight must be at least 1"; !strings.Contains(stdout.String()+stderr.String(), want) {
+		t.Errorf("output does not say %q:\nstdout:\n%s\nstderr:\n%s", want, stdout.String(), stderr.String())
+	}
+}
