@@ -164,9 +164,10 @@ func replayOf(e Order, o *batchOrder) answer {
 // with the same user and key: first's order as a replay, first's refusal,
 // or a key reused for another request.
 func twinAnswer(a answer, first, twin *batchOrder) answer {
+	if err := reused(first.hash, twin.hash, twin.p.IdempotencyKey); err != nil {
+		return answer{err: err}
+	}
 	switch {
-	case first.hash != twin.hash:
-		return answer{err: reused(first.hash, twin.hash, twin.p.IdempotencyKey)}
 	case a.err == nil:
 		return answer{order: a.order, replay: true}
 	case first.ctx.Err() != nil:
