@@ -2,10 +2,13 @@ package localredis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
 	"sync"
+	"syscall"
+	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/alicebob/miniredis/v2/server"
@@ -35,7 +38,7 @@ func (n *Node) startMini(port int) error {
 		// the closed instance, so replacing it here is race-free.
 		mr.Ctx, mr.CtxCancel = context.WithCancel(context.Background())
 	}
-	if err := mr.StartAddr(net.JoinHostPort("127.0.0.1", strconv.Itoa(port))); err != nil {
+	if err := n.bindMini(mr, port); err != nil {
 		return fmt.Errorf("localredis: start in-process node %d: %w", n.index, err)
 	}
 	g := &gate{}
@@ -48,6 +51,25 @@ func (n *Node) startMini(port int) error {
 	n.mu.Unlock()
 	n.c.log.Info("localredis: in-process node started", "node", n.index, "addr", addr)
 	return nil
+}
+
+// rebindWait bounds how long a restarted in-process node waits for its old
+// port, which the kernel can still count as taken for a moment after the
+// listener closed (about one restart in ten here, in TestRestartData).
+const rebindWait = 2 * time.Second
+
+// bindMini serves mr on port, waiting up to rebindWait for a port still
+// held by the node's own previous life (port 0 never waits).
+func (n *Node) bindMini(mr *miniredis.Miniredis, port int) error {
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	deadline := time.Now().Add(rebindWait)
+	for {
+		err := mr.StartAddr(addr)
+		if err == nil || port == 0 || !errors.Is(err, syscall.EADDRINUSE) || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // stopMini closes the in-process server. Stop and Kill are the same here.
