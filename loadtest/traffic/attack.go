@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"strings"
 	"time"
 
@@ -28,17 +30,8 @@ const MaxConnsPerHost = 512
 // Attack runs one vegeta attack named name and hands each result to each,
 // in order, until the attack ends; it stops the attack when ctx ends.
 func Attack(ctx context.Context, maxWorkers uint64, tr vegeta.Targeter, p vegeta.Pacer, d time.Duration, name string, each func(*vegeta.Result)) {
-	// A new Attacker per attack: in v12.12.0 one whose attack has ended
-	// keeps its stop channel closed and never attacks again.
-	atk := vegeta.NewAttacker(
-		vegeta.Workers(min(16, maxWorkers)),
-		vegeta.MaxWorkers(maxWorkers),
-		vegeta.MaxBody(16<<10), // orders and errors are small; a runaway body must not be buffered whole
-		vegeta.Timeout(30*time.Second),
-		vegeta.KeepAlive(true),
-		vegeta.Connections(int(min(maxWorkers, MaxConnsPerHost))),
-		vegeta.MaxConnections(MaxConnsPerHost),
-	)
+	atk, hangUp := newAttacker(maxWorkers)
+	defer hangUp()
 	results := atk.Attack(tr, p, d, name)
 	for {
 		var r *vegeta.Result
@@ -54,6 +47,34 @@ func Attack(ctx context.Context, maxWorkers uint64, tr vegeta.Targeter, p vegeta
 		}
 		each(r)
 	}
+}
+
+// newAttacker is a vegeta attacker whose connections the caller closes
+// with hangUp once its attack has ended. A new attacker per attack: in
+// v12.12.0 one whose attack has ended keeps its stop channel closed and
+// never attacks again.
+//
+// Each attack's shoppers leave when it ends. Left open, a step's
+// connections stayed idle until the instances' idle timeout (a minute),
+// and a run's later steps were measured beside every earlier step's: by
+// the last variant of a spike run about 9000 of them, a goroutine or two
+// each in the runner and the instances for the collector to scan, on the
+// cores the peak needs.
+func newAttacker(maxWorkers uint64) (atk *vegeta.Attacker, hangUp func()) {
+	transport := &http.Transport{
+		Proxy:               http.ProxyFromEnvironment,
+		TLSClientConfig:     vegeta.DefaultTLSConfig,
+		DialContext:         (&net.Dialer{KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConnsPerHost: int(min(maxWorkers, MaxConnsPerHost)),
+		MaxConnsPerHost:     MaxConnsPerHost,
+	}
+	atk = vegeta.NewAttacker(
+		vegeta.Client(&http.Client{Transport: transport, Timeout: 30 * time.Second}),
+		vegeta.Workers(min(16, maxWorkers)),
+		vegeta.MaxWorkers(maxWorkers),
+		vegeta.MaxBody(16<<10), // orders and errors are small; a runaway body must not be buffered whole
+	)
+	return atk, transport.CloseIdleConnections
 }
 
 // WarmUp is a short attack over every variant before the first measured
@@ -95,7 +116,8 @@ func (w WarmUp) Run(ctx context.Context, f storefront.Fleet) error {
 	if err != nil {
 		return err
 	}
-	atk := vegeta.NewAttacker(vegeta.Workers(min(16, w.MaxWorkers)), vegeta.MaxWorkers(w.MaxWorkers), vegeta.MaxBody(16<<10), vegeta.Timeout(30*time.Second))
+	atk, hangUp := newAttacker(w.MaxWorkers)
+	defer hangUp()
 	answered, sent := 0, 0
 	for r := range atk.Attack(tr.Targeter(), pacer, w.Duration, "warm-up") {
 		sent++
