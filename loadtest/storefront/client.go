@@ -181,12 +181,12 @@ type LockStats struct {
 // LockStats reads this instance's lock metrics for variant.
 func (a API) LockStats(ctx context.Context, variant string) (LockStats, error) {
 	var st LockStats
-	var raw json.RawMessage
-	if err := a.do(ctx, "metrics", http.MethodGet, "/metrics", nil, &raw, false); err != nil {
+	raw, err := a.metrics(ctx)
+	if err != nil {
 		return st, err
 	}
 	label := `{variant="` + variant + `"}`
-	for line := range strings.SplitSeq(string(raw), "\n") {
+	for line := range strings.SplitSeq(raw, "\n") {
 		name, value, ok := strings.Cut(line, label+" ")
 		if !ok {
 			continue
@@ -209,6 +209,35 @@ func (a API) LockStats(ctx context.Context, variant string) (LockStats, error) {
 		*dst = v
 	}
 	return st, nil
+}
+
+// CPUSeconds reads the CPU time this instance's process has used since it
+// started (process_cpu_seconds_total). ok is false where the instance's
+// platform does not report it.
+func (a API) CPUSeconds(ctx context.Context) (seconds float64, ok bool, err error) {
+	raw, err := a.metrics(ctx)
+	if err != nil {
+		return 0, false, err
+	}
+	for line := range strings.SplitSeq(raw, "\n") {
+		if value, found := strings.CutPrefix(line, "process_cpu_seconds_total "); found {
+			v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+			if err != nil {
+				return 0, false, fmt.Errorf("metrics: process_cpu_seconds_total: %w", err)
+			}
+			return v, true, nil
+		}
+	}
+	return 0, false, nil
+}
+
+// metrics reads the instance's Prometheus text.
+func (a API) metrics(ctx context.Context) (string, error) {
+	var raw json.RawMessage
+	if err := a.do(ctx, "metrics", http.MethodGet, "/metrics", nil, &raw, false); err != nil {
+		return "", err
+	}
+	return string(raw), nil
 }
 
 // ResetState is what the runner needs from a reset's answer.

@@ -39,13 +39,13 @@ func bareStep(ctx context.Context, cfg Config, fleet storefront.Fleet, rate, n, 
 		targets = append(targets, vegeta.Target{Method: http.MethodGet, URL: base + "/healthz"})
 	}
 	var m vegeta.Metrics
-	late, err := offer(ctx, cfg, vegeta.NewStaticTargeter(targets...), Bare, rate, n, total, m.Add)
+	late, cores, err := offer(ctx, cfg, fleet, vegeta.NewStaticTargeter(targets...), Bare, rate, n, total, m.Add)
 	m.Close()
 	if err != nil {
 		st.Err = err.Error()
 		return st
 	}
-	st.Late = late
+	st.Late, st.Cores = late, cores
 	c := traffic.Counts{Requests: int(m.Requests), ByError: map[string]int{}}
 	for code, k := range m.StatusCodes {
 		switch code {
@@ -67,15 +67,17 @@ func bareStep(ctx context.Context, cfg Config, fleet storefront.Fleet, rate, n, 
 	return st
 }
 
-// offer sends rate requests a second from tr for the step's duration, each
-// result to add, with a progress bar named after what is offered, and
-// counts the answers later than the lock wait plus LateMargin.
-func offer(ctx context.Context, cfg Config, tr vegeta.Targeter, what string, rate, n, total int, add func(*vegeta.Result)) (late int, err error) {
+// offer sends rate requests a second from tr to fleet for the step's
+// duration, each result to add, with a progress bar named after what is
+// offered; it counts the answers later than the lock wait plus LateMargin
+// and measures the cores the instances and the runner used meanwhile.
+func offer(ctx context.Context, cfg Config, fleet storefront.Fleet, tr vegeta.Targeter, what string, rate, n, total int, add func(*vegeta.Result)) (late int, cores *Cores, err error) {
 	requests := uint64(float64(rate) * cfg.Duration.Seconds())
 	pacer, err := traffic.CappedPacer(vegeta.Rate{Freq: rate, Per: time.Second}, requests)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
+	meter := meterCores(ctx, fleet)
 	bar := traffic.NewBar(cfg.Progress, requests, fmt.Sprintf("[%2d/%d] %-13s × %5d/s", n, total, what, rate))
 	inTime := cfg.Local.LockWait + LateMargin
 	traffic.Attack(ctx, cfg.workers(rate), tr, pacer, cfg.Duration, fmt.Sprintf("%s@%d", what, rate), func(r *vegeta.Result) {
@@ -90,5 +92,5 @@ func offer(ctx context.Context, cfg Config, tr vegeta.Targeter, what string, rat
 	if bar != nil {
 		_ = bar.Finish()
 	}
-	return late, ctx.Err()
+	return late, meter.read(ctx), ctx.Err()
 }

@@ -166,6 +166,9 @@ type Step struct {
 	// that gave up included: above 1, processes tried while the lock was
 	// held, or split a Redlock vote.
 	Tries float64 `json:"tries_per_lease,omitempty"`
+	// Cores is the CPU the instances and the runner used during the
+	// attack (cores.go); nil where it could not be read.
+	Cores *Cores `json:"cpu_cores,omitempty"`
 	// LostUpdates is the audit's count after the step: none loses updates,
 	// a correct lock must not.
 	LostUpdates int64 `json:"lost_updates"`
@@ -302,7 +305,7 @@ func runStep(ctx context.Context, cfg Config, fleet storefront.Fleet, cat storef
 	}
 	before := lockStats(setup, fleet, variant)
 	tally := traffic.NewTally()
-	if st.Late, err = offer(ctx, cfg, tr.Targeter(), variant, rate, n, total, tally.Add); err != nil {
+	if st.Late, st.Cores, err = offer(ctx, cfg, fleet, tr.Targeter(), variant, rate, n, total, tally.Add); err != nil {
 		return fail(err)
 	}
 	st.Summary = tally.Summary()

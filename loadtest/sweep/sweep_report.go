@@ -63,6 +63,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	if len(r.Bare) > 0 {
 		fmt.Fprintf(&b, "; %s: the bare exchange at each rate, no lock and no sale: what this machine answers in time", Bare)
 	}
+	fmt.Fprint(&b, "; cores (below each step): the CPU the app instances and the runner used during it, in cores")
 	fmt.Fprintln(&b)
 	for _, sp := range r.Spikes {
 		fmt.Fprintln(&b, spikeLine(sp))
@@ -76,6 +77,9 @@ func (r *Report) WriteText(w io.Writer) error {
 			notes = append(notes, fmt.Sprintf("%d lost updates", st.LostUpdates))
 		}
 		notes = append(notes, st.CrossCheck...)
+		if st.Cores != nil {
+			notes = append(notes, fmt.Sprintf("cores: apps %.2f, runner %.2f", st.Cores.Apps, st.Cores.Runner))
+		}
 		if codes := output.Counts(st.Summary.Counts.ByError); codes != "" {
 			notes = append(notes, "answers: "+codes)
 		}

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -57,6 +58,7 @@ func spikeSweep() *Report {
 			r.Steps = append(r.Steps, st)
 		}
 	}
+	r.Steps[2].Cores = &Cores{Apps: 0.46, Runner: 0.55}
 	r.Spikes = r.spikes()
 	return r
 }
@@ -84,7 +86,8 @@ func TestSpike(t *testing.T) {
 	if err := r.WriteText(&b); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"spike lua: 1700 sales/s at 8000/s = 0.94× its plateau of 1800", "late 900 of 60000", ": met", ": not met", "2000ms"} {
+	for _, want := range []string{"spike lua: 1700 sales/s at 8000/s = 0.94× its plateau of 1800", "late 900 of 60000", ": met", ": not met", "2000ms",
+		"lua × 8000/s: cores: apps 0.46, runner 0.55"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("text lacks %q:\n%s", want, b.String())
 		}
@@ -218,6 +221,24 @@ func TestSweep(t *testing.T) {
 	t.Logf("\n%s", b.String())
 	if len(rep.Steps) != 4 {
 		t.Fatalf("%d steps, want 4", len(rep.Steps))
+	}
+	// The cores each step used: the runner's own always, the instances'
+	// from their metrics, where the platform reports them.
+	var apps float64
+	for _, st := range rep.Steps {
+		if st.Cores == nil {
+			if runtime.GOOS == "linux" {
+				t.Errorf("%s × %d/s: no cores measured", st.Variant, st.Rate)
+			}
+			continue
+		}
+		if st.Cores.Runner <= 0 || st.Cores.Apps < 0 {
+			t.Errorf("%s × %d/s: cores %+v, want the runner's above 0", st.Variant, st.Rate, *st.Cores)
+		}
+		apps += st.Cores.Apps
+	}
+	if runtime.GOOS == "linux" && apps <= 0 {
+		t.Error("the instances used no CPU over four steps of orders")
 	}
 	for _, st := range rep.Steps {
 		if st.Err != "" || st.Summary.Counts.Requests == 0 || st.Sales == 0 {
