@@ -246,16 +246,13 @@ var ladder = []Rung{
 		Breaks: []string{"pause-in-critical-section", "node-restart-unaware", "clock-jump", "long-work", "pause-after-lease-check", "failover-unaware"},
 		Quorum: true,
 		// It checks its validity (a late grant is refused) and tolerates a
-		// minority of nodes crashed, wiped, paused or cut off; it cannot tell
-		// a holder that stopped past its TTL, nor a majority whose clocks
-		// jumped. Restart awareness sees a flush only on a connection opened
-		// after it, and the instances keep theirs: a flushed node of a bare
-		// quorum (a partition holds one side's leases to nodes 0–2) can vote
-		// for a second holder. Without awareness a node that lost its data
-		// (wiped, crashed past its last fsync, a replica promoted without the
-		// lease) votes at once.
+		// minority of nodes crashed, wiped, flushed, paused or cut off; it
+		// cannot tell a holder that stopped past its TTL, nor a majority
+		// whose clocks jumped. Without awareness a node that lost its data
+		// (wiped, flushed, crashed past its last fsync, a replica promoted
+		// without the lease) votes at once.
 		Chaos: &ChaosClaim{
-			Breakers: []string{"app-pause", "clock-jump", "node-flush"},
+			Breakers: []string{"app-pause", "clock-jump"},
 			Unaware:  []string{"node-wipe", "node-crash", "node-flush", "node-failover"},
 		},
 	},

@@ -4,15 +4,11 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
-	"fmt"
 	"net"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
-	"flashsale/internal/databirth"
 	"flashsale/lock/internal/wire"
 )
 
@@ -108,66 +104,12 @@ func (n *node) openPipe() {
 	})
 }
 
-// onConnect meets the node's incarnation on a new go-redis connection
-// (pub/sub, scans, single-node variants), as the pipe's handshake does for
-// the votes. An error reply (an ACL user without INFO or CONFIG) leaves the
-// connection usable; any other error fails it, so no reply owed to an
-// unfinished command is read as the answer to the next one.
+// onConnect meets the node on a new go-redis connection (pub/sub, scans,
+// re-seeding, the single-node variants), as the pipe's handshake does for
+// the votes.
 func (n *node) onConnect(ctx context.Context, cn *redis.Conn) error {
-	info, err := cn.Info(ctx, "server").Result()
-	if err := connectionError(err); err != nil {
-		return err
-	}
-	if infoField(info, "redis_mode") == "sentinel" {
-		// A failover client runs the hook on its connections to the
-		// sentinels too: they are not the node and have no incarnation.
-		return nil
-	}
-	var age dataAge
-	born, err := cn.Eval(ctx, dataBirth.src, []string{databirth.Key}).Int64Slice()
-	if err := connectionError(err); err != nil {
-		return err
-	}
-	if len(born) == 2 {
-		age = dataAge{d: time.Duration(born[1]-born[0]) * time.Millisecond, known: true}
-	}
-	seeded, err := cn.Get(ctx, n.cfg.seededKey()).Result()
-	if err := connectionError(err); err != nil {
-		return err
-	}
-	// After the marker: a re-seed between the two reads then leaves a
-	// record at least as large as the marker promises.
-	recorded, err := cn.Eval(ctx, recordTTL.src, []string{n.cfg.ttlKey()}, n.cfg.ttl.Milliseconds()).Int64()
-	if err := connectionError(err); err != nil {
-		return err
-	}
-	return n.meet(info, age, seeded, time.Duration(recorded)*time.Millisecond, func() (string, error) {
-		cur, err := cn.ConfigGet(ctx, "notify-keyspace-events").Result()
-		return cur["notify-keyspace-events"], err
-	}, func(want string) error {
-		return cn.ConfigSet(ctx, "notify-keyspace-events", want).Err()
-	})
-}
-
-// notifyFlags adds the keyspace events for deletes and expiries (K, g, x) to
-// whatever the server already publishes.
-func notifyFlags(flags string) string {
-	want := flags
-	for _, f := range []string{"K", "g", "x"} {
-		if !strings.Contains(want, f) && !(f != "K" && strings.Contains(want, "A")) {
-			want += f
-		}
-	}
-	return want
-}
-
-func infoField(info, field string) string {
-	for _, row := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(row, field+":"); ok {
-			return strings.TrimSpace(v)
-		}
-	}
-	return ""
+	_, err := n.greet(ctx, poolExchange(cn))
+	return err
 }
 
 // dialNode opens a connection the way go-redis would for these options:
@@ -183,72 +125,12 @@ func dialNode(ctx context.Context, o *redis.Options) (net.Conn, error) {
 	return d.DialContext(ctx, o.Network, o.Addr)
 }
 
-// handshake authenticates, selects the database, and meets the node's
-// incarnation (restart.go) before any vote is sent. Every error fails the
-// connection: a handshake cut short by its deadline still owes replies, and
-// a reader started on it would hand each vote the answer to the command
-// before it. Only error replies to INFO and CONFIG are tolerated (an ACL
-// user may not be allowed them): the node then still takes votes, without
-// restart awareness or wake-ups. It returns the incarnation (run_id) and the
-// data's birth it met (connTag), which every vote on the connection carries.
+// handshake authenticates, selects the database, and meets the node
+// (meeting.go) before any vote is sent. Every error fails the connection: a
+// handshake cut short by its deadline still owes replies, and a reader
+// started on it would hand each vote the answer to the command before it.
 func (n *node) handshake(ctx context.Context, nc net.Conn, r *bufio.Reader, o *redis.Options) (string, error) {
-	var cmds []wire.Command
-	if o.Password != "" {
-		auth := []string{"AUTH", o.Password}
-		if o.Username != "" {
-			auth = []string{"AUTH", o.Username, o.Password}
-		}
-		cmds = append(cmds, wire.Command{Args: auth, Want: wire.Bulk})
-	}
-	if o.DB != 0 {
-		cmds = append(cmds, wire.Command{Args: []string{"SELECT", strconv.Itoa(o.DB)}, Want: wire.Bulk})
-	}
-	// The TTL record after the seeded marker, as onConnect reads them.
-	cmds = append(cmds, wire.Command{Args: []string{"INFO", "server"}, Want: wire.Bulk},
-		wire.Command{Args: dataBirth.eval([]string{databirth.Key}), Want: wire.Array},
-		wire.Command{Args: []string{"GET", n.cfg.seededKey()}, Want: wire.BulkOrNil},
-		wire.Command{Args: recordTTL.eval([]string{n.cfg.ttlKey()}, strconv.FormatInt(n.cfg.ttl.Milliseconds(), 10)), Want: wire.Integer})
-	replies, err := wire.Exchange(ctx, nc, r, cmds...)
-	if err != nil {
-		return "", err
-	}
-	for _, v := range replies[:len(replies)-4] {
-		if se, ok := v.(wire.ServerError); ok {
-			return "", se
-		}
-	}
-	info, _ := replies[len(replies)-4].(string)
-	var age dataAge
-	var b int64
-	if born, _ := replies[len(replies)-3].([]any); len(born) == 2 {
-		b, _ = born[0].(int64)
-		now, _ := born[1].(int64)
-		age = dataAge{d: time.Duration(now-b) * time.Millisecond, known: true}
-	}
-	seeded, _ := replies[len(replies)-2].(string)
-	recorded, _ := replies[len(replies)-1].(int64)
-	err = n.meet(info, age, seeded, time.Duration(recorded)*time.Millisecond, func() (string, error) {
-		replies, err := wire.Exchange(ctx, nc, r, wire.Command{Args: []string{"CONFIG", "GET", "notify-keyspace-events"}, Want: wire.Array})
-		if err != nil {
-			return "", err
-		}
-		kv, _ := replies[0].([]any)
-		if len(kv) != 2 {
-			return "", wire.ServerError(fmt.Sprintf("CONFIG GET notify-keyspace-events: %v", replies[0]))
-		}
-		cur, _ := kv[1].(string)
-		return cur, nil
-	}, func(want string) error {
-		replies, err := wire.Exchange(ctx, nc, r, wire.Command{Args: []string{"CONFIG", "SET", "notify-keyspace-events", want}, Want: wire.Bulk})
-		if err != nil {
-			return err
-		}
-		if se, ok := replies[0].(wire.ServerError); ok {
-			return se
-		}
-		return nil
-	})
-	return connTag(infoField(info, "run_id"), b, age.known), err
+	return n.greet(ctx, pipeExchange(nc, r, o))
 }
 
 // one is 1 for true, 0 for false.

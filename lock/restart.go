@@ -4,14 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"flashsale/internal/databirth"
-	"flashsale/lock/internal/wire"
 )
 
 // Restart awareness: the delayed-restart rule of Redlock, for every client,
@@ -74,7 +73,7 @@ var dataBirth = newScript(databirth.Script)
 // dataAge is how old a node's data are, by their marker.
 type dataAge struct {
 	d     time.Duration
-	known bool // false: the node refused the marker script (ACL, no scripting)
+	known bool // false: the node refused the marker script for good (ACL, no scripting)
 }
 
 // MinUptime is the uptime a node must report (INFO uptime_in_seconds) before
@@ -94,159 +93,39 @@ func (c *config) ttlKey() string { return c.namespace + "ttl" }
 // current incarnation; its value is that incarnation's run_id.
 func (c *config) seededKey() string { return c.namespace + "seeded" }
 
-// incarnation is what this process knows of a node's current incarnation.
-type incarnation struct {
-	mu        sync.Mutex
-	runID     string
-	gone      map[string]bool // run_ids of earlier incarnations: met late, they change nothing
-	start     time.Time       // the latest the current incarnation can have started
-	ttl       time.Duration   // the largest lease TTL known in use on these nodes
-	back      time.Time       // does not vote before this: start + ttl + drift
-	reseed    bool            // counters not yet re-seeded for this incarnation
-	seededFor string          // the run_id whose counters are known re-seeded
-	reseeding bool            // a re-seed loop is running
-	notified  bool            // keyspace notifications turned on for this incarnation
-	blind     bool            // the node would not tell its uptime: warned once
-}
-
-// meet records the incarnation that a new connection found: info is its
-// INFO server reply (empty if refused), age its data's age, seeded the
-// value of the seeded marker and recorded the largest TTL recorded on the node (this client's
-// included). The first time this process meets an incarnation, it also adds
-// the keyspace events the waiters need, through get and set on that
-// connection. It returns an error only if the connection failed; an error
-// reply to get or set is no reason to drop it.
-func (n *node) meet(info string, age dataAge, seeded string, recorded time.Duration, get func() (string, error), set func(flags string) error) error {
-	now := time.Now()
-	id := infoField(info, "run_id")
-	uptime, err := strconv.ParseInt(infoField(info, "uptime_in_seconds"), 10, 64)
-	known := err == nil && id != ""
-
-	inc := &n.inc
-	lost := false
-	inc.mu.Lock()
-	if known && inc.gone[id] {
-		// A connection to an incarnation this process has seen replaced,
-		// met late: it must not turn the node's state back.
-		inc.mu.Unlock()
+// meet records what a meeting read of the node (awareness.go), logs what
+// changed, and starts re-seeding the node's counters when they need it.
+func (n *node) meet(rd reading) error {
+	m, err := n.inc.met(rd, n.cfg.ttl, time.Now())
+	if err != nil {
+		return err
+	}
+	if !n.cfg.restartAware {
 		return nil
 	}
-	met := known && id != inc.runID // first connection to this incarnation
-	if known {
-		// Whole seconds now minus whole seconds at start: the real uptime
-		// is more than one second short of the reported one at most.
-		start := now.Add(-time.Duration(max(uptime-1, 0)) * time.Second)
-		born := now.Add(-age.d)
-		younger := age.known && born.After(start)
-		if younger {
-			// The data are younger than the process: a failover, a flush,
-			// a reload that re-marked them.
-			start = born
-		}
-		if met {
-			if inc.runID != "" {
-				// This process saw the incarnation before: the new one
-				// started after that, and no later than now.
-				if inc.gone == nil {
-					inc.gone = map[string]bool{}
-				}
-				inc.gone[inc.runID] = true
-				start = now
-			}
-			inc.runID, inc.notified, inc.start = id, false, start
-		} else if start.After(inc.start) {
-			// The same process, with data younger than we knew: flushed
-			// since we met it.
-			inc.start, lost = start, younger
-			if lost && seeded != id {
-				inc.seededFor = "" // the flush took the counters too
-			}
-		}
-		inc.ttl = max(inc.ttl, recorded, n.cfg.ttl)
-		if back := inc.start.Add(sitOut(inc.ttl)); back.After(inc.back) {
-			inc.back = back
-		}
-		if seeded == id {
-			inc.seededFor = id
-		}
-		// A marker read before a re-seed finished must not undo it.
-		inc.reseed = inc.seededFor != id
+	n.inc.mu.Lock()
+	back, ttl := n.inc.back, n.inc.ttl
+	n.inc.mu.Unlock()
+	if m.warn {
+		n.cfg.logger.Warn("redis node refuses for good to tell what restart awareness reads: a restart or flush of it may go unseen, and a lease it held be granted twice",
+			"node", n.addr, "refused", strings.Join(rd.refused, "; "))
 	}
-	warn := !known && !inc.blind
-	inc.blind = inc.blind || !known
-	young := now.Before(inc.back)
-	startReseed := n.cfg.restartAware && inc.reseed && !inc.reseeding
-	inc.reseeding = inc.reseeding || startReseed
-	notify := n.cfg.notifications && n.cfg.fast.Load() && !inc.notified // the speed layer's wake-ups (fast.go)
-	back, ttl := inc.back, inc.ttl
-	inc.mu.Unlock()
-
-	switch {
-	case warn && n.cfg.restartAware:
-		n.cfg.logger.Warn("redis node does not tell its run_id and uptime (INFO refused?): it votes without restart awareness", "node", n.addr)
-	case (met || lost) && young && n.cfg.restartAware:
+	if (m.first || m.lost) && m.young {
 		n.cfg.logger.Warn("redis node restarted, failed over or flushed: not counted toward a quorum until its data are older than the largest TTL in use",
-			"node", n.addr, "run_id", id, "uptime_s", uptime, "data_age", age.d, "data_age_known", age.known, "largest_ttl", ttl, "counts_from", back)
+			"node", n.addr, "run_id", rd.id(), "data_age", rd.age.d, "data_age_known", rd.age.known, "largest_ttl", ttl, "counts_from", back)
 	}
-	if startReseed {
+	if n.inc.startReseed() {
 		go n.reseedLoop()
 	}
-	if !notify {
-		return nil
-	}
-	cur, err := get()
-	if err == nil {
-		if want := notifyFlags(cur); want != cur {
-			err = set(want)
-		}
-	}
-	if err = connectionError(err); err == nil {
-		// Done, or refused by the node: either way not worth asking again.
-		inc.mu.Lock()
-		inc.notified = inc.runID == id || !known
-		inc.mu.Unlock()
-	}
-	return err
+	return nil
 }
 
-// raiseTTL notes a larger TTL in use on these nodes, learnt while
-// re-seeding: the node sits out at least that long after its start.
-func (n *node) raiseTTL(ttl time.Duration) {
-	n.inc.mu.Lock()
-	defer n.inc.mu.Unlock()
-	n.inc.ttl = max(n.inc.ttl, ttl)
-	if back := n.inc.start.Add(sitOut(n.inc.ttl)); back.After(n.inc.back) {
-		n.inc.back = back
-	}
-}
-
-// connectionError is err unless it is only the node's answer (an error
-// reply), which leaves the connection in step.
-func connectionError(err error) error {
-	if _, ok := errors.AsType[wire.ServerError](err); ok {
-		return nil
-	}
-	if _, ok := errors.AsType[redis.Error](err); ok {
-		return nil
-	}
-	return err
-}
-
-// counts says whether a vote from the node's incarnation inc (the run_id
-// its connection met; "" when the transport cannot tell) counts toward a
-// quorum now: not from an incarnation since replaced, not before the
-// sit-out after the current one's start, nor before its fencing counters
-// were re-seeded for it.
+// counts says whether a vote on a connection tagged inc (the incarnation
+// its meeting met; "" when the transport cannot tell) counts toward a quorum
+// now: not from an incarnation since replaced, not while the node sits out
+// or waits for its counters' re-seed.
 func (n *node) counts(inc string, now time.Time) bool {
-	if !n.cfg.restartAware {
-		return true
-	}
-	n.inc.mu.Lock()
-	defer n.inc.mu.Unlock()
-	if inc != "" && tagRunID(inc) != n.inc.runID {
-		return false
-	}
-	return !now.Before(n.inc.back) && !n.inc.reseed
+	return !n.cfg.restartAware || n.inc.counts(inc, now)
 }
 
 // reseedLoop re-seeds the node's fencing counters until its current
@@ -285,6 +164,7 @@ func (n *node) reseedLoop() {
 // themselves: on a new set none is, and a node that restarted with its data
 // still holds its counters.)
 func (n *node) reseed(ctx context.Context) error {
+	began := time.Now()
 	n.inc.mu.Lock()
 	id := n.inc.runID
 	n.inc.mu.Unlock()
@@ -339,13 +219,7 @@ func (n *node) reseed(ctx context.Context) error {
 	if err := reseedCounters.Run(ctx, n.rdb, keys, args...).Err(); err != nil {
 		return fmt.Errorf("node %s: %w", n.addr, err)
 	}
-	n.raiseTTL(time.Duration(highest[n.cfg.ttlKey()]) * time.Millisecond)
-	n.inc.mu.Lock()
-	n.inc.seededFor = id
-	if n.inc.runID == id {
-		n.inc.reseed = false
-	}
-	n.inc.mu.Unlock()
+	n.inc.seeded(id, began, time.Duration(highest[n.cfg.ttlKey()])*time.Millisecond)
 	n.cfg.logger.Info("fencing counters re-seeded for this incarnation", "node", n.addr, "run_id", id, "counters", len(highest))
 	return nil
 }

@@ -51,16 +51,20 @@ func (n *node) checks(c command) bool {
 // markerCheck is the command that follows a checked vote.
 var markerCheck = wire.Command{Args: []string{"GET", databirth.Key}, Want: wire.BulkOrNil}
 
-// kept judges the marker check's reply v on a connection tagged tag: false
-// if the node's data are no longer those the connection met. Then the node
-// sits out from now, as after any loss of keys, its fencing counters are
-// re-seeded, and the connection is broken so that the next one meets the
-// node again (and marks its data anew). A connection that met no marker,
-// or a check the node refused, cannot tell: the vote counts as it would
-// without the check.
+// kept judges the marker check's reply v on a connection tagged tag:
+// whether the vote it follows may count. A marker that no longer names the
+// birth the connection met is a loss of data: the node sits out from now,
+// its fencing counters are re-seeded, and the connection is broken so that
+// the next one meets the node again. A check the node could not answer for
+// now (BUSY, LOADING …) tells nothing: the vote does not count (fail closed).
+// A connection that met no marker (the node refuses the marker script for
+// good, logged at its meeting) cannot tell: the vote counts.
 func (n *node) kept(tag string, v any) bool {
-	if _, refused := v.(wire.ServerError); refused || !strings.Contains(tag, " ") {
+	if !strings.Contains(tag, " ") {
 		return true
+	}
+	if se, refused := v.(wire.ServerError); refused {
+		return refusedForGood(se)
 	}
 	if s, _ := v.(string); s == tag {
 		return true
@@ -82,27 +86,15 @@ func parseMS(s string) int64 {
 // dataLost: the node lost keys after the connection tagged tag met it, no
 // later than now.
 func (n *node) dataLost(tag string) {
-	now := time.Now()
-	inc := &n.inc
-	inc.mu.Lock()
-	same := inc.runID == tagRunID(tag)
-	if same {
-		inc.start, inc.ttl = now, max(inc.ttl, n.cfg.ttl)
-		if back := now.Add(sitOut(inc.ttl)); back.After(inc.back) {
-			inc.back = back
-		}
-		// The flush took the node's counters and its seeded marker.
-		inc.seededFor, inc.reseed = "", true
-	}
-	startReseed := same && !inc.reseeding
-	inc.reseeding = inc.reseeding || startReseed
-	back := inc.back
-	inc.mu.Unlock()
-	if same {
+	current := n.inc.lost(tag, n.cfg.ttl, time.Now())
+	n.inc.mu.Lock()
+	back := n.inc.back
+	n.inc.mu.Unlock()
+	if current {
 		n.cfg.logger.Warn("redis node flushed under an open connection: not counted toward a quorum until its data are older than the largest TTL in use",
 			"node", n.addr, "run_id", tagRunID(tag), "counts_from", back)
 	}
-	if startReseed {
+	if current && n.inc.startReseed() {
 		go n.reseedLoop()
 	}
 	n.pipe.Break(tag, errDataLost)

@@ -2,7 +2,6 @@ package lock
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -19,10 +18,9 @@ func TestLateMeetOfAReplacedIncarnation(t *testing.T) {
 	cfg.notifications = false
 	cfg.ttl = 500 * time.Millisecond
 	n := &node{addr: "node", cfg: cfg, ctx: context.Background()}
-	info := func(id string, up int) string { return fmt.Sprintf("run_id:%s\r\nuptime_in_seconds:%d\r\n", id, up) }
 	meet := func(id string, up int) {
 		t.Helper()
-		if err := n.meet(info(id, up), dataAge{}, id, 0, nil, nil); err != nil {
+		if err := n.meet(reading{at: time.Now(), info: infoOf(id, up), seeded: id}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -49,24 +47,26 @@ func TestLateMeetOfAReplacedIncarnation(t *testing.T) {
 }
 
 // A vote's marker check (restart_check.go) keeps the vote only while the
-// node's marker names the birth its connection met; a connection that met
-// no marker, or a check the node refused, cannot tell. A failed check
-// keeps the node out of quorums for the sit-out.
+// node's marker names the birth its connection met; a failed check keeps
+// the node out of quorums for the sit-out. A check the node could not
+// answer for now does not count, but is no loss; a connection that met no
+// marker, or a check refused for good, cannot tell.
 func TestMarkerCheck(t *testing.T) {
 	tag := connTag("abc", 1700000000123, true)
 	for _, tc := range []struct {
-		name string
-		tag  string
-		v    any
-		kept bool
+		name       string
+		tag        string
+		v          any
+		kept, lost bool
 	}{
-		{"the same birth", tag, "abc 1700000000123", true},
-		{"flushed: no marker", tag, nil, false},
-		{"flushed and marked again", tag, "abc 1700000009999", false},
-		{"another server's marker", tag, "def 1700000000123", false},
-		{"a marker not in the expected form", tag, "abc", false},
-		{"the check refused", tag, wire.ServerError("NOPERM"), true},
-		{"the connection met no marker", connTag("abc", 0, false), nil, true},
+		{"the same birth", tag, "abc 1700000000123", true, false},
+		{"flushed: no marker", tag, nil, false, true},
+		{"flushed and marked again", tag, "abc 1700000009999", false, true},
+		{"another server's marker", tag, "def 1700000000123", false, true},
+		{"a marker not in the expected form", tag, "abc", false, true},
+		{"the check refused for good", tag, wire.ServerError("NOPERM this user has no permissions to run the 'get' command"), true, false},
+		{"the check refused for now", tag, wire.ServerError("LOADING Redis is loading the dataset in memory"), false, false},
+		{"the connection met no marker", connTag("abc", 0, false), nil, true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := defaultConfig()
@@ -77,10 +77,10 @@ func TestMarkerCheck(t *testing.T) {
 			if got := n.kept(tc.tag, tc.v); got != tc.kept {
 				t.Fatalf("kept = %v, want %v", got, tc.kept)
 			}
-			if counts := n.counts(tc.tag, time.Now()); counts != tc.kept {
-				t.Errorf("the node counts %v after the check, want %v", counts, tc.kept)
+			if counts := n.counts(tc.tag, time.Now()); counts == tc.lost {
+				t.Errorf("the node counts %v after the check, want %v", counts, !tc.lost)
 			}
-			if tc.kept {
+			if !tc.lost {
 				return
 			}
 			n.inc.reseed = false // re-seeded: only the sit-out is left

@@ -49,6 +49,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Password, if set, is required from clients (requirepass / AUTH).
 	Password string
+	// Args are more redis-server arguments for every node (a test that
+	// slows loading, say); in-process nodes ignore them.
+	Args []string
 }
 
 // startAttempts bounds how often a node's first start picks a new port after
@@ -297,5 +300,5 @@ func (c *Cluster) serverArgs(port int, dir string) []string {
 	if c.opts.Password != "" {
 		args = append(args, "--requirepass", c.opts.Password)
 	}
-	return args
+	return append(args, c.opts.Args...)
 }

@@ -1,0 +1,245 @@
+package lock
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"flashsale/internal/databirth"
+	"flashsale/lock/internal/wire"
+)
+
+// The meeting: what every new connection to a node reads before it carries
+// anything, on the votes' pipe and on go-redis's pool alike, so that the
+// node's incarnation, the age of its data and its eviction policy are
+// known before it can vote (awareness.go). One sequence, two transports.
+
+// errNotReady fails a connection whose meeting the node could not answer
+// for now (BUSY, LOADING, out of memory …): the node does not vote on it,
+// and the next use of the node meets it again.
+var errNotReady = errors.New("node could not tell its incarnation or data age for now")
+
+// errEvicts fails a connection to a node whose maxmemory-policy may evict
+// keys: a lock key evicted early is a second holder.
+var errEvicts = errors.New("node may evict keys (maxmemory-policy is not noeviction): not used for locks")
+
+// exchange sends cmds in one write and returns one reply per command: int64,
+// string, nil, []any, or wire.ServerError when the node answered with an
+// error. An error return means the connection cannot be used.
+type exchange func(ctx context.Context, cmds ...wire.Command) ([]any, error)
+
+// reading is what a meeting read of a node.
+type reading struct {
+	at       time.Time // when the reads were sent: they say nothing of later
+	info     string    // INFO server; "" if refused
+	age      dataAge
+	birth    int64  // the data's birth, ms on the node's clock
+	seeded   string // the run_id the node's counters were re-seeded for
+	recorded time.Duration
+	refused  []string // what the node refuses for good to tell
+}
+
+func (rd reading) id() string { return infoField(rd.info, "run_id") }
+
+// meetingReads names the meeting's reads, for the log.
+var meetingReads = []string{"INFO server", "INFO memory", "the data-birth script", "GET seeded marker", "the TTL record script"}
+
+// meetingCommands are the reads, in this order: the TTL record after the
+// seeded marker, the marker after the data's birth (restart.go says why).
+func (n *node) meetingCommands() []wire.Command {
+	return []wire.Command{
+		{Args: []string{"INFO", "server"}, Want: wire.Bulk},
+		{Args: []string{"INFO", "memory"}, Want: wire.Bulk},
+		{Args: dataBirth.eval([]string{databirth.Key}), Want: wire.Array},
+		{Args: []string{"GET", n.cfg.seededKey()}, Want: wire.BulkOrNil},
+		{Args: recordTTL.eval([]string{n.cfg.ttlKey()}, ms(n.cfg.ttl)), Want: wire.Integer},
+	}
+}
+
+// greet meets the node on a new connection and returns the tag every reply
+// on it carries: its incarnation and the data's birth it met (connTag).
+func (n *node) greet(ctx context.Context, ex exchange) (string, error) {
+	at := time.Now()
+	replies, err := ex(ctx, n.meetingCommands()...)
+	if err != nil {
+		return "", err
+	}
+	if s, ok := replies[0].(string); ok && infoField(s, "redis_mode") == "sentinel" {
+		// A failover client's connections to its sentinels: not the node.
+		return "", nil
+	}
+	rd, err := n.read(at, replies)
+	if err != nil {
+		return "", err
+	}
+	if err := n.meet(rd); err != nil {
+		return "", err
+	}
+	if err := n.notify(ctx, ex, rd.id()); err != nil {
+		return "", err
+	}
+	return connTag(rd.id(), rd.birth, rd.age.known), nil
+}
+
+// read judges the meeting's replies. An error reply fails the connection
+// (fail closed) unless the node refuses that command for good, which is
+// noted in refused and logged once by meet.
+func (n *node) read(at time.Time, replies []any) (reading, error) {
+	rd := reading{at: at}
+	for i, v := range replies {
+		se, ok := v.(wire.ServerError)
+		if !ok {
+			continue
+		}
+		if !refusedForGood(se) {
+			return rd, fmt.Errorf("%w: %w", errNotReady, se)
+		}
+		rd.refused = append(rd.refused, fmt.Sprintf("%s: %s", meetingReads[i], se))
+		replies[i] = nil
+	}
+	rd.info, _ = replies[0].(string)
+	if memory, _ := replies[1].(string); infoField(memory, "maxmemory_policy") != "" {
+		if p := infoField(memory, "maxmemory_policy"); p != "noeviction" {
+			return rd, fmt.Errorf("%w: %s", errEvicts, p)
+		}
+	}
+	if born, _ := replies[2].([]any); len(born) == 2 {
+		rd.birth, _ = born[0].(int64)
+		now, _ := born[1].(int64)
+		rd.age = dataAge{d: time.Duration(now-rd.birth) * time.Millisecond, known: true}
+	}
+	rd.seeded, _ = replies[3].(string)
+	recorded, _ := replies[4].(int64)
+	rd.recorded = time.Duration(recorded) * time.Millisecond
+	return rd, nil
+}
+
+// refusedForGood says whether an error reply will be the same on every
+// connection: the user may not run the command (ACL), or the server has no
+// such command or section (renamed, or not a full Redis). Anything else —
+// BUSY, LOADING, OOM, READONLY, MASTERDOWN — may pass.
+func refusedForGood(se wire.ServerError) bool {
+	s := string(se)
+	for _, permanent := range []string{"NOPERM", "no permissions", "unknown command", "unknown subcommand", "not supported"} {
+		if strings.Contains(s, permanent) {
+			return true
+		}
+	}
+	return false
+}
+
+// notify adds the keyspace events the speed layer's waiters need (fast.go),
+// once per incarnation. Its error replies are no reason to drop the
+// connection.
+func (n *node) notify(ctx context.Context, ex exchange, id string) error {
+	if !n.cfg.notifications || !n.cfg.fast.Load() || !n.inc.wantsNotify(id) {
+		return nil
+	}
+	replies, err := ex(ctx, wire.Command{Args: []string{"CONFIG", "GET", "notify-keyspace-events"}, Want: wire.Array})
+	if err != nil {
+		return err
+	}
+	kv, _ := replies[0].([]any)
+	if len(kv) == 2 {
+		cur, _ := kv[1].(string)
+		if want := notifyFlags(cur); want != cur {
+			if _, err := ex(ctx, wire.Command{Args: []string{"CONFIG", "SET", "notify-keyspace-events", want}, Want: wire.Bulk}); err != nil {
+				return err
+			}
+		}
+	}
+	// Done, or refused by the node: either way not worth asking again.
+	n.inc.notifiedOf(id)
+	return nil
+}
+
+// notifyFlags adds the keyspace events for deletes and expiries (K, g, x) to
+// whatever the server already publishes.
+func notifyFlags(flags string) string {
+	want := flags
+	for _, f := range []string{"K", "g", "x"} {
+		if !strings.Contains(want, f) && !(f != "K" && strings.Contains(want, "A")) {
+			want += f
+		}
+	}
+	return want
+}
+
+func infoField(info, field string) string {
+	for _, row := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(row, field+":"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+// pipeExchange is the meeting's transport on a votes' connection: it
+// authenticates and selects the database in the meeting's first write.
+func pipeExchange(nc net.Conn, r *bufio.Reader, o *redis.Options) exchange {
+	var first []wire.Command
+	if o.Password != "" {
+		auth := []string{"AUTH", o.Password}
+		if o.Username != "" {
+			auth = []string{"AUTH", o.Username, o.Password}
+		}
+		first = append(first, wire.Command{Args: auth, Want: wire.Bulk})
+	}
+	if o.DB != 0 {
+		first = append(first, wire.Command{Args: []string{"SELECT", strconv.Itoa(o.DB)}, Want: wire.Bulk})
+	}
+	return func(ctx context.Context, cmds ...wire.Command) ([]any, error) {
+		pre := first
+		first = nil
+		replies, err := wire.Exchange(ctx, nc, r, append(pre, cmds...)...)
+		if err != nil {
+			return nil, err
+		}
+		for _, v := range replies[:len(pre)] {
+			if se, ok := v.(wire.ServerError); ok {
+				return nil, se
+			}
+		}
+		return replies[len(pre):], nil
+	}
+}
+
+// poolExchange is the meeting's transport on a go-redis connection, which
+// has authenticated already.
+func poolExchange(cn *redis.Conn) exchange {
+	return func(ctx context.Context, cmds ...wire.Command) ([]any, error) {
+		sent := make([]*redis.Cmd, len(cmds))
+		_, _ = cn.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, c := range cmds {
+				args := make([]any, len(c.Args))
+				for j, a := range c.Args {
+					args[j] = a
+				}
+				sent[i] = p.Do(ctx, args...)
+			}
+			return nil
+		})
+		out := make([]any, len(cmds))
+		for i, c := range sent {
+			v, err := c.Result()
+			var re redis.Error
+			switch {
+			case errors.Is(err, redis.Nil):
+			case err == nil:
+				out[i] = v
+			case errors.As(err, &re):
+				out[i] = wire.ServerError(re.Error())
+			default:
+				return nil, err
+			}
+		}
+		return out, nil
+	}
+}
