@@ -82,15 +82,21 @@ func (l *Lease) crashed() {
 	l.signalStop()
 }
 
+// markLost records the loss once and tells the observer after l.mu is
+// unlocked: an observer may read the lease (its validity, for the history),
+// and under l.mu that read would wait for ever, and with it every later
+// look at the lease, its holder's check before the write among them.
 func (l *Lease) markLost(err error) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.err != nil || l.released {
+		l.mu.Unlock()
 		return
 	}
 	l.err = fmt.Errorf("%w: %w", ErrLockLost, err)
 	close(l.lost)
-	l.locker.observe(Event{Kind: Lost, Variant: l.locker.name, Key: l.name, Lease: l, Err: l.err})
+	lost := l.err
+	l.mu.Unlock()
+	l.locker.observe(Event{Kind: Lost, Variant: l.locker.name, Key: l.name, Lease: l, Err: lost})
 }
 
 // Context returns a context that is cancelled, with the lease's error as its
