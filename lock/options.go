@@ -91,7 +91,7 @@ func WithFaults(f *Faults) Option { return func(c *config) { c.faults = f } }
 
 // WithObserver receives an Event for every acquire, release, lost lease and
 // fired fault; it must not block. It may read the event's Lease (its
-// validity, its error): no event is sent with the lease's state locked.
+// validity): no event is sent with the lease's state locked.
 func WithObserver(fn func(Event)) Option { return func(c *config) { c.observer = fn } }
 
 // WithLogger sets the logger. Default slog.Default().
