@@ -107,3 +107,42 @@ func TestExpectedBatched(t *testing.T) {
 		}
 	}
 }
+
+// With the watchdog on in every cell, a holder past its validity is refused
+// at its check before the write: the correct rungs hold where only that
+// broke them, a broken rung's flaws elsewhere may still show, no lock
+// still breaks, and a pause after the check still breaks every unfenced rung.
+func TestExpectedWatchdog(t *testing.T) {
+	for _, tc := range []struct {
+		variant, scenario string
+		want              Outcome
+	}{
+		{"lua", PauseInCriticalSection, Holds},
+		{"redlock", PauseInCriticalSection, Holds},
+		{"lua", NetworkDelay, Holds},
+		{"redlock", NetworkDelay, Holds},
+		{"plain-del", PauseInCriticalSection, Either},
+		{"setnx-expire", NetworkDelay, Either},
+		{"none", PauseInCriticalSection, Breaks},
+		{"attendee", PauseInCriticalSection, Breaks},
+		{"lua", PauseAfterLeaseCheck, Breaks},
+		{"lua", ClockJump, Breaks},
+		{"lua", LongWork, Holds},
+		{"lua+fence", PauseInCriticalSection, Holds},
+	} {
+		if got, ok := ExpectedWatchdog(tc.variant, tc.scenario); !ok || got != tc.want {
+			t.Errorf("%s × %s with the watchdog: %q (in matrix: %v), want %q", tc.variant, tc.scenario, got, ok, tc.want)
+		}
+	}
+	for _, v := range Variants {
+		for _, sc := range ScenarioNames() {
+			if sc == PauseInCriticalSection || sc == NetworkDelay {
+				continue
+			}
+			plain, ok := Expected(v, WatchdogTwin(sc))
+			if got, okW := ExpectedWatchdog(v, sc); got != plain || ok != okW {
+				t.Errorf("%s × %s with the watchdog: %q, want its twin's %q", v, sc, got, plain)
+			}
+		}
+	}
+}
