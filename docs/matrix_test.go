@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"flashsale/loadtest"
+	"flashsale/lock"
 )
 
 // update rewrites the generated parts of the docs instead of comparing
@@ -47,8 +48,8 @@ func matrixTable() string {
 				b.WriteString(" **breaks** |")
 			case want == loadtest.Either:
 				notes = append(notes, fmt.Sprintf("`%s` × `%s`: %s.", v, s, loadtest.EitherWhy(v, s)))
-				if v == "attendee" {
-					notes[len(notes)-1] = fmt.Sprintf("`%s` × `%s`: as `none`'s.", v, s)
+				if r, _ := lock.Find(v); r.JudgedAs != "" && r.Either[s] == "" {
+					notes[len(notes)-1] = fmt.Sprintf("`%s` × `%s`: as `%s`'s.", v, s, r.JudgedAs)
 				}
 				fmt.Fprintf(&b, " either⁽%d⁾ |", len(notes))
 			default:

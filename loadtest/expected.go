@@ -21,7 +21,11 @@ const (
 )
 
 // EitherWhy says why a cell can go either way; "" for a cell that cannot.
+// A rung judged by another's row keeps its own either cells.
 func EitherWhy(variant, scenario string) string {
+	if own, _ := lock.Find(variant); own.Either[scenario] != "" {
+		return own.Either[scenario]
+	}
 	r, _ := judgedRung(variant)
 	return r.Either[scenario]
 }
@@ -38,6 +42,9 @@ func Expected(variant, scenario string) (Outcome, bool) {
 		if s.Name == scenario {
 			if !s.Applies(variant) {
 				return "", false
+			}
+			if EitherWhy(variant, scenario) != "" {
+				return Either, true
 			}
 			return r.Expect(scenario), true
 		}

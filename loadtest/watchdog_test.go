@@ -146,3 +146,22 @@ func TestExpectedWatchdog(t *testing.T) {
 		}
 	}
 }
+
+// attendee is judged by none's row, but for its own either cell: under
+// long-work-watchdog its owner-checked extend finds every lease whose
+// acquire only seemed to succeed, and the check before the write refuses it.
+func TestAttendeeKeepsItsOwnEitherCell(t *testing.T) {
+	for _, sc := range ScenarioNames() {
+		got, ok := Expected("attendee", sc)
+		want, _ := Expected("none", sc)
+		if sc == LongWorkWatchdog {
+			want = Either
+		}
+		if ok && got != want {
+			t.Errorf("attendee × %s: %q, want %q", sc, got, want)
+		}
+		if why := EitherWhy("attendee", sc); (why != "") != (sc == LongWorkWatchdog) {
+			t.Errorf("attendee × %s: either because %q", sc, why)
+		}
+	}
+}
