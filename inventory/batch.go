@@ -27,7 +27,9 @@ import (
 //     other, only from the stock;
 //   - the fault points are passed once, for the batch: a pause freezes the
 //     whole batch, a crash abandons it whole (nobody gets a 201, nothing is
-//     written, the lease is left as a dead process leaves it);
+//     written, the lease is left as a dead process leaves it); only a write
+//     made again after a twin's key checks the lease again, and passes the
+//     after-lease-check point again with that check;
 //   - the stock and every order are written in one transaction, conditional
 //     on the fence for a fenced rung, so the store refuses a stale batch as
 //     a whole.

@@ -96,10 +96,17 @@ func (s *Service) batchWork(batch []*batchOrder, sold []int, answers []answer) [
 // unique violation means a twin with the same Idempotency-Key committed in
 // another process since the keys were read: those orders become replays
 // of the twin's, and the rest is written again, still under the same lease
-// and fence.
+// and fence. That is a write of its own, later than the one the lease was
+// checked for, so the lease is checked again before it (lua+check asks
+// the node again); a lease found lost then answers the whole batch.
 func (s *Service) commitBatch(ctx context.Context, lease *lock.Lease, locker *lock.Locker, prod Product, batch []*batchOrder, sold []int, answers []answer) error {
 	token, fenced := lease.Token()
-	for len(sold) > 0 {
+	for again := false; len(sold) > 0; again = true {
+		if again {
+			if err := s.checkLease(ctx, lease); err != nil {
+				return err
+			}
+		}
 		orders := make([]*Order, len(sold))
 		for n, i := range sold {
 			o := newOrder(batch[i].p, batch[i].hash, locker, prod.PriceCents, token, fenced)

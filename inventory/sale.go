@@ -181,14 +181,26 @@ func (s *Service) doWork(ctx context.Context, lease *lock.Lease) error {
 
 // beforeWrite is the in-critical-section fault point, where an injected
 // pause freezes the holder past its TTL, then the lease's check just before
-// the write (every variant refuses a lease its watchdog found lost;
+// the write (every variant refuses a lease known lost, lock.Lease.Err;
 // lua+check also asks the node), which the after-lease-check fault point
 // follows.
 func (s *Service) beforeWrite(ctx context.Context, lease *lock.Lease) error {
-	err := lease.Checkpoint(ctx, lock.InCriticalSection)
-	if err == nil {
-		err = lease.CheckBeforeWrite(ctx)
+	if err := lease.Checkpoint(ctx, lock.InCriticalSection); err != nil {
+		return s.leaseError(lease, err)
 	}
+	return s.checkLease(ctx, lease)
+}
+
+// checkLease is the lease's check just before a write and the
+// after-lease-check fault point (lock.Lease.CheckBeforeWrite), answered as
+// the sale answers them.
+func (s *Service) checkLease(ctx context.Context, lease *lock.Lease) error {
+	return s.leaseError(lease, lease.CheckBeforeWrite(ctx))
+}
+
+// leaseError is a fault point's or a lease check's error as the sale
+// answers it: a crashed holder, a lost lease, or err itself.
+func (s *Service) leaseError(lease *lock.Lease, err error) error {
 	switch {
 	case errors.Is(err, lock.ErrCrashed):
 		return fmt.Errorf("%w: %w", ErrHolderCrashed, err)

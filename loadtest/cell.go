@@ -47,8 +47,11 @@ func runCell(ctx context.Context, cfg Config, e *env, p cellPlan, pl *plot.Plot,
 		judged = cfg.JudgeAs
 	}
 	exp, _ := Expected(judged, p.sc.Name)
+	if cfg.Watchdog {
+		exp, _ = ExpectedWatchdog(judged, p.sc.Name)
+	}
 	if cfg.Batch {
-		exp, _ = ExpectedBatched(judged, p.sc.Name)
+		exp = batched(judged, exp)
 	}
 	r := &cellRun{cfg: cfg, e: e, sc: p.sc,
 		c:   Cell{Variant: p.variant, Scenario: p.sc.Name, Expected: exp, Initial: cfg.Catalogue.Initial(), HotSKU: cfg.Mix.HotSKU},

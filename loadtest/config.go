@@ -55,7 +55,7 @@ type Config struct {
 	// node recipes. Default 500ms.
 	LockTTL time.Duration
 	// Watchdog turns the lease watchdog on in every cell, not only in the
-	// columns that ask for it; the cells are judged as WatchdogTwin says.
+	// columns that ask for it; the cells are judged as ExpectedWatchdog says.
 	// Off, every cell runs with the watchdog its column asks for (off but
 	// in long-work-watchdog), whatever the instances were started with.
 	Watchdog bool

@@ -307,11 +307,10 @@ func longWork(ttl time.Duration, watchdog bool) Scenario {
 	return s
 }
 
-// WatchdogTwin is the column a scenario is judged as when a run turns the
+// WatchdogTwin is the column a scenario runs as when a run turns the
 // watchdog on for every cell (Config.Watchdog): long-work becomes
-// long-work-watchdog; every other column keeps its expectation, since a
-// pause freezes the watchdog, a crash stops it and a release stops it before
-// its first step.
+// long-work-watchdog; every other column stays itself, and is judged as
+// ExpectedWatchdog says.
 func WatchdogTwin(scenario string) string {
 	if scenario == LongWork {
 		return LongWorkWatchdog

@@ -64,8 +64,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		rep.Notes = append(rep.Notes, "-fast=false: every cell ran with the locks' speed layer off (the taught code: retry after a random delay, each rung's own release)")
 	}
 	if cfg.Watchdog {
-		rep.Notes = append(rep.Notes, "-watchdog: every cell ran with the lease watchdog on; long-work ran as long-work-watchdog, "+
-			"and every other column keeps its expectation (a pause freezes the watchdog, a crash stops it, a release stops it first)")
+		rep.Notes = append(rep.Notes, "-watchdog: every cell ran with the lease watchdog on; "+watchdogNote)
 	}
 
 	if cfg.Batch {

@@ -107,3 +107,61 @@ func TestExpectedBatched(t *testing.T) {
 		}
 	}
 }
+
+// With the watchdog on in every cell, a holder past its validity is refused
+// at its check before the write: the correct rungs hold where only that
+// broke them, a broken rung's flaws elsewhere may still show, no lock
+// still breaks, and a pause after the check still breaks every unfenced rung.
+func TestExpectedWatchdog(t *testing.T) {
+	for _, tc := range []struct {
+		variant, scenario string
+		want              Outcome
+	}{
+		{"lua", PauseInCriticalSection, Holds},
+		{"redlock", PauseInCriticalSection, Holds},
+		{"lua", NetworkDelay, Holds},
+		{"redlock", NetworkDelay, Holds},
+		{"plain-del", PauseInCriticalSection, Either},
+		{"setnx-expire", NetworkDelay, Either},
+		{"none", PauseInCriticalSection, Breaks},
+		{"attendee", PauseInCriticalSection, Breaks},
+		{"lua", PauseAfterLeaseCheck, Breaks},
+		{"lua", ClockJump, Breaks},
+		{"lua", LongWork, Holds},
+		{"lua+fence", PauseInCriticalSection, Holds},
+	} {
+		if got, ok := ExpectedWatchdog(tc.variant, tc.scenario); !ok || got != tc.want {
+			t.Errorf("%s × %s with the watchdog: %q (in matrix: %v), want %q", tc.variant, tc.scenario, got, ok, tc.want)
+		}
+	}
+	for _, v := range Variants {
+		for _, sc := range ScenarioNames() {
+			if sc == PauseInCriticalSection || sc == NetworkDelay {
+				continue
+			}
+			plain, ok := Expected(v, WatchdogTwin(sc))
+			if got, okW := ExpectedWatchdog(v, sc); got != plain || ok != okW {
+				t.Errorf("%s × %s with the watchdog: %q, want its twin's %q", v, sc, got, plain)
+			}
+		}
+	}
+}
+
+// attendee is judged by none's row, but for its own either cell: under
+// long-work-watchdog its owner-checked extend finds every lease whose
+// acquire only seemed to succeed, and the check before the write refuses it.
+func TestAttendeeKeepsItsOwnEitherCell(t *testing.T) {
+	for _, sc := range ScenarioNames() {
+		got, ok := Expected("attendee", sc)
+		want, _ := Expected("none", sc)
+		if sc == LongWorkWatchdog {
+			want = Either
+		}
+		if ok && got != want {
+			t.Errorf("attendee × %s: %q, want %q", sc, got, want)
+		}
+		if why := EitherWhy("attendee", sc); (why != "") != (sc == LongWorkWatchdog) {
+			t.Errorf("attendee × %s: either because %q", sc, why)
+		}
+	}
+}

@@ -84,7 +84,8 @@ type Rung struct {
 	Either  map[string]string
 	NoClaim []string
 	// JudgedAs names the rung whose row of the matrix this one is judged
-	// by, when it is not its own.
+	// by, when it is not its own; the rung's own Either cells go either
+	// way all the same.
 	JudgedAs string
 	// Quorum rungs ask a majority of the nodes (Redlock): only they have
 	// cells in the columns that split the nodes between instances or turn
@@ -360,6 +361,13 @@ var ladder = []Rung{
 			"DEL, get-del's flaw (pause-between-release-steps). Fix both in lock/attendee.go, restart the server, and run it " +
 			"here; lua.go, beside it, is where it should end up.",
 		JudgedAs: None,
+		// Its own, over none's row: the one cell where the rung as shipped
+		// is not no lock at all.
+		Either: map[string]string{
+			"long-work-watchdog": "its extend is lua's, owner-checked (not part of the exercise): with the watchdog on, a lease whose acquire " +
+				"only seemed to succeed is found lost at its first extend, a third of a TTL in, and the check before the write refuses it " +
+				"(409 lease_lost) long before the second of work ends; the flaw shows where the work is shorter than that",
+		},
 		Skips: map[string]string{
 			"failover": "its lab is about the single-node rung's own steps; the failover column's 10 s critical sections add nothing to it",
 		},

@@ -15,15 +15,16 @@ type leaseChecked interface {
 
 // CheckBeforeWrite is the holder's last step before it writes what it
 // computed under the lock. Every variant refuses here, with ErrLockLost, a
-// lease its watchdog found lost: the process knows it, and writing anyway
-// would be the app's mistake, not the rung's. A variant that checks its
-// lease (lua+check) also refuses a lease whose validity has run out or
-// whose key no longer carries the holder's value; the others ask nothing
-// more, so a lease lost while nobody noticed (a holder paused, its
-// watchdog with it) still writes, as taught. Then, for every variant,
-// comes the AfterLeaseCheck fault point: a pause there lands between the
-// check and the write, the window no check can close (only fencing, where
-// the store itself refuses the stale write).
+// lease the process knows is lost (Err): its watchdog found it gone, or,
+// with the watchdog on, its validity has passed (a holder paused past it
+// finds out here); writing anyway would be the app's mistake, not the
+// rung's. A variant that checks its lease (lua+check) also refuses a lease
+// whose validity has run out or whose key no longer carries the holder's
+// value; the others ask nothing more, so without the watchdog a lease
+// that ran out under its holder still writes, as taught. Then, for every
+// variant, comes the AfterLeaseCheck fault point: a pause there lands
+// between the check and the write, the window no check can close (only
+// fencing, where the store itself refuses the stale write).
 func (l *Lease) CheckBeforeWrite(ctx context.Context) error {
 	if err := l.Err(); err != nil {
 		return fmt.Errorf("check %q before writing: %w", l.name, err) // already ErrLockLost

@@ -250,15 +250,27 @@ func (l *Lease) ValidUntil() time.Time {
 	return l.validUntil
 }
 
-// Lost is closed when the watchdog found the lease gone; Err then says why.
+// Lost is closed when the lease is known lost (Err); Err then says why.
 func (l *Lease) Lost() <-chan struct{} { return l.lost }
 
-// Err is nil while the lease is believed held, ErrLockLost (wrapped) after the
-// watchdog lost it.
+// Err is nil while the lease is believed held, and ErrLockLost (wrapped)
+// once it is known lost: its watchdog found the key gone or, for a lease
+// with a watchdog, its last known validity has passed, whatever the
+// watchdog is doing then (waiting to try a failed extend again, frozen
+// with a paused holder). Past its validity a lease may be someone else's,
+// and the process knows it. A lease without a watchdog learns nothing
+// after its grant, and its Err stays nil, as taught.
 func (l *Lease) Err() error {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.err
+	err, until := l.err, l.validUntil
+	l.mu.Unlock()
+	if err != nil || l.stopDog == nil {
+		return err
+	}
+	if late := time.Since(until); late >= 0 {
+		return l.markLost(fmt.Errorf("its validity ran out %v ago, not extended in time", late.Round(time.Millisecond)))
+	}
+	return nil
 }
 
 // Extend renews the lease for the locker's TTL. It fails with ErrNotHeld when

@@ -90,7 +90,8 @@ func WithBackoff(min, max time.Duration) Option {
 func WithFaults(f *Faults) Option { return func(c *config) { c.faults = f } }
 
 // WithObserver receives an Event for every acquire, release, lost lease and
-// fired fault; it must not block.
+// fired fault; it must not block. It may read the event's Lease (its
+// validity): no event is sent with the lease's state locked.
 func WithObserver(fn func(Event)) Option { return func(c *config) { c.observer = fn } }
 
 // WithLogger sets the logger. Default slog.Default().

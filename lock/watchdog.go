@@ -12,7 +12,8 @@ import (
 // the holder freezes the watchdog too. An extend the node refuses (the key is
 // gone or someone else's) marks the lease lost; one that failed otherwise (a
 // timeout on a busy node) is tried again at the next tick while the lease's
-// validity lasts, since the key may well still be there.
+// validity lasts, since the key may well still be there. The lease is lost
+// the moment its validity passes (Err), and Lost closes then.
 func (l *Lease) startWatchdog() {
 	l.stopDog = make(chan struct{})
 	l.dogDone = make(chan struct{})
@@ -21,32 +22,53 @@ func (l *Lease) startWatchdog() {
 		defer close(l.dogDone)
 		t := time.NewTicker(every)
 		defer t.Stop()
+		over := time.NewTimer(time.Until(l.ValidUntil()))
+		defer over.Stop()
 		for {
 			select {
 			case <-l.stopDog:
 				return
+			case <-over.C:
+				// No extend moved the validity in time: Err marks it lost.
 			case <-t.C:
+				if err := l.tick(every); err != nil {
+					l.markLost(err)
+					return
+				}
 			}
-			l.hold.Lock()
-			select {
-			case <-l.stopDog:
-				// Stopped while this tick waited for hold (a paused holder
-				// that then crashed, or released): no extend after that.
-				l.hold.Unlock()
-				return
-			default:
-			}
-			l.locker.observe(Event{Kind: Extended, Variant: l.locker.name, Key: l.name, Lease: l})
-			ctx, cancel := context.WithTimeout(context.Background(), every)
-			err := l.Extend(ctx)
-			cancel()
-			l.hold.Unlock()
-			if err != nil && (errors.Is(err, ErrNotHeld) || !time.Now().Before(l.ValidUntil())) {
-				l.markLost(err)
+			if l.Err() != nil {
 				return
 			}
+			over.Reset(time.Until(l.ValidUntil()))
 		}
 	}()
+}
+
+// tick sends one extend under hold, unless the watchdog was stopped or the
+// lease's validity passed while it waited for hold (a paused holder): a
+// lease past it may be someone else's, and is not renewed. It returns the
+// error that loses the lease, if any.
+func (l *Lease) tick(every time.Duration) error {
+	l.hold.Lock()
+	defer l.hold.Unlock()
+	select {
+	case <-l.stopDog:
+		// Stopped while this tick waited for hold (a paused holder that
+		// then crashed, or released): no extend after that.
+		return nil
+	default:
+	}
+	if l.Err() != nil {
+		return nil
+	}
+	l.locker.observe(Event{Kind: Extended, Variant: l.locker.name, Key: l.name, Lease: l})
+	ctx, cancel := context.WithTimeout(context.Background(), every)
+	defer cancel()
+	err := l.Extend(ctx)
+	if err != nil && (errors.Is(err, ErrNotHeld) || !time.Now().Before(l.ValidUntil())) {
+		return err
+	}
+	return nil
 }
 
 // stopWatchdog stops the watchdog, if any, and waits for it; it may be
@@ -82,19 +104,31 @@ func (l *Lease) crashed() {
 	l.signalStop()
 }
 
-func (l *Lease) markLost(err error) {
+// markLost records the loss once and returns the lease's error. It tells
+// the observer after l.mu is unlocked: an observer may read the lease (its
+// validity, for the history), and under l.mu that read would wait for
+// ever, and with it every later look at the lease, its holder's check
+// before the write among them. A released lease records nothing more.
+func (l *Lease) markLost(err error) error {
+	lost := fmt.Errorf("%w: %w", ErrLockLost, err)
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.err != nil || l.released {
-		return
+	if l.err != nil {
+		defer l.mu.Unlock()
+		return l.err
 	}
-	l.err = fmt.Errorf("%w: %w", ErrLockLost, err)
+	if l.released {
+		l.mu.Unlock()
+		return lost
+	}
+	l.err = lost
 	close(l.lost)
-	l.locker.observe(Event{Kind: Lost, Variant: l.locker.name, Key: l.name, Lease: l, Err: l.err})
+	l.mu.Unlock()
+	l.locker.observe(Event{Kind: Lost, Variant: l.locker.name, Key: l.name, Lease: l, Err: lost})
+	return lost
 }
 
 // Context returns a context that is cancelled, with the lease's error as its
-// cause, when the watchdog loses the lease or parent is done.
+// cause, when the lease is lost (Lost) or parent is done.
 func (l *Lease) Context(parent context.Context) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancelCause(parent)
 	go func() {
