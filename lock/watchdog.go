@@ -29,14 +29,25 @@ func (l *Lease) startWatchdog() {
 			case <-l.stopDog:
 				return
 			case <-over.C:
-				// No extend moved the validity in time: Err marks it lost.
+				// No extend moved the validity in time: Err marks it lost,
+				// under hold as an extend would, so that a paused holder
+				// freezes this too and learns it only when it wakes.
+				l.hold.Lock()
+				err := l.Err()
+				l.hold.Unlock()
+				if err != nil {
+					return
+				}
 			case <-t.C:
 				if err := l.tick(every); err != nil {
 					l.markLost(err)
 					return
 				}
 			}
-			if l.Err() != nil {
+			l.mu.Lock()
+			lost := l.err != nil
+			l.mu.Unlock()
+			if lost {
 				return
 			}
 			over.Reset(time.Until(l.ValidUntil()))
