@@ -57,8 +57,15 @@ type reply struct {
 	answer
 }
 
-// ask sends c to every node and gathers the votes until u decides.
+// ask sends c to every node and gathers the votes until u decides. A
+// first node that has owed an answer for a per-node timeout and sent
+// nothing (wire.Pipe.Silent: frozen, cut off) is not waited for even if u
+// asks for it: the round would give up on it all the same, a timeout or a
+// late window later, at every try.
 func (r *redlock) ask(ctx context.Context, c command, u until) []vote {
+	if u.first && r.nodes[0].pipe.Silent(r.cfg.nodeTimeout) {
+		u.first = false
+	}
 	return r.gather(ctx, r.send(ctx, c), u)
 }
 
