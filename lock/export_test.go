@@ -1,6 +1,28 @@
 package lock
 
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
 // WaitingHere reports whether a waiter of this process waits for name
 // (the speed layer's waiting room is open), for the tests of package
 // lock_test.
 func (l *Locker) WaitingHere(name string) bool { return l.wake.waiting(l.keysFor(name).lock) }
+
+// VotesOpen waits until every node's votes' connection is open with
+// nothing owed on it, or ctx is done: the connections open in the
+// background when the lockers are made.
+func (s *Lockers) VotesOpen(ctx context.Context) error {
+	for _, n := range s.nodes {
+		for !n.pipe.Answering(time.Now()) {
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("votes' connection to %s not open: %w", n.addr, ctx.Err())
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}
+	return nil
+}

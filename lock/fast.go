@@ -90,6 +90,10 @@ func (l *Locker) lined() bool {
 func (l *Locker) acquireFast(ctx context.Context, name string) (*Lease, int, error) {
 	key := l.keysFor(name).lock
 	tries := 0
+	// last is what this waiter's tries found, noted in the room too: a
+	// waiter whose wait runs out says what the room's last try found
+	// (waker.told), busy or the nodes down, had it a try of its own or not.
+	var last error
 	if !l.wake.waiting(key) {
 		// Nobody here waits: one try before opening a waiting room.
 		lease, err := l.try(ctx, name)
@@ -102,17 +106,19 @@ func (l *Locker) acquireFast(ctx context.Context, name string) (*Lease, int, err
 		case ctx.Err() != nil:
 			return nil, tries, errors.Join(telling(err, ErrNotAcquired), context.Cause(ctx))
 		}
+		last = noted(err, ErrNotAcquired)
 	}
 	// Waiters in several processes must not all try at once: Redlock's votes
 	// would split, and every failed try costs CPU the holder needs. The
 	// owner-checked variants' waiters stand in the key's line.
 	kw := l.wake.join(key, l, l.lined())
 	defer l.wake.leave(key, kw)
+	l.wake.found(kw, last)
 
 	select {
 	case kw.turn <- struct{}{}:
 	case <-ctx.Done():
-		return nil, 0, errors.Join(ErrNotAcquired, context.Cause(ctx))
+		return nil, tries, errors.Join(l.wake.told(kw, last), context.Cause(ctx))
 	}
 	defer func() { <-kw.turn }()
 
@@ -123,7 +129,6 @@ func (l *Locker) acquireFast(ctx context.Context, name string) (*Lease, int, err
 		wait = l.wake.current(kw)
 	}
 	backoff := l.cfg.backoffMin
-	var last error = ErrNotAcquired
 	for {
 		if lease, ok := l.received(kw); ok {
 			return l.receive(ctx, lease, tries+1)
@@ -134,7 +139,7 @@ func (l *Locker) acquireFast(ctx context.Context, name string) (*Lease, int, err
 				return l.receive(ctx, lease, tries+1)
 			}
 			if err != nil {
-				return nil, tries, errors.Join(last, context.Cause(ctx))
+				return nil, tries, errors.Join(l.wake.told(kw, last), context.Cause(ctx))
 			}
 		}
 		freed := l.wake.current(kw) // before trying, so a release during the try is not missed
@@ -147,9 +152,10 @@ func (l *Locker) acquireFast(ctx context.Context, name string) (*Lease, int, err
 		case !retryable(err):
 			return nil, tries, err
 		case ctx.Err() != nil:
-			return nil, tries, errors.Join(telling(err, last), context.Cause(ctx))
+			return nil, tries, errors.Join(telling(err, l.wake.told(kw, last)), context.Cause(ctx))
 		}
-		last, wait = noted(err, last), freed
+		last, wait = noted(err, l.wake.told(kw, last)), freed
+		l.wake.found(kw, last)
 	}
 }
 

@@ -121,12 +121,19 @@ const noLine = -1
 // noLine means the node did not answer: fall back to the backoff.
 //
 // As with Redlock's votes (quorum.go), slow here is not down there: past
-// the per-node timeout, a first node that is answering (pipe.go) is waited
-// for until the late window. Given up on at the timeout, a process too
-// busy to read the answer in time would leave the line at every look, and
-// its waiters would fall back to trying at their backoff, all processes at
-// once, as if the first node were down.
+// the per-node timeout, a first node that has answered since the join was
+// sent, or whose answer waits unread (wire.Pipe.Answering), is waited for
+// until the late window. Given up on at the timeout, a process too busy to
+// read the answer in time would leave the line at every look, and its
+// waiters would fall back to trying at their backoff, all processes at
+// once, as if the first node were down. A first node that has owed an
+// answer for a per-node timeout and sent nothing (frozen, cut off) is not
+// asked at all: the waiter whose turn it is would otherwise hold every
+// waiter here for a timeout at each look.
 func (q *line) join(ctx context.Context, lockKey string) int64 {
+	if q.first.Silent(q.timeout) {
+		return noLine
+	}
 	start := time.Now()
 	done := make(chan int64, 1)
 	cmd := joinLine.eval([]string{lockKey, q.of(lockKey)}, q.id, strconv.FormatInt(q.ttl.Milliseconds(), 10))
@@ -145,7 +152,7 @@ func (q *line) join(ctx context.Context, lockKey string) int64 {
 			return place
 		case <-t.C:
 			rest := q.late - time.Since(start)
-			if rest <= 0 || !q.first.Answering(start.Add(-q.late)) {
+			if rest <= 0 || !q.first.Answering(start) {
 				return noLine
 			}
 			t.Reset(rest)

@@ -145,9 +145,14 @@ func (w *waker) sync(key string) {
 	// means its holder released it. Every event wakes every process that
 	// listens, so listening to five nodes costs five wake-ups per release
 	// in each waiting process: on a busy machine, CPU the holder needs. The
-	// next node is asked only while the one before it does not answer.
-	for _, s := range w.subs {
+	// next node is asked only while the one before it does not answer; one
+	// whose votes' connection is silent (wire.Pipe.Silent: frozen, cut off)
+	// is not asked, which would cost the waiter the confirmation's wait.
+	for i, s := range w.subs {
 		n++
+		if w.nodes[i].pipe.Silent(w.line.timeout) {
+			continue
+		}
 		if w.subscribe(s, s.prefix+key) {
 			break
 		}

@@ -105,6 +105,9 @@ type keyWait struct {
 	// waiters are served, whatever share of the key other processes get.
 	lastGrant time.Time
 	every     time.Duration
+	// seen is what the room's last try found (busy, or the nodes down),
+	// for a waiter whose wait runs out before a try of its own.
+	seen error
 	// given holds a lease handed over by the holder here (fast_handover.go)
 	// until the waiter whose turn it is takes it; a room that closes with
 	// one in it releases it.
@@ -236,4 +239,31 @@ func (w *waker) lastTaken(kw *keyWait) <-chan struct{} {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return kw.taken
+}
+
+// found notes what a try of the room's found; nil notes nothing.
+func (w *waker) found(kw *keyWait, err error) {
+	if err == nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	kw.seen = err
+}
+
+// told is what a waiter of the room whose wait runs out is told: what the
+// room's last try found (its own tries are noted there too), else what its
+// own try found before it joined (own), else busy. With no quorum
+// possible every try finds the nodes down, and a waiter that had no turn
+// since must say so too, not busy.
+func (w *waker) told(kw *keyWait, own error) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case kw.seen != nil:
+		return kw.seen
+	case own != nil:
+		return own
+	}
+	return ErrNotAcquired
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"flashsale/internal/localredis"
 	"flashsale/internal/testsupport"
 	"flashsale/lock"
 )
@@ -190,6 +191,47 @@ func TestLateReaderIsNotUnavailable(t *testing.T) {
 	}
 	if err := lease.Release(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestFrozenNodesAreUnavailable: with the first node frozen and two more
+// stopped, no quorum is possible, and concurrent lockers on one hot key are
+// told so (ErrUnavailable), not busy, within their wait, with the speed
+// layer on and off. TestLateReaderIsNotUnavailable above is the control: a
+// process late to read live nodes' answers is still busy. A frozen node
+// once read as late, not down, and a round decided by refusals before the
+// failures came in, or a waiter that had no try of its own, said busy.
+func TestFrozenNodesAreUnavailable(t *testing.T) {
+	c := testsupport.Redis(t, 5, localredis.Options{})
+	const lockers, rounds, wait = 4, 3, time.Second
+	envs := map[bool]*env{}
+	for _, fast := range []bool{true, false} {
+		envs[fast] = newEnv(t, c, lock.WithFast(fast))
+		envs[fast].aged(c)
+	}
+	if err := c.Nodes[0].Pause(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Nodes[0].Resume() }) // before the cluster stops
+	for _, i := range []int{1, 2} {
+		if err := c.Nodes[i].Stop(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for fast, e := range envs {
+		got, errs, slowest := contend(e.locker(lock.Redlock), "hot", lockers, rounds, wait)
+		if got > 0 {
+			t.Fatalf("fast=%v: %d granted with three of five nodes down", fast, got)
+		}
+		for _, err := range errs {
+			if !errors.Is(err, lock.ErrUnavailable) || isBusy(err) {
+				t.Errorf("fast=%v: want ErrUnavailable, not busy: %v", fast, err)
+			}
+		}
+		// The wait is the caller's; a second more is the machine's slack.
+		if slowest > wait+time.Second {
+			t.Errorf("fast=%v: an answer took %v, want about the %v wait", fast, slowest, wait)
+		}
 	}
 }
 

@@ -182,9 +182,16 @@ func (s *Lockers) Quorum() int { return len(s.nodes)/2 + 1 }
 
 // Ping reports ErrUnavailable unless a quorum of nodes answers PING and may
 // vote (a node that started less than a TTL ago, or whose fencing counters
-// are not re-seeded yet, may not: restart.go).
+// are not re-seeded yet, may not: restart.go). A node whose votes'
+// connection has owed an answer for a per-node timeout and sent nothing
+// (wire.Pipe.Silent: frozen, cut off) is not asked: it would hold the
+// answer for the ping's whole timeout, past the budget of a waiter that
+// asks once its wait ran out (Locker.reachable).
 func (s *Lockers) Ping(ctx context.Context) error {
 	errs := forEachNode(ctx, s.nodes, s.cfg.nodeTimeout*4, func(ctx context.Context, n *node) error {
+		if n.pipe.Silent(s.cfg.nodeTimeout) {
+			return fmt.Errorf("nothing heard on the votes' connection for %v: %w", s.cfg.nodeTimeout, context.DeadlineExceeded)
+		}
 		if err := n.rdb.Ping(ctx).Err(); err != nil {
 			return err
 		}

@@ -82,7 +82,10 @@ func (r *redlock) stale(n *node, start time.Time, err error) error {
 // answering reports whether n counted as up for a round that began at
 // start, though its answer is not read yet: its connection had bytes
 // arrive within lateWindow before the round or since, or has some
-// waiting, or owes no reply sent before that.
+// waiting, or owes no reply to anything written to it (the vote is not
+// written yet: this process is slow). A connection that owes replies and
+// has had nothing arrive for lateWindow is down, however recently its
+// commands were written: that is a frozen node.
 func (r *redlock) answering(n *node, start time.Time) bool {
 	return n.pipe.Answering(start.Add(-lateWindow(r.cfg)))
 }

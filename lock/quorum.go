@@ -57,8 +57,15 @@ type reply struct {
 	answer
 }
 
-// ask sends c to every node and gathers the votes until u decides.
+// ask sends c to every node and gathers the votes until u decides. A
+// first node that has owed an answer for a per-node timeout and sent
+// nothing (wire.Pipe.Silent: frozen, cut off) is not waited for even if u
+// asks for it: the round would give up on it all the same, a timeout or a
+// late window later, at every try.
 func (r *redlock) ask(ctx context.Context, c command, u until) []vote {
+	if u.first && r.nodes[0].pipe.Silent(r.cfg.nodeTimeout) {
+		u.first = false
+	}
 	return r.gather(ctx, r.send(ctx, c), u)
 }
 
@@ -152,13 +159,22 @@ func (r *redlock) giveUp(votes []vote, start time.Time, err error) {
 }
 
 // tally sorts the votes by answer; Granted lists the yes votes that count.
+// A round short of a quorum may have been decided by refusals before the
+// failures came in: a node not waited for whose connection shows it down
+// (unheard) is counted failed, so what no quorum could grant is not called
+// busy.
 func (r *redlock) tally(op string, k keys, votes []vote) *QuorumError {
 	qe := &QuorumError{Op: op, Key: k.lock, Quorum: r.quorum(), Nodes: len(r.nodes)}
+	yes, _ := count(votes)
+	short := yes < qe.Quorum
 	for _, v := range votes {
+		if !v.heard && short {
+			v.err = r.unheard(v.n)
+		}
 		switch {
-		case !v.heard:
+		case !v.heard && v.err == nil:
 			qe.Unheard = append(qe.Unheard, v.n.addr)
-		case v.err != nil:
+		case v.err != nil: // heard, or not heard and down
 			if qe.Failed == nil {
 				qe.Failed = map[string]error{}
 			}
@@ -172,6 +188,20 @@ func (r *redlock) tally(op string, k keys, votes []vote) *QuorumError {
 		}
 	}
 	return qe
+}
+
+// unheard is why a node not waited for is down, judged by its connection
+// alone: nil unless its last connection could not be opened, or it has
+// owed an answer for a per-node timeout and sent nothing (wire.Pipe.Silent:
+// frozen, cut off), which reads as a timeout.
+func (r *redlock) unheard(n *node) error {
+	if err := n.pipe.Unreachable(); err != nil {
+		return fmt.Errorf("not waited for: %w", err)
+	}
+	if n.pipe.Silent(r.cfg.nodeTimeout) {
+		return fmt.Errorf("not waited for: nothing heard for %v: %w", r.cfg.nodeTimeout, context.DeadlineExceeded)
+	}
+	return nil
 }
 
 // lease is steps 3 and 4 for a round of votes whose commands were sent at

@@ -178,7 +178,7 @@ func (n *nemesis) play(ctx context.Context, e NemesisEvent) {
 		_, err = cluster.Failover(undoCtx, l.Nodes(), skus, func(s string) { notes = append(notes, s) })
 		endDetail = strings.Join(notes, "; ")
 		undo = func() error { return n.sentinel.Heal(undoCtx) }
-	case NodePause:
+	case NodePause, NodePauseFirst:
 		detail = "SIGSTOP, then SIGCONT"
 		var node *localredis.Node
 		if node, err = n.node(ctx, e.Nodes[0]); err == nil {

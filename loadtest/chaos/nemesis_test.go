@@ -14,7 +14,8 @@ import (
 // same moments, another seed others; it is bounded (no fault outlives the
 // run, none overlaps another of its lane) and keeps the promises the
 // expectations rest on (no wipe of node 0, clock jumps on a majority with
-// node 0, partitions between two different instances).
+// node 0, partitions between two different instances, node 0 paused only
+// while it is a plain node).
 func TestScheduleIsSeededAndBounded(t *testing.T) {
 	const d, ttl = 2 * time.Minute, 500 * time.Millisecond
 	a := Schedule(7, d, ttl, FaultKinds, 3, 5)
@@ -43,6 +44,8 @@ func TestScheduleIsSeededAndBounded(t *testing.T) {
 			if e.Nodes[0] == 0 && (e.Kind == NodeWipe || e.Kind == NodeFlush || slices.Contains(FaultKinds, NodeFailover)) {
 				t.Errorf("%+v hits node 0", e)
 			}
+		case NodePauseFirst:
+			t.Errorf("%+v pauses node 0 while it is the Sentinel-managed master", e)
 		case NodeFailover:
 			if !reflect.DeepEqual(e.Nodes, []int{0}) || e.For < failoverTakes {
 				t.Errorf("%+v is not a failover of node 0 given a failover's time", e)
@@ -62,7 +65,7 @@ func TestScheduleIsSeededAndBounded(t *testing.T) {
 		}
 	}
 	for _, k := range FaultKinds {
-		if seen[k] == 0 {
+		if seen[k] == 0 && k != NodePauseFirst {
 			t.Errorf("two minutes of every fault kind had no %s", k)
 		}
 	}
@@ -74,6 +77,11 @@ func TestScheduleIsSeededAndBounded(t *testing.T) {
 	// and pauses hit it too.
 	if !slices.ContainsFunc(Schedule(7, d, ttl, []string{NodeCrash, NodePause}, 3, 5), func(e NemesisEvent) bool { return e.Nodes[0] == 0 }) {
 		t.Error("crashes and pauses without a failover never hit node 0")
+	}
+	first := Schedule(7, d, ttl, []string{NodeCrash, NodePauseFirst}, 3, 5)
+	if !slices.ContainsFunc(first, func(e NemesisEvent) bool { return e.Kind == NodePauseFirst }) ||
+		slices.ContainsFunc(first, func(e NemesisEvent) bool { return e.Kind == NodePauseFirst && e.Nodes[0] != 0 }) {
+		t.Errorf("node0-pause without a failover does not pause node 0, and only it: %+v", first)
 	}
 }
 

@@ -39,6 +39,13 @@ const (
 	NodeFailover = "node-failover"
 	// NodePause freezes a Redis node (SIGSTOP), then thaws it (SIGCONT).
 	NodePause = "node-pause"
+	// NodePauseFirst freezes node 0, then thaws it: the single-node rungs'
+	// node and the one that holds the speed layer's waiting lines, which
+	// NodePause hits only by chance. A frozen node keeps its connections
+	// open and answers nothing: the line and the votes must go on without
+	// it. Not drawn in a run with NodeFailover, for the reason NodePause
+	// spares node 0 then.
+	NodePauseFirst = "node0-pause"
 	// AppPause freezes a whole app process (SIGSTOP) past the lease TTL,
 	// then thaws it: a real stop-the-world pause.
 	AppPause = "app-pause"
@@ -66,12 +73,12 @@ const (
 // leave it alone (a partition cuts instance B off node 1 only). Node
 // crashes and pauses spare it too: its servers keep no AOF, so a crash
 // would be a wipe, and a long pause a failover of its own.
-var FaultKinds = []string{NodeCrash, NodeWipe, NodeFlush, NodeFailover, NodePause, loadtest.ClockJump, AppPause, AppCrash, NetLatency, NetDelay, loadtest.Partition}
+var FaultKinds = []string{NodeCrash, NodeWipe, NodeFlush, NodeFailover, NodePause, NodePauseFirst, loadtest.ClockJump, AppPause, AppCrash, NetLatency, NetDelay, loadtest.Partition}
 
 // nodeLane are the kinds that hit Redis nodes; the others hit app
 // processes and the network. Each lane runs one fault at a time, and the
 // two lanes overlap: a node can be down while an app is paused.
-var nodeLane = []string{NodeCrash, NodeWipe, NodeFlush, NodeFailover, NodePause, loadtest.ClockJump}
+var nodeLane = []string{NodeCrash, NodeWipe, NodeFlush, NodeFailover, NodePause, NodePauseFirst, loadtest.ClockJump}
 
 // failoverTakes is about how long a failover itself takes, before its
 // event's own duration: the sentinels call a silent master down after
@@ -119,9 +126,12 @@ func Schedule(seed uint64, d, ttl time.Duration, kinds []string, apps, nodes int
 	sentinel := slices.Contains(kinds, NodeFailover)
 	lanes := [][]string{{}, {}}
 	for _, k := range kinds {
-		if slices.Contains(nodeLane, k) {
+		switch {
+		case k == NodePauseFirst && sentinel:
+			// Node 0 is the Sentinel-managed master: not paused.
+		case slices.Contains(nodeLane, k):
 			lanes[0] = append(lanes[0], k)
-		} else {
+		default:
 			lanes[1] = append(lanes[1], k)
 		}
 	}
@@ -145,6 +155,8 @@ func Schedule(seed uint64, d, ttl time.Duration, kinds []string, apps, nodes int
 			switch e.Kind {
 			case NodeCrash, NodePause:
 				e.Nodes, e.For = []int{anyNode()}, between(ttl/2, 3*ttl)
+			case NodePauseFirst:
+				e.Nodes, e.For = []int{0}, between(ttl/2, 3*ttl)
 			case NodeWipe:
 				e.Nodes, e.For = []int{1 + rng.IntN(nodes-1)}, between(ttl/2, 3*ttl)
 			case NodeFlush:

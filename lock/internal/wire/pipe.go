@@ -36,9 +36,10 @@ import (
 type Pipe struct {
 	cfg Config
 
-	mu     sync.Mutex
-	conn   *pipeConn
-	closed bool
+	mu          sync.Mutex
+	conn        *pipeConn
+	closed      bool
+	unreachable error // why the last connection could not be opened; nil once one opens
 }
 
 // Config is how a Pipe reaches its node.
@@ -83,7 +84,11 @@ func (p *Pipe) current() *pipeConn {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.conn == nil || p.conn.broken() {
-		p.conn = &pipeConn{p: p}
+		trying := time.Now()
+		if p.conn != nil && !p.conn.worked() {
+			trying = p.conn.trying // still no connection that works
+		}
+		p.conn = &pipeConn{p: p, trying: trying}
 		if p.closed {
 			p.conn.err = ErrClosed
 		} else {
@@ -106,49 +111,6 @@ func (p *Pipe) Stale(limit time.Duration) {
 	}
 }
 
-// Answering reports whether the node is answering, though a command sent
-// at since may not have been handed its reply yet: bytes arrived on the
-// connection after since, or bytes wait to be read (in the socket's
-// receive buffer or the reader's), or every command written by since has
-// been answered. That is what tells a process too busy to read its replies
-// in time (slow here) from a node that sends none (down there): a paused or
-// cut-off node sends nothing, and whatever arrived before it stopped is
-// soon read. A command counts from when its bytes were written, not from
-// when it was queued: a process too busy to write it is slow here too. It
-// says nothing of a connection that is broken or not open.
-func (p *Pipe) Answering(since time.Time) bool {
-	p.mu.Lock()
-	c := p.conn
-	p.mu.Unlock()
-	if c == nil {
-		return false
-	}
-	c.mu.Lock()
-	nc, ok := c.nc, c.ready && c.err == nil
-	answered := c.head == len(c.queue) || !c.queue[c.head].sentBy(since)
-	c.mu.Unlock()
-	if !ok {
-		return false
-	}
-	return answered || c.arrived.Load() > since.UnixNano() ||
-		c.received.Load() > c.parsed.Load() || unread(nc) > 0
-}
-
-// counted counts what the reader takes off the socket, for Answering.
-type counted struct {
-	net.Conn
-	c *pipeConn
-}
-
-func (r counted) Read(b []byte) (int, error) {
-	n, err := r.Conn.Read(b)
-	if n > 0 {
-		r.c.received.Add(int64(n))
-		r.c.arrived.Store(time.Now().UnixNano())
-	}
-	return n, err
-}
-
 // Close fails every queued command with ErrClosed; later ones fail at once.
 func (p *Pipe) Close() {
 	p.mu.Lock()
@@ -163,6 +125,10 @@ func (p *Pipe) Close() {
 // pipeConn is one connection of a pipe, from dialling to broken.
 type pipeConn struct {
 	p *Pipe
+	// trying is since when the pipe has had no connection that worked:
+	// when this one began opening, or earlier if the one before it never
+	// opened or was dropped for silence (Silent).
+	trying time.Time
 
 	mu        sync.Mutex
 	nc        net.Conn
@@ -174,6 +140,7 @@ type pipeConn struct {
 	queue     []waiting
 	head      int   // queue[head:] wait for replies, oldest first
 	err       error // set once: the connection is finished
+	stale     bool  // dropped for owing a reply too long
 	tag       string
 
 	// What arrived, for Answering: bytes read off the socket, bytes the
@@ -196,6 +163,15 @@ func (c *pipeConn) broken() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.err != nil
+}
+
+// worked reports whether the connection opened and was not dropped for
+// silence: one that broke otherwise (a reset, the node restarting) may be
+// replaced by one that works at once.
+func (c *pipeConn) worked() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.ready && !c.stale
 }
 
 // send queues cmds back to back; their replies go to dones, in order.
@@ -274,6 +250,7 @@ func (c *pipeConn) fail(err error) {
 func (c *pipeConn) dropIfStale(limit time.Duration) {
 	c.mu.Lock()
 	stale := c.head < len(c.queue) && c.queue[c.head].sentBy(time.Now().Add(-limit))
+	c.stale = c.stale || stale
 	c.mu.Unlock()
 	if stale {
 		c.fail(fmt.Errorf("node %s: no answer for %v: %w", c.p.cfg.Addr, limit, context.DeadlineExceeded))
@@ -288,7 +265,7 @@ func (c *pipeConn) open() {
 	defer cancel()
 	nc, err := cfg.Dial(ctx)
 	if err != nil {
-		c.fail(fmt.Errorf("node %s: %w", cfg.Addr, err))
+		c.failOpen(fmt.Errorf("node %s: %w", cfg.Addr, err))
 		return
 	}
 	c.mu.Lock()
@@ -302,14 +279,24 @@ func (c *pipeConn) open() {
 	r := bufio.NewReaderSize(counted{nc, c}, 16<<10)
 	tag, err := cfg.Handshake(ctx, nc, r)
 	if err != nil {
-		c.fail(fmt.Errorf("node %s: %w", cfg.Addr, err))
+		c.failOpen(fmt.Errorf("node %s: %w", cfg.Addr, err))
 		return
 	}
 	_ = nc.SetDeadline(time.Time{})
+	// The handshake's replies are read: only bytes past them wait unread.
+	c.parsed.Store(c.received.Load() - int64(r.Buffered()))
 	go c.read(r)
+	c.p.setUnreachable(nil)
 	c.mu.Lock()
 	c.ready, c.tag = true, tag
 	c.flush()
+}
+
+// failOpen fails a connection that could not be opened, and says so for
+// Unreachable.
+func (c *pipeConn) failOpen(err error) {
+	c.p.setUnreachable(err)
+	c.fail(err)
 }
 
 // read hands every reply to the oldest waiting command, until the
