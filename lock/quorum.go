@@ -159,14 +159,15 @@ func (r *redlock) giveUp(votes []vote, start time.Time, err error) {
 }
 
 // tally sorts the votes by answer; Granted lists the yes votes that count.
-// A round short of a quorum may have been decided by refusals before the
-// failures came in: a node not waited for whose connection shows it down
-// (unheard) is counted failed, so what no quorum could grant is not called
-// busy.
+// An acquire short of a quorum may have been decided by refusals before
+// the failures came in: a node not waited for whose connection shows it
+// down (unheard) is counted failed, so what no quorum could grant is not
+// called busy. A release or an extend is left as it was decided: there a
+// refusal says the lease is not held, which the watchdog acts on at once.
 func (r *redlock) tally(op string, k keys, votes []vote) *QuorumError {
 	qe := &QuorumError{Op: op, Key: k.lock, Quorum: r.quorum(), Nodes: len(r.nodes)}
 	yes, _ := count(votes)
-	short := yes < qe.Quorum
+	short := op == "acquire" && yes < qe.Quorum
 	for _, v := range votes {
 		if !v.heard && short {
 			v.err = r.unheard(v.n)
