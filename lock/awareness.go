@@ -58,6 +58,7 @@ type incarnation struct {
 	reseeding bool            // a re-seed loop is running
 	blind     bool            // refuses for good to tell its run_id
 	warned    bool            // its refusals were logged
+	evicts    bool            // its eviction policy was logged
 	notified  bool            // keyspace notifications turned on for this incarnation
 }
 
@@ -200,6 +201,16 @@ func (inc *incarnation) counts(tag string, now time.Time) bool {
 	}
 	s := inc.state(now)
 	return s == voting || s == blind
+}
+
+// firstEviction reports whether this is the first meeting that found the
+// node may evict keys, for the log.
+func (inc *incarnation) firstEviction() bool {
+	inc.mu.Lock()
+	defer inc.mu.Unlock()
+	first := !inc.evicts
+	inc.evicts = true
+	return first
 }
 
 // wantsNotify: keyspace notifications are not yet on for incarnation id.

@@ -76,6 +76,10 @@ func (n *node) greet(ctx context.Context, ex exchange) (string, error) {
 		return "", nil
 	}
 	rd, err := n.read(at, replies)
+	if errors.Is(err, errEvicts) && n.inc.firstEviction() {
+		n.cfg.logger.Error("redis node may evict keys, lock keys included: it does not vote until its maxmemory-policy is noeviction",
+			"node", n.addr, "err", err)
+	}
 	if err != nil {
 		return "", err
 	}
