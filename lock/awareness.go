@@ -83,6 +83,8 @@ type meeting struct {
 	lost  bool // the same incarnation, with data younger than known
 	young bool // sitting out after it
 	warn  bool // refusals to log, for the first time
+	back  time.Time
+	ttl   time.Duration // the largest TTL known, which the sit-out is for
 }
 
 // met records a meeting's reading rd, taken with this client's TTL ttl.
@@ -138,24 +140,24 @@ func (inc *incarnation) met(rd reading, ttl time.Duration, now time.Time) (meeti
 	}
 	m.warn = len(rd.refused) > 0 && !inc.warned
 	inc.warned = inc.warned || m.warn
-	m.young = now.Before(inc.back)
+	m.young, m.back, m.ttl = now.Before(inc.back), inc.back, inc.ttl
 	return m, nil
 }
 
 // lost records that the data the connection tagged tag met are gone, seen
 // at now: the node sits out from now, its counters need a re-seed, and
 // readings from before now are stale. It reports whether the tag names the
-// current incarnation.
-func (inc *incarnation) lost(tag string, ttl time.Duration, now time.Time) bool {
+// current incarnation, and until when the node sits out.
+func (inc *incarnation) lost(tag string, ttl time.Duration, now time.Time) (current bool, back time.Time) {
 	inc.mu.Lock()
 	defer inc.mu.Unlock()
 	if inc.runID == "" || inc.runID != tagRunID(tag) {
-		return false
+		return false, inc.back
 	}
 	inc.start, inc.lostAt, inc.ttl = now, now, max(inc.ttl, ttl)
 	inc.extend()
 	inc.seededFor, inc.reseed = "", true
-	return true
+	return true, inc.back
 }
 
 // startReseed reports whether a re-seed loop should start now: one is

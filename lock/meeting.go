@@ -109,10 +109,9 @@ func (n *node) read(at time.Time, replies []any) (reading, error) {
 		replies[i] = nil
 	}
 	rd.info, _ = replies[0].(string)
-	if memory, _ := replies[1].(string); infoField(memory, "maxmemory_policy") != "" {
-		if p := infoField(memory, "maxmemory_policy"); p != "noeviction" {
-			return rd, fmt.Errorf("%w: %s", errEvicts, p)
-		}
+	memory, _ := replies[1].(string)
+	if p := infoField(memory, "maxmemory_policy"); p != "" && p != "noeviction" {
+		return rd, fmt.Errorf("%w: %s", errEvicts, p)
 	}
 	if born, _ := replies[2].([]any); len(born) == 2 {
 		rd.birth, _ = born[0].(int64)

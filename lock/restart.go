@@ -103,16 +103,13 @@ func (n *node) meet(rd reading) error {
 	if !n.cfg.restartAware {
 		return nil
 	}
-	n.inc.mu.Lock()
-	back, ttl := n.inc.back, n.inc.ttl
-	n.inc.mu.Unlock()
 	if m.warn {
 		n.cfg.logger.Warn("redis node refuses for good to tell what restart awareness reads: a restart or flush of it may go unseen, and a lease it held be granted twice",
 			"node", n.addr, "refused", strings.Join(rd.refused, "; "))
 	}
 	if (m.first || m.lost) && m.young {
 		n.cfg.logger.Warn("redis node restarted, failed over or flushed: not counted toward a quorum until its data are older than the largest TTL in use",
-			"node", n.addr, "run_id", rd.id(), "data_age", rd.age.d, "data_age_known", rd.age.known, "largest_ttl", ttl, "counts_from", back)
+			"node", n.addr, "run_id", rd.id(), "data_age", rd.age.d, "data_age_known", rd.age.known, "largest_ttl", m.ttl, "counts_from", m.back)
 	}
 	if n.inc.startReseed() {
 		go n.reseedLoop()

@@ -86,10 +86,7 @@ func parseMS(s string) int64 {
 // dataLost: the node lost keys after the connection tagged tag met it, no
 // later than now.
 func (n *node) dataLost(tag string) {
-	current := n.inc.lost(tag, n.cfg.ttl, time.Now())
-	n.inc.mu.Lock()
-	back := n.inc.back
-	n.inc.mu.Unlock()
+	current, back := n.inc.lost(tag, n.cfg.ttl, time.Now())
 	if current {
 		n.cfg.logger.Warn("redis node flushed under an open connection: not counted toward a quorum until its data are older than the largest TTL in use",
 			"node", n.addr, "run_id", tagRunID(tag), "counts_from", back)
