@@ -20,12 +20,12 @@ import (
 // is there. A busy answer (ErrNotAcquired) wrote nothing and leaves nothing
 // to undo; a crash (ErrCrashed) is a dead process, which undoes nothing.
 
-// undoesFailedTries is a variant that already deletes its value everywhere
+// selfUndoing is a variant that already deletes its value everywhere
 // after a try that failed (redlock and redlock+fence, in step 5).
-type undoesFailedTries interface{ undoesFailedTries() }
+type selfUndoing interface{ undoesItsFailedTries() }
 
-// undoesFailedTries: step 5 unlocks every node after a failed try.
-func (*redlock) undoesFailedTries() {}
+// undoesItsFailedTries: step 5 unlocks every node after a failed try.
+func (*redlock) undoesItsFailedTries() {}
 
 // abandon deletes value from k in the background after a try that failed
 // with err, if the try may have written it (no answer: ErrUnavailable; an
@@ -41,7 +41,7 @@ func (l *Locker) abandon(ctx context.Context, k keys, value string, err error, t
 	if _, owner := l.v.(ownerChecked); !owner {
 		return
 	}
-	if _, done := l.v.(undoesFailedTries); done {
+	if _, done := l.v.(selfUndoing); done {
 		return
 	}
 	go func() {

@@ -76,7 +76,7 @@ func TestReleaseHandsTheLeaseToAWaiterHere(t *testing.T) {
 				}
 				got <- lease
 			}()
-			for !ls.wake.waiting(key) {
+			for !ls.wake.Waiting(key) {
 				time.Sleep(time.Millisecond)
 			}
 			released := time.Now()
@@ -137,15 +137,15 @@ func TestHandOverToAClosedRoomIsGivenBack(t *testing.T) {
 					t.Fatal(err)
 				}
 				key := ns + "lock:k"
-				kw := ls.wake.join(key, l, true)
+				kw := ls.wake.Join(key, l, true)
 				if when == "before" {
-					ls.wake.leave(key, kw)
+					ls.wake.Leave(key, kw)
 				}
 				if !holder.handOver(ctx, l.v.(handingOver), kw) {
 					t.Fatal("the lease did not pass")
 				}
 				if when == "after" {
-					ls.wake.leave(key, kw)
+					ls.wake.Leave(key, kw)
 				}
 				first := ls.nodes[0].rdb
 				deadline := time.Now().Add(2 * time.Second)

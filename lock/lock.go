@@ -52,6 +52,12 @@ type grant struct {
 // ErrCrashed when the operation must be abandoned there.
 type gap func(ctx context.Context, p Point) error
 
+// noGap is the gap of an operation no fault point reaches: the undo of an
+// abandoned try (abandon.go), and a hand-over, which runs in the releasing
+// holder while the next holder meets the after-acquire fault point itself,
+// once the lease reaches it (Locker.handedOver).
+func noGap(context.Context, Point) error { return nil }
+
 // variant is one rung of the ladder: a way to take, give back and extend a
 // lease with a given owner value. Implementations make exactly the Redis calls
 // the pattern they teach makes, with a gap wherever that pattern has two steps.
@@ -180,7 +186,7 @@ func (l *Locker) ExpectedWait(name string) time.Duration {
 	if !l.fast() {
 		return 0
 	}
-	return l.wake.expectedWait(l.keysFor(name).lock)
+	return l.wake.ExpectedWait(l.keysFor(name).lock)
 }
 
 // reachable reports whether the nodes this variant needs answer now, asked

@@ -62,7 +62,7 @@ func NewLockers(nodes []*redis.Options, opts ...Option) (*Lockers, error) {
 	}
 	s.wake = newWaker(cfg, s.nodes)
 	if cfg.fast.Load() {
-		s.wake.listen()
+		s.wake.Listen()
 	}
 	// Open a connection to every node now, in the background: the first
 	// connection runs the restart check, and a vote should not pay for it.
@@ -143,9 +143,9 @@ func (s *Lockers) SetFast(on bool) {
 	defer s.fastMu.Unlock()
 	s.cfg.fast.Store(on)
 	if on {
-		s.wake.listen()
+		s.wake.Listen()
 	} else {
-		s.wake.quiet()
+		s.wake.Quiet()
 	}
 }
 
@@ -262,7 +262,7 @@ func (s *Lockers) Reset(ctx context.Context) error {
 // Close stops the waker's listening, if it listens, and closes every client.
 func (s *Lockers) Close() error {
 	s.cancel()
-	s.wake.close()
+	s.wake.Close()
 	var errs []error
 	for _, n := range s.nodes {
 		n.pipe.Close()

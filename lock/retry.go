@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"net"
+	"time"
 
 	"flashsale/internal/clock"
 )
@@ -15,34 +16,97 @@ import (
 // The delay is drawn afresh each time, up to a bound that doubles from
 // backoffMin to backoffMax (TTL/8 unless set). A crash is not retried.
 func (l *Locker) retry(ctx context.Context, name string) (*Lease, int, error) {
-	bound := l.cfg.backoffMin
-	var last error = ErrNotAcquired
-	for tries := 1; ; tries++ {
-		lease, err := l.try(ctx, name)
+	return l.waitLoop(ctx, name, &randomDelay{bound: l.cfg.backoffMin, max: l.cfg.backoffMax})
+}
+
+// waitLoop is Acquire's wait, with the speed layer on or off: try; return
+// on success or an error not worth waiting out; when ctx is done, report;
+// else keep what the try found, let w wait, and try again. It returns the
+// lease, the tries made and the error.
+func (l *Locker) waitLoop(ctx context.Context, name string, w waiter) (*Lease, int, error) {
+	told := func() error {
+		if err := w.Told(); err != nil {
+			return err
+		}
+		return ErrNotAcquired
+	}
+	for tries := 0; ; {
+		handed, ok := w.Next(ctx)
 		switch {
-		case err == nil || !retryable(err):
-			return lease, tries, err
+		case handed != nil:
+			return l.handedOver(ctx, handed, tries+1)
+		case !ok:
+			return nil, tries, errors.Join(told(), context.Cause(ctx))
+		}
+		lease, err := l.try(ctx, name)
+		tries++
+		switch {
+		case err == nil:
+			w.Took(lease)
+			return lease, tries, nil
+		case !retryable(err):
+			return nil, tries, err
 		case ctx.Err() != nil:
-			return nil, tries, errors.Join(telling(err, last), context.Cause(ctx))
+			return nil, tries, errors.Join(lastReport(err, told()), context.Cause(ctx))
 		}
-		last = noted(err, last)
-		if !clock.Sleep(ctx, rand.N(bound+1)) {
-			return nil, tries, errors.Join(last, context.Cause(ctx))
-		}
-		bound = min(2*bound, l.cfg.backoffMax)
+		w.Found(keptReport(err, told()))
 	}
 }
+
+// waiter is how waitLoop waits between tries: retry's random delay, or the
+// speed layer's wake-ups (fast.Waiter).
+type waiter interface {
+	// Next waits until a try is worth making and reports true, or false
+	// once ctx is done; a lease handed over meanwhile ends the wait.
+	Next(ctx context.Context) (handed *Lease, ok bool)
+	// Found notes what a failed try found, to tell if the wait runs out.
+	Found(err error)
+	// Told is what the waiter tells if its wait runs out now; nil: busy.
+	Told() error
+	// Took notes the lease a try took.
+	Took(lease *Lease)
+}
+
+// randomDelay is retry's waiter: no wait before the first try, then a
+// random delay up to bound, which doubles up to max after each.
+type randomDelay struct {
+	bound, max time.Duration
+	tried      bool
+	last       error
+}
+
+// Next sleeps the delay, but not before the first try.
+func (d *randomDelay) Next(ctx context.Context) (*Lease, bool) {
+	if !d.tried {
+		d.tried = true
+		return nil, true
+	}
+	if !clock.Sleep(ctx, rand.N(d.bound+1)) {
+		return nil, false
+	}
+	d.bound = min(2*d.bound, d.max)
+	return nil, true
+}
+
+// Found keeps what the last try found.
+func (d *randomDelay) Found(err error) { d.last = err }
+
+// Told is what the last try found.
+func (d *randomDelay) Told() error { return d.last }
+
+// Took keeps nothing: a lease taken ends the wait.
+func (*randomDelay) Took(*Lease) {}
 
 // retryable errors are worth waiting out: busy, or nodes not answering.
 func retryable(err error) bool {
 	return errors.Is(err, ErrNotAcquired) || errors.Is(err, ErrUnavailable)
 }
 
-// telling picks what to report for a try that ended with the caller's
-// context: its own error if a node really failed (refused the connection,
-// say), else what the tries before it found. A try merely cut short by the
+// lastReport is what a wait that ended with the caller's context reports of
+// its last try, err: its own error if a node really failed (refused the
+// connection, say), else what the tries before it found. A try merely cut short by the
 // deadline says nothing about Redis being down.
-func telling(err, before error) error {
+func lastReport(err, before error) error {
 	if !errors.Is(err, ErrUnavailable) {
 		return before
 	}
@@ -60,13 +124,13 @@ func telling(err, before error) error {
 	return err
 }
 
-// noted is what a waiter keeps of a failed try, to tell if its wait runs
-// out: the try's error, unless it is a single node's read cut short by the
-// caller's deadline, which telling would not report either (a busy
+// keptReport is what a waiter keeps of a failed try, to report if its wait
+// runs out: the try's error, unless it is a single node's read cut short by
+// the caller's deadline, which lastReport would not report either (a busy
 // process's read timing out is not Redis down), then what it kept before.
 // The deadline's error can arrive a moment before ctx says it is done, and
 // the try is then not the last.
-func noted(err, before error) error {
+func keptReport(err, before error) error {
 	if _, quorum := errors.AsType[*QuorumError](err); !quorum && errors.Is(err, ErrUnavailable) && timedOut(err) {
 		return before
 	}

@@ -9,12 +9,12 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// TestNoted: what a waiter keeps of a failed try for its final answer. A
+// TestKeptReport: what a waiter keeps of a failed try for its final answer. A
 // single node's read cut short by a deadline is not Redis down (under a
 // starved process the deadline's read error can arrive before the context
 // says it is done, and the try is then not the last); a refused connection
 // is; Redlock's quorum errors and busy answers are kept as they are.
-func TestNoted(t *testing.T) {
+func TestKeptReport(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	defer rdb.Close()
 	busy := fmt.Errorf("%w: held", ErrNotAcquired)
@@ -31,8 +31,8 @@ func TestNoted(t *testing.T) {
 		{"a quorum error is kept", quorum, busy, quorum},
 		{"busy is kept", busy, refused, busy},
 	} {
-		if got := noted(tc.err, tc.before); got != tc.want {
-			t.Errorf("%s: noted(%v, %v) = %v, want %v", tc.name, tc.err, tc.before, got, tc.want)
+		if got := keptReport(tc.err, tc.before); got != tc.want {
+			t.Errorf("%s: keptReport(%v, %v) = %v, want %v", tc.name, tc.err, tc.before, got, tc.want)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package lock
+package fast
 
 import (
 	"bufio"
@@ -27,7 +27,7 @@ func TestLineJoinReadLate(t *testing.T) {
 	defer raw.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cfg := &config{ttl: 10 * time.Second, nodeTimeout: 50 * time.Millisecond, namespace: "jl:"}
+	cfg := Config{TTL: 10 * time.Second, Timeout: 50 * time.Millisecond, Late: 200 * time.Millisecond, Namespace: "jl:"}
 
 	for _, tc := range []struct {
 		name   string
@@ -51,7 +51,7 @@ func TestLineJoinReadLate(t *testing.T) {
 				Handshake: func(context.Context, net.Conn, *bufio.Reader) (string, error) { return "", nil },
 			})
 			defer p.Close()
-			q := newLine(cfg, &node{pipe: p})
+			q := newLine(cfg, testNode{pipe: p})
 			key := "jl:lock:" + t.Name()
 			if err := raw.Set(ctx, key, "holder", time.Minute).Err(); err != nil {
 				t.Fatal(err)
@@ -62,7 +62,7 @@ func TestLineJoinReadLate(t *testing.T) {
 			began := time.Now()
 			if got := q.join(ctx, key); got != tc.want {
 				t.Fatalf("place %d after %v, want %d (per-node timeout %v, late window %v)",
-					got, time.Since(began).Round(time.Millisecond), tc.want, cfg.nodeTimeout, q.late)
+					got, time.Since(began).Round(time.Millisecond), tc.want, cfg.Timeout, q.late)
 			}
 		})
 	}

@@ -1,4 +1,4 @@
-package lock
+package fast
 
 import (
 	"context"
@@ -9,25 +9,21 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// This file is part of the speed layer (fast.go): the waker's listening,
-// its pub/sub connections to the nodes and the subscriptions to a key's
-// events while a room needs them. It runs only while the speed layer is on.
-
 // subscription is one node's pub/sub connection and its keyspace prefix.
 type subscription struct {
 	ps     *redis.PubSub
 	prefix string // "__keyspace@<db>__:"
 }
 
-// listen starts hearing keyspace events and this process's line channel,
+// Listen starts hearing keyspace events and this process's line channel,
 // unless it hears them already or notifications are off: a pub/sub
 // connection per node (the first one subscribed to the line channel at
 // once, the others only while a key's room needs them) and a goroutine
 // reading each. A new connection's handshake turns the node's keyspace
-// notifications on (restart.go), so it is only now, with the speed layer
-// on, that the app configures them. Rooms already open are subscribed
-// again.
-func (w *waker) listen() {
+// notifications on (the lock's nodes do so while the speed layer is on),
+// so it is only now that the app configures them. Rooms already open are
+// subscribed again.
+func (w *Waker[L]) Listen() {
 	w.subMu.Lock()
 	defer w.subMu.Unlock()
 	if w.line == nil || w.stop != nil || w.ctx.Err() != nil {
@@ -36,10 +32,10 @@ func (w *waker) listen() {
 	ctx, stop := context.WithCancel(w.ctx)
 	w.stop = stop
 	for i, n := range w.nodes {
-		c := n.rdb
+		c := n.Client()
 		sub := subscription{ps: c.Subscribe(ctx), prefix: fmt.Sprintf("__keyspace@%d__:", c.Options().DB)}
 		if i == 0 {
-			// This process's wake-ups from the keys' waiting lines (fast_line.go).
+			// This process's wake-ups from the keys' waiting lines (line.go).
 			sctx, scancel := context.WithTimeout(ctx, time.Second)
 			_ = sub.ps.Subscribe(sctx, w.line.channel)
 			scancel()
@@ -58,9 +54,9 @@ func (w *waker) listen() {
 	}
 }
 
-// quiet stops listening: every pub/sub connection closes and its goroutine
+// Quiet stops listening: every pub/sub connection closes and its goroutine
 // ends. Waiters still in a room fall back to their timers.
-func (w *waker) quiet() {
+func (w *Waker[L]) Quiet() {
 	w.subMu.Lock()
 	defer w.subMu.Unlock()
 	if w.stop == nil {
@@ -74,8 +70,8 @@ func (w *waker) quiet() {
 
 // hear reads one node's pub/sub connection until ctx ends: a key deleted or
 // expired wakes its room, a message on the line channel is this process's
-// turn (fast_line.go).
-func (w *waker) hear(ctx context.Context, sub subscription) {
+// turn (line.go).
+func (w *Waker[L]) hear(ctx context.Context, sub subscription) {
 	defer sub.ps.Close()
 	ch := sub.ps.ChannelWithSubscriptions()
 	for {
@@ -100,9 +96,9 @@ func (w *waker) hear(ctx context.Context, sub subscription) {
 			key := strings.TrimPrefix(m.Channel, sub.prefix)
 			switch m.Payload {
 			case "del":
-				w.deleted(key)
+				w.Deleted(key)
 			case "expired", "evicted":
-				w.freed(key)
+				w.Freed(key)
 			}
 		}
 	}
@@ -117,15 +113,15 @@ func (w *waker) hear(ctx context.Context, sub subscription) {
 // whatever order the two syncs run in. A node that does not answer keeps the
 // subscription (go-redis subscribes again on reconnect) and the next node is
 // asked too; with every node down the waiters fall back to the backoff.
-func (w *waker) sync(key string) {
+func (w *Waker[L]) sync(key string) {
 	if w.beforeSync != nil {
 		w.beforeSync(key)
 	}
 	w.subMu.Lock()
 	defer w.subMu.Unlock()
 	w.mu.Lock()
-	kw := w.keys[key]
-	want := kw != nil && kw.listens()
+	r := w.keys[key]
+	want := r != nil && r.listens()
 	w.mu.Unlock()
 	n, had := w.subscribed[key]
 	if want == had {
@@ -150,21 +146,21 @@ func (w *waker) sync(key string) {
 	// is not asked, which would cost the waiter the confirmation's wait.
 	for i, s := range w.subs {
 		n++
-		if w.nodes[i].pipe.Silent(w.line.timeout) {
+		if w.nodes[i].Pipe().Silent(w.line.timeout) {
 			continue
 		}
 		if w.subscribe(s, s.prefix+key) {
 			break
 		}
 	}
-	if n > 0 { // not listening (speed layer off): listen subscribes it later
+	if n > 0 { // not listening (speed layer off): Listen subscribes it later
 		w.subscribed[key] = n
 	}
 }
 
 // subscribe subscribes s to channel and waits, 100 ms at most, until the
 // node confirms it: from then on no event of the channel is missed.
-func (w *waker) subscribe(s subscription, channel string) bool {
+func (w *Waker[L]) subscribe(s subscription, channel string) bool {
 	ctx, cancel := context.WithTimeout(w.ctx, 100*time.Millisecond)
 	defer cancel()
 	done := make(chan struct{})
@@ -190,7 +186,7 @@ func (w *waker) subscribe(s subscription, channel string) bool {
 }
 
 // confirm is a node's confirmation of a subscription to channel.
-func (w *waker) confirm(channel string) {
+func (w *Waker[L]) confirm(channel string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if done := w.confirmed[channel]; done != nil {
@@ -201,7 +197,7 @@ func (w *waker) confirm(channel string) {
 
 // resync matches the key's subscription to its room off the
 // caller's path, after the room's need of the key's events changed.
-func (w *waker) resync(key string) {
+func (w *Waker[L]) resync(key string) {
 	w.syncs.Add(1)
 	go func() {
 		defer w.syncs.Done()

@@ -1,4 +1,4 @@
-package lock
+package fast
 
 import (
 	"context"
@@ -19,19 +19,14 @@ import (
 func TestReopenedWaitingRoomStaysSubscribed(t *testing.T) {
 	c := testsupport.Redis(t, 1, localredis.Options{})
 	opts := testsupport.Options(t, c)
-	ls, err := NewLockers(opts, WithNamespace("w:"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ls.Close()
+	w := newTestWaker(t, testConfig("w:"), newTestNode(t, opts[0], nil))
 	raw := redis.NewClient(opts[0])
 	defer raw.Close()
 	ctx := context.Background()
-	w := ls.wake
 	const key = "w:lock:k"
 	channel := "__keyspace@0__:" + key
 
-	old := w.join(key, nil, false)
+	old := w.Join(key, nil, false)
 	held, release := make(chan struct{}), make(chan struct{})
 	syncs := 0
 	w.beforeSync = func(string) {
@@ -42,12 +37,12 @@ func TestReopenedWaitingRoomStaysSubscribed(t *testing.T) {
 	}
 	closed := make(chan struct{})
 	go func() {
-		w.leave(key, old)
+		w.Leave(key, old)
 		close(closed)
 	}()
 	<-held
-	room := w.join(key, nil, false) // opens a new room; its sync runs first
-	defer w.leave(key, room)
+	room := w.Join(key, nil, false) // opens a new room; its sync runs first
+	defer w.Leave(key, room)
 	close(release)
 	<-closed
 	w.syncs.Wait()

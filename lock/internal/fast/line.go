@@ -1,4 +1,4 @@
-package lock
+package fast
 
 import (
 	"context"
@@ -10,9 +10,6 @@ import (
 	"flashsale/lock/internal/wire"
 )
 
-// This file is part of the speed layer (fast.go): the waiting line of a hot
-// key across processes.
-
 // line is the waiting line of a hot key across processes. Waking every
 // waiting process at each release makes them all try at once: Redlock's SETs
 // then reach the nodes in different orders, the votes split, and nobody
@@ -21,7 +18,7 @@ import (
 // owner-checked variant (lua, redlock and their fenced rungs) joins the key's
 // line, a list on the first node, and a release wakes only the line's head,
 // with a message on that process's own channel. Processes are served in the
-// order they joined; within a process, waiters take turns (fast_wake.go), and a
+// order they joined; within a process, waiters take turns (waker.go), and a
 // process passes the key among its own waiters at most maxStreak times in a
 // row before the line's head gets it, taking a place at the back of the line
 // in the same step if its own waiters still wait.
@@ -48,17 +45,17 @@ type line struct {
 	ns      string
 	ttl     time.Duration
 	timeout time.Duration // the per-node timeout
-	late    time.Duration // lateWindow: how long an answering node is waited for
+	late    time.Duration // Config.Late: how long an answering node is waited for
 	first   *wire.Pipe
 }
 
-func newLine(cfg *config, first *node) *line {
+func newLine(cfg Config, first Node) *line {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	id := hex.EncodeToString(b[:])
-	prefix := cfg.namespace + "wake:"
-	return &line{id: id, channel: prefix + id, prefix: prefix, ns: cfg.namespace, ttl: cfg.ttl,
-		timeout: cfg.nodeTimeout, late: lateWindow(cfg), first: first.pipe}
+	prefix := cfg.Namespace + "wake:"
+	return &line{id: id, channel: prefix + id, prefix: prefix, ns: cfg.Namespace, ttl: cfg.TTL,
+		timeout: cfg.Timeout, late: cfg.Late, first: first.Pipe()}
 }
 
 // The scripts of the line, run on the first node.
@@ -69,7 +66,7 @@ var (
 	// already the caller should try at once. KEYS[1] lock, KEYS[2] line;
 	// ARGV[1] process id, ARGV[2] line TTL ms. Returns the caller's place in
 	// the line (1: the head), or 0 if the lock key is gone.
-	joinLine = newScript(`
+	joinLine = `
 if redis.call("exists", KEYS[1]) == 0 then
 	return 0
 end
@@ -80,7 +77,7 @@ else
 	place = redis.call("rpush", KEYS[2], ARGV[1])
 end
 redis.call("pexpire", KEYS[2], ARGV[2])
-return place`)
+return place`
 
 	// wakeHead takes the head of a key's line and tells it, by a message on
 	// its own channel, that the lock was released; the caller's own id is
@@ -92,7 +89,7 @@ return place`)
 	// KEYS[1] line; ARGV[1] channel prefix, ARGV[2] message (the lock key),
 	// ARGV[3] the caller's id, ARGV[4] the id to put back ("" for none),
 	// ARGV[5] line TTL ms. Returns the head's id, or "" for an empty line.
-	wakeHead = newScript(`
+	wakeHead = `
 local head = redis.call("lpop", KEYS[1])
 if not head then
 	return ""
@@ -104,8 +101,15 @@ if head ~= ARGV[3] then
 		redis.call("pexpire", KEYS[1], ARGV[5])
 	end
 end
-return head`)
+return head`
 )
+
+// eval is the command that runs a script of the line on the first node's
+// pipe (EVAL: Redis caches the compiled script by its hash either way).
+func eval(src string, keys []string, args ...string) []string {
+	cmd := append(make([]string, 0, 3+len(keys)+len(args)), "EVAL", src, strconv.Itoa(len(keys)))
+	return append(append(cmd, keys...), args...)
+}
 
 // of is the line of a lock key ("<ns>lock:<name>" → "<ns>line:<name>").
 func (q *line) of(lockKey string) string {
@@ -120,7 +124,7 @@ const noLine = -1
 // join because the lock key is gone from the first node: try again now.
 // noLine means the node did not answer: fall back to the backoff.
 //
-// As with Redlock's votes (quorum.go), slow here is not down there: past
+// As with Redlock's votes, slow here is not down there: past
 // the per-node timeout, a first node that has answered since the join was
 // sent, or whose answer waits unread (wire.Pipe.Answering), is waited for
 // until the late window. Given up on at the timeout, a process too busy to
@@ -136,7 +140,7 @@ func (q *line) join(ctx context.Context, lockKey string) int64 {
 	}
 	start := time.Now()
 	done := make(chan int64, 1)
-	cmd := joinLine.eval([]string{lockKey, q.of(lockKey)}, q.id, strconv.FormatInt(q.ttl.Milliseconds(), 10))
+	cmd := eval(joinLine, []string{lockKey, q.of(lockKey)}, q.id, strconv.FormatInt(q.ttl.Milliseconds(), 10))
 	q.first.Send(cmd, wire.Integer, func(v any, _ string, err error) {
 		n, err2 := wire.Int(v)
 		if err != nil || err2 != nil {
@@ -173,7 +177,7 @@ func (q *line) next(lockKey string, requeue bool, done func(lockKey, head string
 	if requeue {
 		again = q.id
 	}
-	cmd := wakeHead.eval([]string{q.of(lockKey)}, q.prefix, lockKey, q.id, again, strconv.FormatInt(q.ttl.Milliseconds(), 10))
+	cmd := eval(wakeHead, []string{q.of(lockKey)}, q.prefix, lockKey, q.id, again, strconv.FormatInt(q.ttl.Milliseconds(), 10))
 	q.first.Send(cmd, wire.Bulk, func(v any, _ string, err error) {
 		head, _ := v.(string)
 		if err != nil {
@@ -183,7 +187,7 @@ func (q *line) next(lockKey string, requeue bool, done func(lockKey, head string
 	})
 }
 
-// toLine wakes the head of the key's line once the key, held with a variant
+// ToLine wakes the head of the key's line once the key, held with a variant
 // whose waiters stand in line, is released and no waiter here is next.
 //
 // Asking the line costs a round trip to the first node, so a release that
@@ -191,13 +195,13 @@ func (q *line) next(lockKey string, requeue bool, done func(lockKey, head string
 // not stood in the key's line for a TTL. Another process may have joined
 // the line while this one held the key, unseen; but then it joined an empty
 // line, and the head of an empty line also wakes at the key's delete event.
-func (w *waker) toLine(key string) {
+func (w *Waker[L]) ToLine(key string) {
 	if w.line == nil {
-		w.deleted(key)
+		w.Deleted(key)
 		return
 	}
 	w.mu.Lock()
-	kw := w.keys[key]
+	r := w.keys[key]
 	seen, ok := w.contended[key]
 	if ok && time.Since(seen) > w.line.ttl {
 		delete(w.contended, key)
@@ -207,9 +211,9 @@ func (w *waker) toLine(key string) {
 	// or not anyone waits here yet: its next waiter comes back within
 	// microseconds (a batch, a loop) and would otherwise win the lock again
 	// before the woken head could try, for as long as it keeps coming back.
-	requeue := kw == nil || !kw.queued
-	ask := kw != nil || ok
-	if ask && kw == nil {
+	requeue := r == nil || !r.queued
+	ask := r != nil || ok
+	if ask && r == nil {
 		// Taken before the line answers: the next waiter here may come
 		// before the answer does. passed gives it back if the line is empty.
 		w.placed[key] = time.Now()
@@ -220,27 +224,27 @@ func (w *waker) toLine(key string) {
 	}
 }
 
-// passed is the answer to passOn's wake-up. An empty line leaves the key to
+// passed is the answer to ToLine's wake-up. An empty line leaves the key to
 // the waiters here, if any. A place of this process's own in the line is
 // skipped, since this process is passing the key on. Once another process
 // is woken, the waiters here stand at the back of the line: the wake-up put
 // them there (requeued) in the same step, unless they stood in it already:
 // they are asleep, counting on the line to wake them.
-func (w *waker) passed(key, head string, requeued bool) {
+func (w *Waker[L]) passed(key, head string, requeued bool) {
 	w.mu.Lock()
-	kw := w.keys[key]
+	r := w.keys[key]
 	requeue, deaf := false, false
-	if kw == nil && head == "" {
+	if r == nil && head == "" {
 		delete(w.placed, key) // nobody to stand behind
 	}
-	if kw != nil {
+	if r != nil {
 		switch head {
 		case "", w.line.id: // no place of ours is left in the line
-			deaf = kw.head
-			kw.queued, kw.head = false, false
+			deaf = r.head
+			r.queued, r.head = false, false
 			requeue = true
 		default:
-			kw.queued = kw.queued || requeued
+			r.queued = r.queued || requeued
 		}
 	}
 	w.mu.Unlock()
@@ -249,11 +253,11 @@ func (w *waker) passed(key, head string, requeued bool) {
 	}
 	switch head {
 	case "":
-		w.freed(key)
+		w.Freed(key)
 	case w.line.id:
 		// Our own place, stale: wake the next head, and take a place
-		// behind it as toLine asked, unless someone here still waits.
-		w.line.next(key, requeue || kw == nil, w.passed)
+		// behind it as ToLine asked, unless someone here still waits.
+		w.line.next(key, requeue || r == nil, w.passed)
 	}
 }
 
@@ -261,14 +265,14 @@ func (w *waker) passed(key, head string, requeued bool) {
 // tries, or, if nobody here waits for the key any more, the line's next head
 // is woken instead, so a stale place in the line cannot strand the lock. An
 // empty line (empty) wakes a waiter here, if any, and nobody else.
-func (w *waker) handoff(key string, empty bool) {
+func (w *Waker[L]) handoff(key string, empty bool) {
 	w.mu.Lock()
-	kw := w.keys[key]
+	r := w.keys[key]
 	deaf := false
-	if kw != nil {
-		deaf = kw.head
-		kw.streak, kw.queued, kw.head = 0, false, false
-		kw.wake()
+	if r != nil {
+		deaf = r.head
+		r.streak, r.queued, r.head = 0, false, false
+		r.wake()
 	}
 	delete(w.placed, key) // the line reached it: nobody here holds it now
 	w.contended[key] = time.Now()
@@ -276,7 +280,7 @@ func (w *waker) handoff(key string, empty bool) {
 	if deaf {
 		w.resync(key)
 	}
-	if kw == nil && !empty {
+	if r == nil && !empty {
 		w.line.next(key, false, func(key, head string, _ bool) {
 			if head == "" || head == w.line.id {
 				w.handoff(key, head == "")
@@ -295,24 +299,24 @@ func (w *waker) handoff(key string, empty bool) {
 // since the holder may not know anyone waits; and since the key may have
 // gone while the subscription was on its way, it says try now once the
 // node has confirmed it: a try that fails then is followed by the event.
-func (w *waker) queue(ctx context.Context, key string, kw *keyWait, look bool) int64 {
+func (w *Waker[L]) queue(ctx context.Context, key string, r *Room[L], look bool) int64 {
 	if w.line == nil {
 		return noLine
 	}
 	w.mu.Lock()
-	queued := kw.queued
+	queued := r.queued
 	w.mu.Unlock()
 	if queued && !look {
 		return 1
 	}
 	place := w.line.join(ctx, key)
 	w.mu.Lock()
-	was := kw.listens()
-	kw.queued, kw.head, kw.unlined = place > 0, place == 1, place == noLine
+	was := r.listens()
+	r.queued, r.head, r.unlined = place > 0, place == 1, place == noLine
 	if place > 0 {
 		w.contended[key] = time.Now()
 	}
-	now := kw.listens()
+	now := r.listens()
 	w.mu.Unlock()
 	switch {
 	case now && !was:
