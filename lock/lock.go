@@ -13,14 +13,13 @@
 // restart awareness (restart.go), errors. Two variants differ only in the
 // lines that make one of them wrong.
 //
-// Beside the ladder is the speed layer (fast.go and the fast_*.go files):
-// a waiting line per hot key across processes, keyspace wake-ups, a
-// hand-over to the next waiter of the same process, an ordered release for
-// Redlock, an early busy answer. It decides who tries next and when; it
-// never grants. Switched off (WithFast, Lockers.SetFast), what runs is
-// exactly the ladder and the machinery; fast.go says what the switch
-// changes and the one thing that is not the page's but stays on: Redlock's
-// pipelined connections (pipe.go).
+// Beside the ladder is the speed layer, its seam in fast.go and the rest in
+// internal/fast: a waiting line per hot key across processes, keyspace
+// wake-ups, a hand-over to the next waiter of the same process, an ordered
+// release for Redlock, an early busy answer. It decides who tries next and
+// when; it never grants. Switched off (WithFast, Lockers.SetFast), what runs
+// is exactly the ladder and the machinery, and Redlock's pipelined
+// connections (pipe.go), which stay on either way.
 package lock
 
 import (

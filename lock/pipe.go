@@ -9,7 +9,7 @@ import (
 )
 
 // piped is the transport beneath a Redlock instance, with the speed layer on
-// or off (fast.go says why it stays on): every command for a node travels on the node's one pipelined
+// or off: every command for a node travels on the node's one pipelined
 // connection (internal/wire), appended to whatever other callers are
 // sending, its reply handed back by the connection's reader. Asking five
 // nodes costs five buffered writes and no goroutine; concurrent lockers

@@ -12,8 +12,8 @@ import (
 // script lives in the rung's file, beside the code that runs it, so the
 // side-by-side of two rungs shows it (compareAndDelete and
 // compareAndPexpire in lua.go, acquireFenced in lua_fence.go, raiseFence in
-// redlock_fence.go); the speed layer's live in its files (fast_pass.go,
-// fast_line.go). Redis runs a script atomically, so a check and the action
+// redlock_fence.go); the speed layer's live with its code (fast.go,
+// internal/fast/line.go). Redis runs a script atomically, so a check and the action
 // it guards cannot be separated by an expiry or by another client.
 var (
 	// recordTTL records a client's lease TTL on a node as max(record, ttl),
