@@ -18,7 +18,7 @@ import (
 // owner-checked variant (lua, redlock and their fenced rungs) joins the key's
 // line, a list on the first node, and a release wakes only the line's head,
 // with a message on that process's own channel. Processes are served in the
-// order they joined; within a process, waiters take turns (waker.go), and a
+// order they joined; within a process, waiters take turns (room.go), and a
 // process passes the key among its own waiters at most maxStreak times in a
 // row before the line's head gets it, taking a place at the back of the line
 // in the same step if its own waiters still wait.
