@@ -34,6 +34,7 @@ import (
 // waker is the speed layer of one set of lockers.
 type waker = fast.Waker[*Lease]
 
+// newWaker is the speed layer over the lockers' nodes, first node first.
 func newWaker(cfg *config, nodes []*node) *waker {
 	fn := make([]fast.Node, len(nodes))
 	for i, n := range nodes {
@@ -107,15 +108,11 @@ func (l *Lease) releaseFast(ctx context.Context) error {
 }
 
 // handingOver is a variant whose lease can pass from its holder straight to
-// the next waiter of the same process: one atomic step per node that checks
-// the holder's value and writes the waiter's (passLease), in place of a
-// release and the acquire that would follow it, one round trip where they
-// take two. On each node the key goes from the holder's value to the
-// waiter's with no moment between in which someone else could take it; the
-// new lease counts its validity from when the hand-over was sent, needs
-// Redlock's quorum, and draws a fencing token, as an acquire would. Only
-// owner-checked variants hand over: a broken release has nothing to check
-// the holder's value with.
+// the next waiter of the same process (passLease, below): one round trip
+// where the release and the acquire it replaces take two. The new lease
+// counts its validity from when the hand-over was sent, as an acquire
+// counts from when its SETs were. Only owner-checked variants hand over: a
+// broken release has nothing to check the holder's value with.
 type handingOver interface {
 	handOver(ctx context.Context, k keys, from, to string, ttl time.Duration) (grant, error)
 }

@@ -13,8 +13,9 @@ import (
 // side-by-side of two rungs shows it (compareAndDelete and
 // compareAndPexpire in lua.go, acquireFenced in lua_fence.go, raiseFence in
 // redlock_fence.go); the speed layer's live with its code (fast.go,
-// internal/fast/line.go). Redis runs a script atomically, so a check and the action
-// it guards cannot be separated by an expiry or by another client.
+// internal/fast/line.go). Redis runs a script atomically, so a check and
+// the action it guards cannot be separated by an expiry or by another
+// client.
 var (
 	// recordTTL records a client's lease TTL on a node as max(record, ttl),
 	// so that a restarted node sits out the largest TTL any client uses
