@@ -19,8 +19,11 @@ type testNode struct {
 	pipe *wire.Pipe
 }
 
+// Client is the node's client.
 func (n testNode) Client() *redis.Client { return n.rdb }
-func (n testNode) Pipe() *wire.Pipe      { return n.pipe }
+
+// Pipe is the node's votes' connection.
+func (n testNode) Pipe() *wire.Pipe { return n.pipe }
 
 // newTestNode is a node reached with o, closed when the test ends; dial, if
 // set, opens its votes' connection.
