@@ -2,11 +2,10 @@ package lock
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"strconv"
 	"time"
 
+	"flashsale/internal/randhex"
 	"flashsale/lock/internal/wire"
 )
 
@@ -53,9 +52,7 @@ type line struct {
 }
 
 func newLine(cfg *config, first *node) *line {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	id := hex.EncodeToString(b[:])
+	id := randhex.String(8)
 	prefix := cfg.namespace + "wake:"
 	return &line{id: id, channel: prefix + id, prefix: prefix, ns: cfg.namespace, ttl: cfg.ttl,
 		timeout: cfg.nodeTimeout, late: lateWindow(cfg), first: first.pipe}

@@ -2,8 +2,6 @@ package traffic
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"net"
@@ -14,6 +12,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 
+	"flashsale/internal/randhex"
 	"flashsale/loadtest/storefront"
 )
 
@@ -151,7 +150,5 @@ func NewBar(w io.Writer, max uint64, desc string) *progressbar.ProgressBar {
 // NewTag is a random tag that keeps one attack's Idempotency-Keys apart
 // from another's.
 func NewTag() string {
-	b := make([]byte, 4)
-	_, _ = rand.Read(b) // crypto/rand never fails on supported platforms
-	return hex.EncodeToString(b)
+	return randhex.String(4)
 }
