@@ -9,8 +9,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -30,6 +28,7 @@ import (
 	"flashsale/internal/broker"
 	"flashsale/internal/cli"
 	"flashsale/internal/history"
+	"flashsale/internal/randhex"
 	"flashsale/inventory"
 	"flashsale/loadtest/workshop"
 	"flashsale/lock"
@@ -202,9 +201,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 // randomToken is a 128-bit admin token.
 func randomToken() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
-	return hex.EncodeToString(b[:])
+	return randhex.String(16)
 }
 
 // sequenceEnvironment is this binary, when the workshop's sequence may run

@@ -3,6 +3,8 @@ package inventory
 import (
 	"context"
 	"fmt"
+
+	"flashsale/lock"
 )
 
 // ProductAudit is the audit of one SKU.
@@ -47,15 +49,9 @@ type Audit struct {
 	Bookings        int64          `json:"bookings"`
 	Products        []ProductAudit `json:"products"`
 	// StuckLockKeys names the lock keys without a TTL, by node.
-	StuckLockKeys []StuckLock `json:"stuck_lock_keys,omitempty"`
+	StuckLockKeys []lock.StuckLock `json:"stuck_lock_keys,omitempty"`
 	// Errors says which checks could not be made (a Redis node down).
 	Errors []string `json:"errors,omitempty"`
-}
-
-// StuckLock is a lock key left without a TTL on a node.
-type StuckLock struct {
-	Node string `json:"node"`
-	Key  string `json:"key"`
 }
 
 // Audit checks, from the database and the Redis nodes: sold ≤ initial and
@@ -94,11 +90,8 @@ func (s *Service) Audit(ctx context.Context) (Audit, error) {
 	if err != nil {
 		return Audit{}, fmt.Errorf("audit bookings: %w", err)
 	}
-	stuck, err := s.lockers.StuckLocks(ctx)
-	for _, st := range stuck {
-		a.StuckLockKeys = append(a.StuckLockKeys, StuckLock{Node: st.Node, Key: st.Key})
-	}
-	a.StuckLocks = len(stuck)
+	a.StuckLockKeys, err = s.lockers.StuckLocks(ctx)
+	a.StuckLocks = len(a.StuckLockKeys)
 	if err != nil {
 		a.Errors = append(a.Errors, "stuck-lock scan incomplete: "+err.Error())
 	}

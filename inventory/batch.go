@@ -8,45 +8,14 @@ import (
 	"flashsale/lock"
 )
 
-// Batching under one lease.
-//
-// Without it every order takes a lease and a transaction of its own, so one
-// hot SKU sells at most one order per hold (a hold is about 2 ms here), whatever the
-// lock. With it (Config.Batch, SetBatch), the orders for one SKU that arrive
-// in this process while the SKU's lock is busy here wait together in the
-// SKU's queue. One goroutine per busy queue, its driver, takes the lease; once
-// it holds it, it takes every order waiting (oldest first, at most
-// BatchMax) and serves them as one sale:
-//
-//   - the fencing token is registered once; the stock, and the orders the
-//     batch's Idempotency-Keys already made, are read once;
-//   - units are allotted in arrival order: an order past the remaining stock
-//     is answered sold out (409), as it would have been alone;
-//   - the business work of the allotted orders runs concurrently inside the
-//     lease: the work of different buyers needs no exclusion from each
-//     other, only from the stock;
-//   - the fault points are passed once, for the batch: a pause freezes the
-//     whole batch, a crash abandons it whole (nobody gets a 201, nothing is
-//     written, the lease is left as a dead process leaves it); only a write
-//     made again after a twin's key checks the lease again, and passes the
-//     after-lease-check point again with that check;
-//   - the stock and every order are written in one transaction, conditional
-//     on the fence for a fenced rung, so the store refuses a stale batch as
-//     a whole.
-//
-// Each request still gets its own answer; an Idempotency-Key holds within a
-// batch (a twin in the same batch gets the first one's order as a replay)
-// and across batches (keys are read under the lease, and the unique index
-// settles a twin in another process); the audit sees one order row per 201.
-//
-// What it never does: change package lock (a batch's lease is taken and
-// given back like any other; the lock knows nothing of batches); hold a
-// lease across batches (other processes get their turn between them); wait
-// for a batch to fill (there is no timer: a batch is whatever queued during
-// the previous hold, so an order to a quiet SKU is a batch of one); write an
-// order whose request ended while it waited, or keep an order waiting past
-// its lock-wait budget; batch seat grabs (a seat is one buyer's) or the
-// rungs whose guard is the store (db-guard, db-for-update, redis-stock).
+// Batching under one lease (Config.Batch, SetBatch). One order per lease
+// sells a hot SKU at most one order per hold, whatever the lock. Batched,
+// the orders for one SKU that arrive while its lock is busy here wait in
+// the SKU's queue, and one driver goroutine per busy queue serves all that
+// waited under one lease, as one sale: one token registration, one read,
+// one transaction. The lock knows nothing of it. docs/design.md, "Batching
+// under one lease", says what a batch keeps of an order alone and what it
+// never does.
 
 // DefaultBatchMax is the most orders one lease serves when Config.BatchMax
 // is not set. At the rates a hot SKU sees in a quiet hour a batch is a few
@@ -54,10 +23,8 @@ import (
 // the instance admitted (handlers' in-flight bound, of the same default):
 // when the cores are saturated every hand-off of the lock between
 // instances slows, and only a lease that takes every order waiting here
-// keeps the sales per second up; with 64 an order waited for two or more
-// leases and the instances sold half as much at 8000/s. The cap bounds the
-// transaction (one multi-row insert) and the hold, 20–30 ms for a full
-// batch on a saturated machine, far inside any lease TTL.
+// keeps the sales per second up. The cap bounds the transaction (one
+// multi-row insert) and the hold, far inside any lease TTL.
 const DefaultBatchMax = 256
 
 // SetBatch switches batching on or off for the orders that arrive from now

@@ -2,6 +2,7 @@ package inventory_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -273,6 +274,20 @@ func TestCrashAfterSetNXLeavesAStuckLock(t *testing.T) {
 			if c.stuck > 0 {
 				if !errors.Is(err, inventory.ErrLockBusy) || a.OK {
 					t.Fatalf("after the crash: %v (want busy for ever), audit ok=%v", err, a.OK)
+				}
+				// The audit's JSON names each stuck key and its node.
+				b, err := json.Marshal(a)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var got struct {
+					Keys []map[string]string `json:"stuck_lock_keys"`
+				}
+				if err := json.Unmarshal(b, &got); err != nil {
+					t.Fatal(err)
+				}
+				if len(got.Keys) != 1 || len(got.Keys[0]) != 2 || got.Keys[0]["node"] != nodes.Addrs()[0] || got.Keys[0]["key"] == "" {
+					t.Fatalf("stuck_lock_keys %v, want one {node: %s, key: …}", got.Keys, nodes.Addrs()[0])
 				}
 				return
 			}

@@ -24,12 +24,12 @@ package lock
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"sync"
 	"time"
+
+	"flashsale/internal/randhex"
 )
 
 // keys are the Redis keys one lock name maps to.
@@ -202,9 +202,7 @@ func (l *Locker) reachable(ctx context.Context) bool {
 // newValue is a 128-bit random owner value: unguessable, so no other client
 // can produce it by accident.
 func newValue() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
-	return hex.EncodeToString(b[:])
+	return randhex.String(16)
 }
 
 // Lease is one grant of a lock. Release it when done; it is safe for use by

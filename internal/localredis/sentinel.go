@@ -48,9 +48,8 @@ type SentinelOptions struct {
 // or the sentinel calls the new master down and fails over again, to
 // whatever replica it has: at that moment the emptied old master, coming
 // back. A sentinel reconnects and pings on a one-second period, so at 1s
-// one late tick on a busy machine is enough. Seen in a test run: a second
-// failover 1.007s after the first, the promoted node answering 62 ms later,
-// and Heal waiting for a replication link the sentinels had just turned
+// one late tick on a busy machine is enough for a second failover, with
+// Heal left waiting for a replication link the sentinels have just turned
 // around. Three seconds leave two periods of margin.
 const minDownAfter = 3 * time.Second
 

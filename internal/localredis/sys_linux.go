@@ -16,8 +16,8 @@ import (
 //
 // A node also gets a process group of its own, so a terminal's Ctrl-C (sent
 // to the whole foreground group) reaches only its parent, which then stops
-// its nodes in order; hit by the signal too, the nodes used to exit first
-// and be restarted by a supervisor that did not know shutdown had begun.
+// its nodes in order; hit by the signal too, the nodes would exit first and
+// be restarted by a supervisor that does not know shutdown has begun.
 func sysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 }

@@ -1,8 +1,6 @@
 package testsupport
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -11,6 +9,8 @@ import (
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
+
+	"flashsale/internal/randhex"
 )
 
 // SQLite is the path of a fresh SQLite file in the test's temporary directory.
@@ -39,9 +39,7 @@ func Postgres(tb testing.TB) string {
 		return ""
 	}
 	sqlDB, _ := admin.DB()
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	schema := "fs_test_" + hex.EncodeToString(b[:])
+	schema := "fs_test_" + randhex.String(6)
 	if err := admin.Exec("CREATE SCHEMA " + schema).Error; err != nil {
 		sqlDB.Close()
 		tb.Fatalf("create schema %s: %v", schema, err)

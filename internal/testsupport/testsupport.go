@@ -11,8 +11,6 @@ package testsupport
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"log/slog"
@@ -24,6 +22,8 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+
+	"flashsale/internal/randhex"
 )
 
 // CI reports whether the tests run in CI, where a missing part fails the
@@ -85,9 +85,7 @@ func Main(m *testing.M) int {
 // Namespace is a lock namespace unique to one test, so tests sharing nodes
 // never see each other's keys.
 func Namespace() string {
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	return fmt.Sprintf("fs%s:", hex.EncodeToString(b[:]))
+	return fmt.Sprintf("fs%s:", randhex.String(4))
 }
 
 // FreePort is a loopback port that was free a moment ago. Another process

@@ -10,8 +10,6 @@ package cluster
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -23,6 +21,7 @@ import (
 	"time"
 
 	"flashsale/internal/localredis"
+	"flashsale/internal/randhex"
 )
 
 // LocalConfig configures the environment the runner starts for itself: its
@@ -138,9 +137,7 @@ func StartLocal(ctx context.Context, cfg LocalConfig) (_ *Local, err error) {
 	if l.bin, err = l.binary(ctx); err != nil {
 		return nil, err
 	}
-	tok := make([]byte, 16)
-	_, _ = rand.Read(tok) // crypto/rand never fails on supported platforms
-	l.token = hex.EncodeToString(tok)
+	l.token = randhex.String(16)
 
 	l.cluster, err = localredis.Start(ctx, cfg.Nodes, localredis.Options{Logger: cfg.Logger, AOF: cfg.AOF})
 	if err != nil {

@@ -110,8 +110,8 @@ func (n *Network) Cut(i int, nodes []int) error {
 //
 // Toxics are never removed from a proxy with live connections: in
 // toxiproxy v2.5.0 removing a latency toxic from a link whose reader has
-// stopped waits for that link for ever (seen in a chaos run: Heal never
-// returned). Heal replaces the proxy instead (swap).
+// stopped waits for that link for ever, and Heal would never return. Heal
+// replaces the proxy instead (swap).
 func (n *Network) fault(i int, nodes []int, toxics ...string) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()

@@ -2,8 +2,6 @@ package traffic
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"net"
@@ -14,6 +12,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 
+	"flashsale/internal/randhex"
 	"flashsale/loadtest/storefront"
 )
 
@@ -55,9 +54,9 @@ func Attack(ctx context.Context, maxWorkers uint64, tr vegeta.Targeter, p vegeta
 // never attacks again.
 //
 // Each attack's shoppers leave when it ends. Left open, a step's
-// connections stayed idle until the instances' idle timeout (a minute),
-// and a run's later steps were measured beside every earlier step's: by
-// the last variant of a spike run about 9000 of them, a goroutine or two
+// connections would stay idle until the instances' idle timeout (a
+// minute), and a run's later steps would be measured beside every earlier
+// step's: thousands of them by the end of a spike run, a goroutine or two
 // each in the runner and the instances for the collector to scan, on the
 // cores the peak needs.
 func newAttacker(maxWorkers uint64) (atk *vegeta.Attacker, hangUp func()) {
@@ -151,7 +150,5 @@ func NewBar(w io.Writer, max uint64, desc string) *progressbar.ProgressBar {
 // NewTag is a random tag that keeps one attack's Idempotency-Keys apart
 // from another's.
 func NewTag() string {
-	b := make([]byte, 4)
-	_, _ = rand.Read(b) // crypto/rand never fails on supported platforms
-	return hex.EncodeToString(b)
+	return randhex.String(4)
 }

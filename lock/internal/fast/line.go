@@ -2,11 +2,10 @@ package fast
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"strconv"
 	"time"
 
+	"flashsale/internal/randhex"
 	"flashsale/lock/internal/wire"
 )
 
@@ -50,9 +49,7 @@ type line struct {
 }
 
 func newLine(cfg Config, first Node) *line {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	id := hex.EncodeToString(b[:])
+	id := randhex.String(8)
 	prefix := cfg.Namespace + "wake:"
 	return &line{id: id, channel: prefix + id, prefix: prefix, ns: cfg.Namespace, ttl: cfg.TTL,
 		timeout: cfg.Timeout, late: cfg.Late, first: first.Pipe()}

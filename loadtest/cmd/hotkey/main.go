@@ -4,8 +4,8 @@
 // the others. (lock/bench_test.go's BenchmarkHotKey runs every contender in
 // one process, where they do.)
 //
-//	go run ./lock/cmd/hotkey                       # 1 and 4 processes, 32 contenders, lua, redlock, redlock+fence, redsync, 5 s a run
-//	go run ./lock/cmd/hotkey -procs 1,2,4 -variants redlock -json out/hotkey.json
+//	go run ./loadtest/cmd/hotkey                       # 1 and 4 processes, 32 contenders, lua, redlock, redlock+fence, redsync, 5 s a run
+//	go run ./loadtest/cmd/hotkey -procs 1,2,4 -variants redlock -json out/hotkey.json
 //
 // The command starts five redis-server nodes on loopback and waits until
 // they are older than the lease TTL + 1 s (a node younger than a TTL does not
@@ -149,7 +149,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 	rep, err := bench(ctx, s, log)
 	if rep != nil {
-		rep.Command = "go run ./lock/cmd/hotkey " + strings.Join(args, " ")
+		rep.Command = "go run ./loadtest/cmd/hotkey " + strings.Join(args, " ")
 		if werr := rep.WriteText(stdout); werr != nil {
 			err = errors.Join(err, werr)
 		}
