@@ -73,13 +73,15 @@ func join(rungs []lock.Rung) []Lesson {
 }
 
 // why is the rung's paragraph: its Markdown file, one paragraph whose
-// line breaks are spaces, as Markdown reads them.
+// line breaks are spaces, as Markdown reads them (a checkout with CRLF
+// line endings reads the same).
 func why(rung string) string {
 	b, err := whyFiles.ReadFile("why/" + rung + ".md")
 	if err != nil {
 		return ""
 	}
-	return strings.ReplaceAll(strings.TrimSpace(string(b)), "\n", " ")
+	text := strings.ReplaceAll(strings.TrimSpace(string(b)), "\r\n", "\n")
+	return strings.ReplaceAll(text, "\n", " ")
 }
 
 // Lessons lists every rung's lesson in the ladder's teaching order.
