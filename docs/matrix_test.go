@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"flashsale/curriculum"
 	"flashsale/loadtest"
-	"flashsale/lock"
 )
 
 // update rewrites the generated parts of the docs instead of comparing
@@ -48,7 +48,7 @@ func matrixTable() string {
 				b.WriteString(" **breaks** |")
 			case want == loadtest.Either:
 				notes = append(notes, fmt.Sprintf("`%s` × `%s`: %s.", v, s, loadtest.EitherWhy(v, s)))
-				if r, _ := lock.Find(v); r.JudgedAs != "" && r.Either[s] == "" {
+				if r, _ := curriculum.Find(v); r.JudgedAs != "" && r.Either[s] == "" {
 					notes[len(notes)-1] = fmt.Sprintf("`%s` × `%s`: as `%s`'s.", v, s, r.JudgedAs)
 				}
 				fmt.Fprintf(&b, " either⁽%d⁾ |", len(notes))

@@ -1,7 +1,7 @@
 // Package loadtest is flashsale's load runner: it drives the storefront with
 // vegeta (github.com/tsenart/vegeta/v12/lib) over a matrix of lock variants ×
 // fault scenarios and judges every cell against the expected outcomes
-// declared with the ladder (lock/ladder.go).
+// declared in the curriculum (curriculum/table.go).
 //
 // It is written for a reader who does not trust the app. Every figure in its
 // report comes from two places only: the database audit (GET /api/audit) and
@@ -28,7 +28,7 @@
 // redis-server nodes, reached through toxiproxy proxies, and three
 // storefront processes on one SQLite file; it stops them, by PID, when done.
 // The scenarios and their faults are in matrix.go; the expected outcomes are
-// the ladder's (lock/ladder.go), read in expected.go; one cell's steps are in
+// the curriculum's (curriculum/table.go), read in expected.go; one cell's steps are in
 // cell.go; what happens to the Redis nodes during an attack is package
 // cluster's. The sweep and the chaos run are
 // packages of their own (sweep, chaos) on the same parts: storefront (the

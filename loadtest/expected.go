@@ -4,26 +4,27 @@ import (
 	"slices"
 	"time"
 
+	"flashsale/curriculum"
 	"flashsale/lock"
 )
 
 // Outcome is what a cell of the matrix does: the sale holds, or it breaks.
 // The outcomes, and every rung's expected one per column, are declared
-// with the ladder (lock.Rung); the runner only reads them.
-type Outcome = lock.Outcome
+// by the curriculum (curriculum.Lesson); the runner only reads them.
+type Outcome = curriculum.Outcome
 
-// Outcomes, as the ladder declares them.
+// Outcomes, as the curriculum declares them.
 const (
-	Holds   = lock.Holds
-	Breaks  = lock.Breaks
-	NoClaim = lock.NoClaim
-	Either  = lock.Either
+	Holds   = curriculum.Holds
+	Breaks  = curriculum.Breaks
+	NoClaim = curriculum.NoClaim
+	Either  = curriculum.Either
 )
 
 // EitherWhy says why a cell can go either way; "" for a cell that cannot.
 // A rung judged by another's row keeps its own either cells.
 func EitherWhy(variant, scenario string) string {
-	if own, _ := lock.Find(variant); own.Either[scenario] != "" {
+	if own, _ := curriculum.Find(variant); own.Either[scenario] != "" {
 		return own.Either[scenario]
 	}
 	r, _ := judgedRung(variant)
@@ -54,10 +55,10 @@ func Expected(variant, scenario string) (Outcome, bool) {
 
 // judgedRung is the rung whose row judges variant: its own, or the one it
 // is declared to be judged as.
-func judgedRung(variant string) (lock.Rung, bool) {
-	r, ok := lock.Find(variant)
+func judgedRung(variant string) (curriculum.Lesson, bool) {
+	r, ok := curriculum.Find(variant)
 	if ok && r.JudgedAs != "" {
-		return lock.Find(r.JudgedAs)
+		return curriculum.Find(r.JudgedAs)
 	}
 	return r, ok
 }

@@ -148,7 +148,7 @@ seed {{.R.Settings.Seed}} · lock TTL {{.R.Settings.LockTTL}} · {{.R.Settings.I
 {{with .R.Command}}<br>command: <code>{{.}}</code>{{end}}</p>
 <p>Every figure comes from the database audit, the runner's own scan of the Redis nodes and vegeta's results; a cell
 <b>breaks</b> when the audit shows overselling, lost updates, double-booked seats or stuck locks, or when the
-audit and vegeta disagree about the orders. ✓ means the cell did what the ladder (lock/ladder.go) expects.</p>
+audit and vegeta disagree about the orders. ✓ means the cell did what the curriculum (curriculum/table.go) expects.</p>
 <p><b>{{len .R.Cells}} cells: {{.R.Bugs}} bugs, {{.R.NoDemos}} no-demo, {{.R.Errors}} errors, {{.R.Skipped}} skipped.</b>
 {{with .R.RedlockVsNone}} Throughput of completed sales ({{.Scenario}}): redlock {{printf "%.1f" .OfRate}}/s vs none {{printf "%.1f" .BaseRate}}/s = <b>{{printf "%.2f" .Ratio}}×</b>.{{end}}</p>
 

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"flashsale/curriculum"
 	"flashsale/loadtest/cluster"
 	"flashsale/loadtest/storefront"
 	"flashsale/lock"
@@ -83,7 +84,7 @@ type Scenario struct {
 	// several of them.
 	MinDuration time.Duration `json:"min_duration_ns,omitempty"`
 	// Only restricts the scenario to these variants; nil means all. It is
-	// the ladder's: the rungs that do not skip the column (lock.Rung.Skips)
+	// the ladder's: the rungs that do not skip the column (curriculum.Lesson.Skips)
 	// and, for a column only Redlock means anything to, the Quorum rungs.
 	Only []string `json:"only,omitempty"`
 	// Failover runs the cells on app instances whose first node is the
@@ -214,11 +215,11 @@ func Scenarios(ttl time.Duration) []Scenario {
 	})
 }
 
-// skipping restricts each scenario that some rung skips (lock.Rung.Skips)
+// skipping restricts each scenario that some rung skips (curriculum.Lesson.Skips)
 // to the rungs that do not.
 func skipping(scenarios []Scenario) []Scenario {
 	for i, s := range scenarios {
-		if s.Only == nil && slices.ContainsFunc(lock.Ladder(), func(r lock.Rung) bool { return r.Skips[s.Name] != "" }) {
+		if s.Only == nil && slices.ContainsFunc(curriculum.Lessons(), func(r curriculum.Lesson) bool { return r.Skips[s.Name] != "" }) {
 			scenarios[i].Only = rungsIn(s.Name)
 		}
 	}
@@ -260,20 +261,20 @@ func unawareTwin(s Scenario, name string) Scenario {
 // rungsIn lists the rungs that have a cell in the scenario: those whose
 // ladder entry does not skip it.
 func rungsIn(scenario string) []string {
-	return rungNames(func(r lock.Rung) bool { return r.Skips[scenario] == "" })
+	return rungNames(func(r curriculum.Lesson) bool { return r.Skips[scenario] == "" })
 }
 
 // quorumRungs lists the Redlock rungs that have a cell in the scenario:
 // the only ones a partition of the nodes or restart awareness means
 // anything to.
 func quorumRungs(scenario string) []string {
-	return rungNames(func(r lock.Rung) bool { return r.Quorum && r.Skips[scenario] == "" })
+	return rungNames(func(r curriculum.Lesson) bool { return r.Quorum && r.Skips[scenario] == "" })
 }
 
 // rungNames lists, in ladder order, the rungs keep keeps.
-func rungNames(keep func(lock.Rung) bool) []string {
+func rungNames(keep func(curriculum.Lesson) bool) []string {
 	var out []string
-	for _, r := range lock.Ladder() {
+	for _, r := range curriculum.Lessons() {
 		if keep(r) {
 			out = append(out, r.Name)
 		}

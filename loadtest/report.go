@@ -18,7 +18,7 @@ type Verdict string
 
 // Verdicts.
 const (
-	// VerdictOK: the cell did what the ladder (lock/ladder.go) expects.
+	// VerdictOK: the cell did what the curriculum (curriculum/table.go) expects.
 	VerdictOK Verdict = "ok"
 	// VerdictBug: a cell expected to hold broke. Always a failure.
 	VerdictBug Verdict = "BUG"
@@ -268,7 +268,7 @@ func (r *Report) WriteText(w io.Writer) error {
 			fmt.Fprintf(ew, "  %s: %s\n", sc.Name, strings.Join(own, ", "))
 		}
 	}
-	fmt.Fprintf(ew, "\nexpected vs seen (✓ as the ladder in lock/ladder.go expects, ✗ not; upper case marks the surprise)\n\n")
+	fmt.Fprintf(ew, "\nexpected vs seen (✓ as the curriculum in curriculum/table.go expects, ✗ not; upper case marks the surprise)\n\n")
 	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
 	fmt.Fprint(tw, "variant")
 	for _, sc := range r.Scenarios {

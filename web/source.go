@@ -5,7 +5,7 @@ import (
 	"log/slog"
 	"strings"
 
-	"flashsale/lock"
+	"flashsale/curriculum"
 )
 
 // sourceView is the answer of GET /workshop/source/{variant}. Line numbers
@@ -27,13 +27,14 @@ type sourceView struct {
 
 // loadSources reads the variant files and diffs each against its reference
 // once, at start-up: the files are embedded, so the answers never change.
-func loadSources(src sourceFS, log *slog.Logger) map[string]sourceView {
+func loadSources(lockFiles, storeFiles fs.FS, log *slog.Logger) map[string]sourceView {
 	out := map[string]sourceView{}
-	if src.lock == nil && src.store == nil {
+	if lockFiles == nil && storeFiles == nil {
 		log.Warn("web: no lock variant sources given; the workshop will not show code")
 		return out
 	}
-	for _, r := range lock.Ladder() {
+	src := curriculum.Sources(lockFiles, storeFiles)
+	for _, r := range curriculum.Lessons() {
 		text, err := fs.ReadFile(src, r.File)
 		if err != nil {
 			log.Warn("web: lock variant source missing", "variant", r.Name, "file", r.File, "err", err)
@@ -53,22 +54,6 @@ func loadSources(src sourceFS, log *slog.Logger) map[string]sourceView {
 		}
 	}
 	return out
-}
-
-// sourceFS is where a rung's files are: the lock package's at the root,
-// the inventory's (the store-guarded rungs) under "inventory/".
-type sourceFS struct{ lock, store fs.FS }
-
-// Open opens a file of either package; a package not given has no files.
-func (s sourceFS) Open(name string) (fs.File, error) {
-	src := s.lock
-	if rest, ok := strings.CutPrefix(name, "inventory/"); ok {
-		src, name = s.store, rest
-	}
-	if src == nil {
-		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
-	}
-	return src.Open(name)
 }
 
 // splitLines splits a file into lines without their line endings; a final

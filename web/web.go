@@ -78,7 +78,7 @@ func Handler(opts Options) http.Handler {
 		log = slog.Default()
 	}
 	assets := loadAssets()
-	sources := loadSources(sourceFS{lock: opts.LockSource, store: opts.StoreSource}, log)
+	sources := loadSources(opts.LockSource, opts.StoreSource, log)
 
 	mux := http.NewServeMux()
 	page := func(name string) http.HandlerFunc {

@@ -9,10 +9,10 @@ import (
 	"strings"
 	"time"
 
+	"flashsale/curriculum"
 	"flashsale/internal/cli"
 	"flashsale/loadtest"
 	"flashsale/loadtest/cluster"
-	"flashsale/lock"
 )
 
 // Config configures a chaos run: every selected variant sells side by
@@ -115,12 +115,12 @@ func (c *Config) defaults() error {
 }
 
 // Expected is what a variant must do under the given fault kinds, as the
-// ladder's rung declares it (lock.Rung.Chaos): loadtest.Holds, or
+// curriculum declares it (curriculum.Lesson.Chaos): loadtest.Holds, or
 // loadtest.Breaks with the kinds that can break it (none for a rung that
 // concurrency alone breaks); loadtest.NoClaim for a rung that claims
 // nothing here. unaware says the instances run without restart awareness.
 func Expected(variant string, kinds []string, unaware bool) (loadtest.Outcome, []string) {
-	r, ok := lock.Find(variant)
+	r, ok := curriculum.Find(variant)
 	if !ok || r.Chaos == nil {
 		return loadtest.NoClaim, nil
 	}
@@ -133,7 +133,7 @@ func Expected(variant string, kinds []string, unaware bool) (loadtest.Outcome, [
 	}
 	var by []string
 	for _, k := range kinds {
-		if slices.Contains(breakers, k) || slices.Contains(breakers, lock.AnyFault) {
+		if slices.Contains(breakers, k) || slices.Contains(breakers, curriculum.AnyFault) {
 			by = append(by, k)
 		}
 	}

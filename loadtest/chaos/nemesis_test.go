@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"flashsale/curriculum"
 	"flashsale/loadtest"
-	"flashsale/lock"
 )
 
 // The schedule is the seed's: the same seed gives the same faults at the
@@ -135,12 +135,12 @@ func TestChaosExpected(t *testing.T) {
 // kind it names must be one the nemesis has, or a typo there would quietly
 // turn a breaker into a promise to hold.
 func TestLadderNamesFaultKinds(t *testing.T) {
-	for _, r := range lock.Ladder() {
+	for _, r := range curriculum.Lessons() {
 		if r.Chaos == nil {
 			continue
 		}
 		for _, k := range slices.Concat(r.Chaos.Breakers, r.Chaos.Unaware) {
-			if k != lock.AnyFault && !slices.Contains(FaultKinds, k) {
+			if k != curriculum.AnyFault && !slices.Contains(FaultKinds, k) {
 				t.Errorf("%s: the ladder names fault kind %q, not one of %v", r.Name, k, FaultKinds)
 			}
 		}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"flashsale/curriculum"
 	"flashsale/handlers"
 	"flashsale/loadtest"
 	"flashsale/loadtest/cluster"
@@ -65,7 +66,7 @@ var labSteps = []Step{
 // sequence is labSteps and a step for every rung they leave out.
 func sequence() []Step {
 	out := slices.Clone(labSteps)
-	for _, r := range lock.Ladder() {
+	for _, r := range curriculum.Lessons() {
 		if !slices.ContainsFunc(out, func(s Step) bool { return s.Variant == r.Name }) {
 			out = append(out, Step{r.Name, r.ShowsWith, 300, 2000})
 		}

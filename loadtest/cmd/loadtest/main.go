@@ -1,5 +1,5 @@
 // Command loadtest runs flashsale's lock variants × fault scenarios matrix
-// with vegeta and judges every cell against the expected outcomes declared with the ladder (lock/ladder.go).
+// with vegeta and judges every cell against the expected outcomes declared in the curriculum (curriculum/table.go).
 //
 //	go run ./loadtest/cmd/loadtest                 # the full matrix, on its own Redis nodes and 3 app instances
 //	go run ./loadtest/cmd/loadtest -quick          # a few seconds a cell
@@ -8,7 +8,7 @@
 //	go run ./loadtest/cmd/loadtest -sweep          # one hot SKU at 200, 500, 1000 req/s for none, lua, redlock, redlock+fence
 //	go run ./loadtest/cmd/loadtest -sweep -batch -db postgres://…   # the same with orders batched under one lease, on PostgreSQL
 //
-// Exit status: 0 when every cell did what the ladder (lock/ladder.go) expects; 1 when a cell
+// Exit status: 0 when every cell did what the curriculum (curriculum/table.go) expects; 1 when a cell
 // that must hold broke, a cell could not be judged, or (with -strict) a cell
 // that must break held; 2 when the run could not start.
 package main
@@ -88,7 +88,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		spike      = fs.Bool("spike", false, "the flash-sale spike: -sweep -batch at "+cli.Join(sweep.SpikeRates)+"/s for "+strings.Join(sweep.SpikeVariants, ",")+" (flags given win); exits 1 when a lock variant misses a spike target")
 	)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: loadtest [flags]\n\nRuns every lock variant under every fault scenario with vegeta and judges each cell against the expected outcomes declared with the ladder (lock/ladder.go).\n\n")
+		fmt.Fprintf(stderr, "usage: loadtest [flags]\n\nRuns every lock variant under every fault scenario with vegeta and judges each cell against the expected outcomes declared in the curriculum (curriculum/table.go).\n\n")
 		fs.PrintDefaults()
 	}
 	if exit, ok := cli.Parse(fs, args, stderr); !ok {

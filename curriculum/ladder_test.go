@@ -1,4 +1,4 @@
-package lock_test
+package curriculum_test
 
 import (
 	"io/fs"
@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"flashsale/curriculum"
 	"flashsale/handlers"
 	"flashsale/inventory"
 	"flashsale/loadtest"
@@ -17,30 +18,27 @@ import (
 	"flashsale/web"
 )
 
-// The recipe for a new rung is its file and one entry in the ladder: this
-// checks that an entry is whole, and that everything which lists rungs
-// lists it from there: the matrix, the workshop page, the workshop's
-// sequence and the production allow-list.
+// The recipe for a new rung is its file, one entry in lock's ladder and its
+// lesson here: this checks that a lesson is whole, and that everything
+// which lists rungs lists it from there: the matrix, the workshop page, the
+// workshop's sequence and the production allow-list.
 func TestLadderIsDeclaredOnce(t *testing.T) {
 	scenarios := loadtest.ScenarioNames()
-	column := func(r lock.Rung, what, s string) {
+	column := func(r curriculum.Lesson, what, s string) {
 		if !slices.Contains(scenarios, s) {
 			t.Errorf("%s: %s names %q, not a column of the matrix (%s)", r.Name, what, s, strings.Join(scenarios, ", "))
 		}
 	}
 	page := web.Handler(web.Options{LockSource: lock.Source, StoreSource: inventory.Source, Logger: slog.New(slog.DiscardHandler)})
+	files := curriculum.Sources(lock.Source, inventory.Source)
 	seen := map[string]bool{}
-	for _, r := range lock.Ladder() {
+	for _, r := range curriculum.Lessons() {
 		if seen[r.Name] {
 			t.Errorf("%s is in the ladder twice", r.Name)
 		}
 		seen[r.Name] = true
 		for _, f := range []string{r.File, r.Reference} {
-			src, name := fs.FS(lock.Source), f
-			if rest, ok := strings.CutPrefix(f, "inventory/"); ok {
-				src, name = inventory.Source, rest
-			}
-			if _, err := fs.Stat(src, name); err != nil {
+			if _, err := fs.Stat(files, f); err != nil {
 				t.Errorf("%s: its file %s is not embedded: %v", r.Name, f, err)
 			}
 		}
@@ -66,7 +64,7 @@ func TestLadderIsDeclaredOnce(t *testing.T) {
 				t.Errorf("%s skips %s without saying why", r.Name, s)
 			}
 		}
-		if _, ok := lock.Find(r.JudgedAs); r.JudgedAs != "" && !ok {
+		if _, ok := curriculum.Find(r.JudgedAs); r.JudgedAs != "" && !ok {
 			t.Errorf("%s is judged as %q, not a rung", r.Name, r.JudgedAs)
 		}
 

@@ -1,0 +1,97 @@
+package curriculum
+
+import (
+	"embed"
+	"slices"
+	"strings"
+
+	"flashsale/lock"
+)
+
+// Lesson is one rung of lock's ladder with what the workshop teaches about
+// it and what the load and chaos runners expect of it.
+type Lesson struct {
+	// Rung is the rung as package lock declares it: its name (as in the
+	// X-Lock-Variant header), file, guard, fencing and correctness.
+	lock.Rung
+
+	// Reference is the file of the correct rung this one is read beside,
+	// named as Rung.File is. A broken rung's file differs from its
+	// reference by its flaw; a fenced rung's file holds only what fencing
+	// adds to the rung it builds on; a store-guarded rung is correct on its
+	// own and is its own reference.
+	Reference string
+	// ShowsWith is the matrix column (a scenario name) the workshop shows
+	// the rung under: the one that breaks it, or, for a correct rung, the
+	// one that breaks the rung before it.
+	ShowsWith string
+	// Why is the workshop's paragraph on the rung (why/<rung>.md): why it
+	// breaks, or why it holds.
+	Why string
+
+	// Breaks are the matrix columns in which the rung breaks; Either are
+	// those where it may go either way, with why; NoClaim those where it is
+	// run and shown but promised nothing. It holds in every other column
+	// that applies to it.
+	Breaks  []string
+	Either  map[string]string
+	NoClaim []string
+	// JudgedAs names the rung whose row of the matrix this one is judged
+	// by, when it is not its own; the rung's own Either cells go either
+	// way all the same.
+	JudgedAs string
+	// Quorum rungs ask a majority of the nodes (Redlock): only they have
+	// cells in the columns that split the nodes between instances or turn
+	// restart awareness off, which no single-node rung has.
+	Quorum bool
+	// Skips are the matrix columns the rung has no cell in, with why.
+	Skips map[string]string
+
+	// Chaos is what the chaos runner expects of the rung under its
+	// nemesis; nil: it is run and shown there, promised nothing.
+	Chaos *ChaosClaim
+}
+
+//go:embed why/*.md
+var whyFiles embed.FS
+
+// ladder is every lesson in lock's ladder order, each joined with its
+// rung and its paragraph.
+var ladder = join(lock.Ladder())
+
+// join is the lesson of every rung, in the rungs' order. A rung without an
+// entry in lessons, or without a paragraph, gets an empty one: the tests
+// name it.
+func join(rungs []lock.Rung) []Lesson {
+	out := make([]Lesson, len(rungs))
+	for i, r := range rungs {
+		out[i] = lessons[r.Name]
+		out[i].Rung = r
+		out[i].Why = why(r.Name)
+	}
+	return out
+}
+
+// why is the rung's paragraph: its Markdown file, one paragraph whose
+// line breaks are spaces, as Markdown reads them (a checkout with CRLF
+// line endings reads the same).
+func why(rung string) string {
+	b, err := whyFiles.ReadFile("why/" + rung + ".md")
+	if err != nil {
+		return ""
+	}
+	text := strings.ReplaceAll(strings.TrimSpace(string(b)), "\r\n", "\n")
+	return strings.ReplaceAll(text, "\n", " ")
+}
+
+// Lessons lists every rung's lesson in the ladder's teaching order.
+func Lessons() []Lesson { return slices.Clone(ladder) }
+
+// Find is the lesson of the rung named name.
+func Find(name string) (Lesson, bool) {
+	i := slices.IndexFunc(ladder, func(l Lesson) bool { return l.Name == name })
+	if i < 0 {
+		return Lesson{}, false
+	}
+	return ladder[i], true
+}

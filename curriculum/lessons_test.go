@@ -1,0 +1,69 @@
+package curriculum
+
+import (
+	"io/fs"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+
+	"flashsale/lock"
+)
+
+// The table has a lesson for exactly the rungs lock declares, and Lessons
+// lists them in lock's order.
+func TestTableIsTheLadder(t *testing.T) {
+	names := lock.Names()
+	for name := range lessons {
+		if !slices.Contains(names, name) {
+			t.Errorf("the table has a lesson for %q, which is not a rung of lock's ladder", name)
+		}
+	}
+	var got []string
+	for _, l := range Lessons() {
+		if _, ok := lessons[l.Name]; !ok {
+			t.Errorf("%s: a rung of lock's ladder without a lesson in the table", l.Name)
+		}
+		if r, _ := lock.Find(l.Name); l.Rung.File != r.File {
+			t.Errorf("%s: the lesson's rung is not lock's", l.Name)
+		}
+		got = append(got, l.Name)
+	}
+	if !slices.Equal(got, names) {
+		t.Errorf("Lessons() = %v, lock.Names() = %v", got, names)
+	}
+	if len(lessons) != len(names) {
+		t.Errorf("the table has %d lessons (%v), the ladder %d rungs", len(lessons), slices.Sorted(maps.Keys(lessons)), len(names))
+	}
+	for _, name := range names {
+		if l, ok := Find(name); !ok || l.Name != name {
+			t.Errorf("Find(%q) = %q, %v", name, l.Name, ok)
+		}
+	}
+	if _, ok := Find("no-such-rung"); ok {
+		t.Error("Find found a rung that is not in the ladder")
+	}
+}
+
+// Every rung has its paragraph, and every paragraph is a rung's: a file
+// under why/ named for no rung would never be shown.
+func TestWhyFiles(t *testing.T) {
+	files, err := fs.Glob(whyFiles, "why/*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		name, ok := strings.CutSuffix(strings.TrimPrefix(f, "why/"), ".md")
+		if _, rung := lock.Find(name); !ok || !rung {
+			t.Errorf("%s is the paragraph of no rung", f)
+		}
+	}
+	for _, l := range Lessons() {
+		switch {
+		case l.Why == "":
+			t.Errorf("%s: no paragraph (why/%s.md)", l.Name, l.Name)
+		case strings.Contains(l.Why, "\n") || strings.Contains(l.Why, "  "):
+			t.Errorf("%s: the paragraph is not one line of text: %q", l.Name, l.Why)
+		}
+	}
+}
