@@ -47,7 +47,7 @@ import (
 // used. What stays the same either way: every rung's acquire, release and
 // extend, the watchdog, the fault points, restart awareness, and the
 // transport beneath Redlock: its votes always travel on one pipelined
-// connection per node (pipe.go). That transport is not a speed feature one
+// connection per node (internal/node). That transport is not a speed feature one
 // could do without: sending each vote on a pooled go-redis connection from
 // a goroutine of its own, tried as the plain transport, missed the per-node
 // timeout under a flash sale's hundreds of waiters, and every vote then

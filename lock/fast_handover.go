@@ -147,7 +147,7 @@ func (l *Locker) received(kw *keyWait) (*Lease, bool) {
 func (r *redlock) releaseThen(ctx context.Context, k keys, value string, valid bool, queued func()) error {
 	u, need := r.majority(), r.quorum()
 	if valid {
-		u, need = until{yes: 1}, 1
+		u, need = enough{yes: 1}, 1
 	}
 	// send has queued a command on every node's connection when it returns
 	// (none where ctx was done already: the next waiter's try then finds

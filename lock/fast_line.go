@@ -52,13 +52,13 @@ type line struct {
 	first   *wire.Pipe
 }
 
-func newLine(cfg *config, first *node) *line {
+func newLine(cfg *config, first *wire.Pipe) *line {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	id := hex.EncodeToString(b[:])
 	prefix := cfg.namespace + "wake:"
 	return &line{id: id, channel: prefix + id, prefix: prefix, ns: cfg.namespace, ttl: cfg.ttl,
-		timeout: cfg.nodeTimeout, late: lateWindow(cfg), first: first.pipe}
+		timeout: cfg.nodeTimeout, late: cfg.lateWindow(), first: first}
 }
 
 // The scripts of the line, run on the first node.

@@ -24,7 +24,7 @@ type subscription struct {
 // connection per node (the first one subscribed to the line channel at
 // once, the others only while a key's room needs them) and a goroutine
 // reading each. A new connection's handshake turns the node's keyspace
-// notifications on (restart.go), so it is only now, with the speed layer
+// notifications on (internal/node), so it is only now, with the speed layer
 // on, that the app configures them. Rooms already open are subscribed
 // again.
 func (w *waker) listen() {
@@ -36,7 +36,7 @@ func (w *waker) listen() {
 	ctx, stop := context.WithCancel(w.ctx)
 	w.stop = stop
 	for i, n := range w.nodes {
-		c := n.rdb
+		c := n.Client()
 		sub := subscription{ps: c.Subscribe(ctx), prefix: fmt.Sprintf("__keyspace@%d__:", c.Options().DB)}
 		if i == 0 {
 			// This process's wake-ups from the keys' waiting lines (fast_line.go).
@@ -150,7 +150,7 @@ func (w *waker) sync(key string) {
 	// is not asked, which would cost the waiter the confirmation's wait.
 	for i, s := range w.subs {
 		n++
-		if w.nodes[i].pipe.Silent(w.line.timeout) {
+		if w.nodes[i].Pipe().Silent(w.line.timeout) {
 			continue
 		}
 		if w.subscribe(s, s.prefix+key) {

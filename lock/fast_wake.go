@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"flashsale/lock/internal/node"
 )
 
 // This file is part of the speed layer (fast.go): the waiting rooms of a
@@ -24,7 +26,7 @@ import (
 type waker struct {
 	cancel context.CancelFunc
 	ctx    context.Context // done when the lockers close
-	nodes  []*node
+	nodes  []*node.Node
 	line   *line // the keys' waiting lines (fast_line.go); nil without notifications
 	// subMu is held while a key's subscription is matched to its
 	// waiting room (sync), and while listening starts or stops; under it,
@@ -129,12 +131,12 @@ func (kw *keyWait) wake() {
 	kw.freed = make(chan struct{})
 }
 
-func newWaker(cfg *config, nodes []*node) *waker {
+func newWaker(cfg *config, nodes []*node.Node) *waker {
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &waker{ctx: ctx, cancel: cancel, nodes: nodes, keys: map[string]*keyWait{}, held: map[string]*Lease{}, subscribed: map[string]int{},
 		confirmed: map[string]chan struct{}{}, contended: map[string]time.Time{}, placed: map[string]time.Time{}}
 	if cfg.notifications {
-		w.line = newLine(cfg, nodes[0])
+		w.line = newLine(cfg, nodes[0].Pipe())
 	}
 	return w
 }

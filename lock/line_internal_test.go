@@ -51,7 +51,7 @@ func TestLineJoinReadLate(t *testing.T) {
 				Handshake: func(context.Context, net.Conn, *bufio.Reader) (string, error) { return "", nil },
 			})
 			defer p.Close()
-			q := newLine(cfg, &node{pipe: p})
+			q := newLine(cfg, p)
 			key := "jl:lock:" + t.Name()
 			if err := raw.Set(ctx, key, "holder", time.Minute).Err(); err != nil {
 				t.Fatal(err)

@@ -10,7 +10,7 @@
 // needs: the lease and its release (this file), waiting for a busy lock as
 // the Redis distlock page describes it (retry.go), fault points
 // (faults.go), the watchdog, the check before a write (lease_check.go),
-// restart awareness (restart.go), errors. Two variants differ only in the
+// restart awareness (internal/node), errors. Two variants differ only in the
 // lines that make one of them wrong.
 //
 // Beside the ladder is the speed layer (fast.go and the fast_*.go files):
@@ -20,7 +20,7 @@
 // never grants. Switched off (WithFast, Lockers.SetFast), what runs is
 // exactly the ladder and the machinery; fast.go says what the switch
 // changes and the one thing that is not the page's but stays on: Redlock's
-// pipelined connections (pipe.go).
+// pipelined connections (internal/node).
 package lock
 
 import (
