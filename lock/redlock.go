@@ -16,8 +16,9 @@ import (
 // Where it breaks: a node that restarts without its data forgets the locks
 // it granted. If a lease held a bare quorum, the restarted node can vote for
 // a second client: two holders. The page's answer is the delayed restart,
-// which restart awareness (internal/node) applies for every client. A holder paused past its
-// validity still needs fencing (redlock_fence.go), as for lua.
+// which restart awareness (internal/node) applies for every client. A
+// holder paused past its validity still needs fencing (redlock_fence.go),
+// as for lua.
 //
 // Where this code differs from the page, each difference is marked "Here:"
 // where it happens.

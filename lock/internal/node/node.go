@@ -128,7 +128,7 @@ func (n *Node) Open() {
 	}()
 }
 
-// Close closes both connections.
+// Close closes the client and the votes' connection.
 func (n *Node) Close() error {
 	n.pipe.Close()
 	return n.rdb.Close()
