@@ -150,8 +150,8 @@ func TestPersistenceLab(t *testing.T) {
 	}
 	// The log line the lab quotes is the one the app writes.
 	quote := regexp.MustCompile(`"(redis node restarted[^"]*)"`).FindStringSubmatch(strings.Join(strings.Fields(sec), " "))
-	if quote == nil || !strings.Contains(read(t, "lock/restart.go"), quote[1]) {
-		t.Errorf("the lab quotes the restart log line %v, which lock/restart.go does not write", quote)
+	if quote == nil || !strings.Contains(read(t, "lock/internal/node/restart.go"), quote[1]) {
+		t.Errorf("the lab quotes the restart log line %v, which lock/internal/node/restart.go does not write", quote)
 	}
 	flat := strings.Join(strings.Fields(sec), " ")
 	for _, c := range []struct{ quote, file string }{

@@ -24,7 +24,7 @@ var (
 	// at a fault point, exactly as a process dying there would.
 	ErrCrashed = errors.New("lock: holder crashed at an injected fault point")
 	// ErrNodeLate marks a node whose answer was not in, though the node
-	// was answering (pipe.go) and was waited for past the per-node timeout
+	// was answering and was waited for past the per-node timeout
 	// (quorum.go): this process was too busy to read it in time, or the
 	// node is slow. Either way the node is up, so the vote says busy,
 	// never unavailable.

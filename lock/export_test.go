@@ -16,10 +16,10 @@ func (l *Locker) WaitingHere(name string) bool { return l.wake.Waiting(l.keysFor
 // background when the lockers are made.
 func (s *Lockers) VotesOpen(ctx context.Context) error {
 	for _, n := range s.nodes {
-		for !n.pipe.Answering(time.Now()) {
+		for !n.Pipe().Answering(time.Now()) {
 			select {
 			case <-ctx.Done():
-				return fmt.Errorf("votes' connection to %s not open: %w", n.addr, ctx.Err())
+				return fmt.Errorf("votes' connection to %s not open: %w", n.Addr(), ctx.Err())
 			case <-time.After(time.Millisecond):
 			}
 		}

@@ -4,10 +4,8 @@ import (
 	"context"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"flashsale/lock/internal/fast"
-	"flashsale/lock/internal/wire"
+	"flashsale/lock/internal/node"
 )
 
 // Speed layer.
@@ -35,21 +33,15 @@ import (
 type waker = fast.Waker[*Lease]
 
 // newWaker is the speed layer over the lockers' nodes, first node first.
-func newWaker(cfg *config, nodes []*node) *waker {
+func newWaker(cfg *config, nodes []*node.Node) *waker {
 	fn := make([]fast.Node, len(nodes))
 	for i, n := range nodes {
 		fn[i] = n
 	}
-	fc := fast.Config{TTL: cfg.ttl, Timeout: cfg.nodeTimeout, Late: lateWindow(cfg), Namespace: cfg.namespace,
+	fc := fast.Config{TTL: cfg.ttl, Timeout: cfg.nodeTimeout, Late: cfg.lateWindow(), Namespace: cfg.namespace,
 		Lines: cfg.notifications, BackoffMin: cfg.backoffMin, BackoffMax: cfg.backoffMax}
 	return fast.New(fc, fn, (*Lease).ValidUntil, func(ctx context.Context, l *Lease) { l.releaseLater(ctx) })
 }
-
-// Client is the node's client: with Pipe, what the speed layer needs of it.
-func (n *node) Client() *redis.Client { return n.rdb }
-
-// Pipe is the node's votes' connection.
-func (n *node) Pipe() *wire.Pipe { return n.pipe }
 
 // lined reports whether the variant's waiters stand in a key's line across
 // processes: the owner-checked variants, whose keys only a release by the
@@ -251,7 +243,7 @@ type orderedRelease interface {
 func (r *redlock) releaseThen(ctx context.Context, k keys, value string, valid bool, queued func()) error {
 	u, need := r.majority(), r.quorum()
 	if valid {
-		u, need = until{yes: 1}, 1
+		u, need = enough{yes: 1}, 1
 	}
 	// send has queued a command on every node's connection when it returns
 	// (none where ctx was done already: the next waiter's try then finds

@@ -99,7 +99,7 @@ func TestReleaseHandsTheLeaseToAWaiterHere(t *testing.T) {
 					}
 				}
 			}
-			first := ls.nodes[0].rdb
+			first := ls.nodes[0].Client()
 			if v, err := first.Get(ctx, key).Result(); err != nil || v != next.Owner() {
 				t.Errorf("the key carries %q (%v), want the new holder's value", v, err)
 			}
@@ -147,7 +147,7 @@ func TestHandOverToAClosedRoomIsGivenBack(t *testing.T) {
 				if when == "after" {
 					ls.wake.Leave(key, kw)
 				}
-				first := ls.nodes[0].rdb
+				first := ls.nodes[0].Client()
 				deadline := time.Now().Add(2 * time.Second)
 				for {
 					err := first.Get(ctx, key).Err()

@@ -10,7 +10,7 @@
 // needs: the lease and its release (this file), waiting for a busy lock as
 // the Redis distlock page describes it (retry.go), fault points
 // (faults.go), the watchdog, the check before a write (lease_check.go),
-// restart awareness (restart.go), errors. Two variants differ only in the
+// restart awareness (internal/node), errors. Two variants differ only in the
 // lines that make one of them wrong.
 //
 // Beside the ladder is the speed layer, its seam in fast.go and the rest in
@@ -19,7 +19,7 @@
 // release for Redlock, an early busy answer. It decides who tries next and
 // when; it never grants. Switched off (WithFast, Lockers.SetFast), what runs
 // is exactly the ladder and the machinery, and Redlock's pipelined
-// connections (pipe.go), which stay on either way.
+// connections (internal/node), which stay on either way.
 package lock
 
 import (

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"flashsale/lock/internal/node"
 )
 
 // Lockers is every variant of the ladder over one set of Redis nodes, built
@@ -17,7 +19,7 @@ import (
 type Lockers struct {
 	cfg    *config
 	cancel context.CancelFunc // stops the nodes' background re-seeds
-	nodes  []*node
+	nodes  []*node.Node
 	byName map[string]*Locker
 	wake   *waker
 	fastMu sync.Mutex // orders SetFast's switch and the waker's listening
@@ -51,28 +53,20 @@ func NewLockers(nodes []*redis.Options, opts ...Option) (*Lockers, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Lockers{cfg: cfg, cancel: cancel}
+	nc := cfg.nodeConfig()
 	if cfg.sentinel != nil {
-		s.nodes = append(s.nodes, newFailoverNode(ctx, cfg.sentinel, cfg))
+		s.nodes = append(s.nodes, node.NewFailover(ctx, cfg.sentinel, nc))
 	}
 	for _, o := range nodes {
-		s.nodes = append(s.nodes, newNode(ctx, o, cfg))
+		s.nodes = append(s.nodes, node.New(ctx, o, nc))
 	}
-	for _, n := range s.nodes {
-		n.peers = s.nodes
-	}
+	node.Join(s.nodes)
 	s.wake = newWaker(cfg, s.nodes)
 	if cfg.fast.Load() {
 		s.wake.Listen()
 	}
-	// Open a connection to every node now, in the background: the first
-	// connection runs the restart check, and a vote should not pay for it.
 	for _, n := range s.nodes {
-		n.pipe.Open()
-		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			defer cancel()
-			_ = n.rdb.Ping(ctx).Err()
-		}()
+		n.Open()
 	}
 	s.byName = make(map[string]*Locker, len(ladder))
 	for _, r := range ladder {
@@ -83,16 +77,10 @@ func NewLockers(nodes []*redis.Options, opts ...Option) (*Lockers, error) {
 }
 
 // first is the client of the node the single-node variants use.
-func (s *Lockers) first() *redis.Client { return s.nodes[0].rdb }
+func (s *Lockers) first() *redis.Client { return s.nodes[0].Client() }
 
 // redlock is the Redlock core over every node.
-func (s *Lockers) redlock() *redlock {
-	r := &redlock{nodes: s.nodes, cfg: s.cfg}
-	for _, n := range s.nodes {
-		r.pipes = append(r.pipes, piped{n})
-	}
-	return r
-}
+func (s *Lockers) redlock() *redlock { return &redlock{nodes: s.nodes, cfg: s.cfg} }
 
 // reach is how to check that the nodes a variant needs answer.
 func (s *Lockers) reach(v variant) func(context.Context) error {
@@ -159,18 +147,18 @@ func (s *Lockers) TTL() time.Duration { return s.cfg.ttl }
 func (s *Lockers) Clients() []*redis.Client {
 	out := make([]*redis.Client, len(s.nodes))
 	for i, n := range s.nodes {
-		out[i] = n.rdb
+		out[i] = n.Client()
 	}
 	return out
 }
 
 // Voting is how many nodes may vote now, as far as this process knows: a
 // node younger than the TTL + drift, or whose fencing counters are not yet
-// re-seeded for its incarnation, may not (restart.go).
+// re-seeded for its incarnation, may not (restart awareness, internal/node).
 func (s *Lockers) Voting() int {
 	now, n := time.Now(), 0
 	for _, nd := range s.nodes {
-		if nd.counts("", now) {
+		if nd.Counts("", now) {
 			n++
 		}
 	}
@@ -182,20 +170,20 @@ func (s *Lockers) Quorum() int { return len(s.nodes)/2 + 1 }
 
 // Ping reports ErrUnavailable unless a quorum of nodes answers PING and may
 // vote (a node that started less than a TTL ago, or whose fencing counters
-// are not re-seeded yet, may not: restart.go). A node whose votes'
+// are not re-seeded yet, may not: internal/node). A node whose votes'
 // connection has owed an answer for a per-node timeout and sent nothing
 // (wire.Pipe.Silent: frozen, cut off) is not asked: it would hold the
 // answer for the ping's whole timeout, past the budget of a waiter that
 // asks once its wait ran out (Locker.reachable).
 func (s *Lockers) Ping(ctx context.Context) error {
-	errs := forEachNode(ctx, s.nodes, s.cfg.nodeTimeout*4, func(ctx context.Context, n *node) error {
-		if n.pipe.Silent(s.cfg.nodeTimeout) {
+	errs := node.ForEach(ctx, s.nodes, s.cfg.nodeTimeout*4, func(ctx context.Context, n *node.Node) error {
+		if n.Pipe().Silent(s.cfg.nodeTimeout) {
 			return fmt.Errorf("nothing heard on the votes' connection for %v: %w", s.cfg.nodeTimeout, context.DeadlineExceeded)
 		}
-		if err := n.rdb.Ping(ctx).Err(); err != nil {
+		if err := n.Client().Ping(ctx).Err(); err != nil {
 			return err
 		}
-		if !n.counts("", time.Now()) {
+		if !n.Counts("", time.Now()) {
 			return errors.New("restarted less than a TTL ago, or fencing counters not re-seeded yet: does not vote")
 		}
 		return nil
@@ -224,16 +212,16 @@ type StuckLock struct {
 func (s *Lockers) StuckLocks(ctx context.Context) ([]StuckLock, error) {
 	var mu sync.Mutex
 	var out []StuckLock
-	errs := forEachNode(ctx, s.nodes, scanTimeout, func(ctx context.Context, n *node) error {
-		iter := n.rdb.Scan(ctx, 0, s.cfg.namespace+"lock:*", 1000).Iterator()
+	errs := node.ForEach(ctx, s.nodes, node.ScanTimeout, func(ctx context.Context, n *node.Node) error {
+		iter := n.Client().Scan(ctx, 0, s.cfg.namespace+"lock:*", 1000).Iterator()
 		for iter.Next(ctx) {
-			ttl, err := n.rdb.PTTL(ctx, iter.Val()).Result()
+			ttl, err := n.Client().PTTL(ctx, iter.Val()).Result()
 			if err != nil {
 				return err
 			}
 			if ttl == -1 { // go-redis reports "no TTL" as -1 (and -2 for gone)
 				mu.Lock()
-				out = append(out, StuckLock{Node: n.addr, Key: strings.TrimPrefix(iter.Val(), s.cfg.namespace+"lock:")})
+				out = append(out, StuckLock{Node: n.Addr(), Key: strings.TrimPrefix(iter.Val(), s.cfg.namespace+"lock:")})
 				mu.Unlock()
 			}
 		}
@@ -247,10 +235,10 @@ func (s *Lockers) StuckLocks(ctx context.Context) ([]StuckLock, error) {
 // across one can never carry the same token as a holder of the new sale.
 // Nodes that do not answer are reported in the error.
 func (s *Lockers) Reset(ctx context.Context) error {
-	errs := forEachNode(ctx, s.nodes, scanTimeout, func(ctx context.Context, n *node) error {
-		iter := n.rdb.Scan(ctx, 0, s.cfg.namespace+"lock:*", 1000).Iterator()
+	errs := node.ForEach(ctx, s.nodes, node.ScanTimeout, func(ctx context.Context, n *node.Node) error {
+		iter := n.Client().Scan(ctx, 0, s.cfg.namespace+"lock:*", 1000).Iterator()
 		for iter.Next(ctx) {
-			if err := n.rdb.Del(ctx, iter.Val()).Err(); err != nil {
+			if err := n.Client().Del(ctx, iter.Val()).Err(); err != nil {
 				return err
 			}
 		}
@@ -265,35 +253,7 @@ func (s *Lockers) Close() error {
 	s.wake.Close()
 	var errs []error
 	for _, n := range s.nodes {
-		n.pipe.Close()
-		errs = append(errs, n.rdb.Close())
+		errs = append(errs, n.Close())
 	}
 	return errors.Join(errs...)
-}
-
-// scanTimeout bounds a whole-keyspace walk of one node, so a paused node
-// delays an audit or a reset by this much at most.
-const scanTimeout = 2 * time.Second
-
-// forEachNode runs fn on every node in parallel, each under its own timeout
-// (none when timeout is 0), and returns each node's error, in node order,
-// wrapped with the node's address.
-func forEachNode(ctx context.Context, nodes []*node, timeout time.Duration, fn func(context.Context, *node) error) []error {
-	errs := make([]error, len(nodes))
-	var wg sync.WaitGroup
-	for i, n := range nodes {
-		wg.Go(func() {
-			ctx := ctx
-			if timeout > 0 {
-				var cancel context.CancelFunc
-				ctx, cancel = context.WithTimeout(ctx, timeout)
-				defer cancel()
-			}
-			if err := fn(ctx, n); err != nil {
-				errs[i] = fmt.Errorf("node %s: %w", n.addr, err)
-			}
-		})
-	}
-	wg.Wait()
-	return errs
 }

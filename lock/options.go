@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"flashsale/lock/internal/node"
 )
 
 // config is what every Locker of one Lockers set shares.
@@ -39,6 +41,29 @@ func defaultConfig() *config {
 	return c
 }
 
+// nodeConfig is what the nodes need of c, once NewLockers has settled it.
+func (c *config) nodeConfig() *node.Config {
+	return &node.Config{
+		TTL: c.ttl, Timeout: c.nodeTimeout, Namespace: c.namespace, RestartAware: c.restartAware,
+		SitOut: sitOut, Logger: c.logger,
+		// Keyspace notifications are the speed layer's waking.
+		Notify: func() bool { return c.notifications && c.fast.Load() },
+	}
+}
+
+// lateWindow is how long a silent node still counts as up but late
+// (node.LateWindow).
+func (c *config) lateWindow() time.Duration { return node.LateWindow(c.nodeTimeout, c.ttl) }
+
+// MinUptime is the uptime a node must report (INFO uptime_in_seconds) before
+// it may vote in a Redlock whose largest TTL is ttl: TTL + drift, plus the
+// second by which a whole-second uptime can overstate the real one.
+func MinUptime(ttl time.Duration) time.Duration { return sitOut(ttl) + time.Second }
+
+// sitOut is how long a node whose data lost keys stays out, for a largest
+// TTL in use of ttl.
+func sitOut(ttl time.Duration) time.Duration { return ttl + drift(ttl) }
+
 // Option configures a Lockers set.
 type Option func(*config)
 
@@ -62,7 +87,7 @@ func WithWatchdog(on bool) Option { return func(c *config) { c.watchdog.Store(on
 // just started) until every lease its previous incarnation can have granted
 // has run out, a bit more than the largest TTL any client of it uses, and
 // re-seed a node's fencing counters from the other nodes once per
-// incarnation before it counts (restart.go says how). Default on; turn it
+// incarnation before it counts (docs/design.md says how). Default on; turn it
 // off only to show the double grant it prevents.
 func WithRestartAwareness(on bool) Option { return func(c *config) { c.restartAware = on } }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"flashsale/lock/internal/node"
 )
 
 // This file is Redlock's bookkeeping (redlock.go): one round of a command
@@ -11,9 +13,9 @@ import (
 
 // vote is one node's answer as Redlock counts it: heard (or given up on),
 // yes or no, the number it answered, and whether its incarnation may vote
-// (restart.go).
+// (restart awareness, internal/node).
 type vote struct {
-	n      *node
+	n      *node.Node
 	heard  bool
 	yes    bool
 	counts bool
@@ -21,24 +23,24 @@ type vote struct {
 	err    error
 }
 
-// until says when a round is decided: yes votes that count, with the first
+// enough says when a round is decided: yes votes that count, with the first
 // node heard from too if first, or so many no votes (and failures) that yes
 // is out of reach.
-type until struct {
+type enough struct {
 	yes   int
 	first bool
 }
 
 // majority is the usual rule: a quorum of yes, or a quorum out of reach.
-func (r *redlock) majority() until { return until{yes: r.quorum()} }
+func (r *redlock) majority() enough { return enough{yes: r.quorum()} }
 
-func (u until) decided(votes []vote) bool {
-	yes, no := count(votes)
-	return (yes >= u.yes && (!u.first || votes[0].heard)) || no > len(votes)-u.yes
+func (e enough) decided(votes []vote) bool {
+	yes, no := counted(votes)
+	return (yes >= e.yes && (!e.first || votes[0].heard)) || no > len(votes)-e.yes
 }
 
-// count counts the nodes heard from: yes votes that count, and the rest.
-func count(votes []vote) (yes, no int) {
+// counted counts the nodes heard from: yes votes that count, and the rest.
+func counted(votes []vote) (yes, no int) {
 	for _, v := range votes {
 		switch {
 		case !v.heard:
@@ -54,39 +56,39 @@ func count(votes []vote) (yes, no int) {
 // reply is one node's answer, by the node's index.
 type reply struct {
 	i int
-	answer
+	node.Answer
 }
 
-// ask sends c to every node and gathers the votes until u decides. A
+// ask sends c to every node and gathers the votes until need decides. A
 // first node that has owed an answer for a per-node timeout and sent
-// nothing (wire.Pipe.Silent: frozen, cut off) is not waited for even if u
-// asks for it: the round would give up on it all the same, a timeout or a
-// late window later, at every try.
-func (r *redlock) ask(ctx context.Context, c command, u until) []vote {
-	if u.first && r.nodes[0].pipe.Silent(r.cfg.nodeTimeout) {
-		u.first = false
+// nothing (wire.Pipe.Silent: frozen, cut off) is not waited for even if
+// need asks for it: the round would give up on it all the same, a timeout
+// or a late window later, at every try.
+func (r *redlock) ask(ctx context.Context, c node.Command, need enough) []vote {
+	if need.first && r.nodes[0].Pipe().Silent(r.cfg.nodeTimeout) {
+		need.first = false
 	}
-	return r.gather(ctx, r.send(ctx, c), u)
+	return r.gather(ctx, r.send(ctx, c), need)
 }
 
-// send sends c to every node at once, each on its own connection, and
-// returns where their answers arrive.
-func (r *redlock) send(ctx context.Context, c command) <-chan reply {
+// send sends c to every node at once, each on its own pipelined connection
+// (node.Send), and returns where their answers arrive.
+func (r *redlock) send(ctx context.Context, c node.Command) <-chan reply {
 	replies := make(chan reply, len(r.nodes)) // never blocks a node's reader
-	for i, n := range r.instances() {
-		n.send(ctx, c, func(a answer) { replies <- reply{i, a} })
+	for i, n := range r.nodes {
+		n.Send(ctx, c, func(a node.Answer) { replies <- reply{i, a} })
 	}
 	return replies
 }
 
-// gather counts the answers until u says the outcome is known, or the
+// gather counts the answers until need says the outcome is known, or the
 // per-node timeout passes: a node not heard from by then has failed,
-// unless it is answering (pipe.go) and only the reading was late; its vote
-// is then waited for until lateWindow from the round's start. Given up on,
+// unless it is answering (below) and only the reading was late; its vote
+// is then waited for until the late window from the round's start. Given up on,
 // a saturated process failed tries that a majority had granted (a spike
 // once went four seconds without a lease). It costs no safety: lease
 // counts the validity from the round's start.
-func (r *redlock) gather(ctx context.Context, replies <-chan reply, u until) []vote {
+func (r *redlock) gather(ctx context.Context, replies <-chan reply, need enough) []vote {
 	start := time.Now()
 	votes := make([]vote, len(r.nodes))
 	for i, n := range r.nodes {
@@ -94,21 +96,21 @@ func (r *redlock) gather(ctx context.Context, replies <-chan reply, u until) []v
 	}
 	timer := time.NewTimer(r.cfg.nodeTimeout)
 	defer timer.Stop()
-	for !u.decided(votes) && !all(votes) {
+	for !need.decided(votes) && !allHeard(votes) {
 		select {
 		case a := <-replies:
 			v := &votes[a.i]
 			if v.heard {
 				continue // given up on at the per-node timeout
 			}
-			v.heard, v.num, v.err = true, a.n, a.err
-			v.yes = a.err == nil && a.n > 0
-			v.counts = !a.lost && v.n.counts(a.inc, time.Now())
+			v.heard, v.num, v.err = true, a.N, a.Err
+			v.yes = a.Err == nil && a.N > 0
+			v.counts = !a.Lost && v.n.Counts(a.Tag, time.Now())
 		case <-timer.C:
 			timeout := fmt.Errorf("no answer within %v: %w", r.cfg.nodeTimeout, context.DeadlineExceeded)
 			// At the per-node timeout, time is left for the answering
-			// nodes; when the timer fires again, lateWindow has passed.
-			rest := lateWindow(r.cfg) - time.Since(start)
+			// nodes; when the timer fires again, the late window has passed.
+			rest := r.cfg.lateWindow() - time.Since(start)
 			if rest <= 0 || !r.giveUpSilent(votes, start, timeout) {
 				r.giveUp(votes, start, timeout)
 				return votes
@@ -122,8 +124,8 @@ func (r *redlock) gather(ctx context.Context, replies <-chan reply, u until) []v
 	return votes
 }
 
-// all reports whether every node was heard from (or given up on).
-func all(votes []vote) bool {
+// allHeard reports whether every node was heard from (or given up on).
+func allHeard(votes []vote) bool {
 	for _, v := range votes {
 		if !v.heard {
 			return false
@@ -158,6 +160,34 @@ func (r *redlock) giveUp(votes []vote, start time.Time, err error) {
 	}
 }
 
+// stale judges a node whose vote was given up on in a round that began at
+// start (err says why): if it was answering then (below), the node is up
+// and only late (gather waited for it until the late window):
+// ErrNodeLate, which makes the outcome busy, not unavailable. A process too
+// busy to read its replies, or even to send its commands, in time must not
+// call live nodes down. Otherwise the node failed; its connection is
+// dropped if it has not answered anything for a whole TTL (a paused node,
+// a cut without a reset), since commands queued behind a dead connection
+// would otherwise wait for ever.
+func (r *redlock) stale(n *node.Node, start time.Time, err error) error {
+	if r.answering(n, start) {
+		return fmt.Errorf("%w: %w", ErrNodeLate, err)
+	}
+	n.Pipe().Stale(r.cfg.ttl)
+	return err
+}
+
+// answering reports whether n counted as up for a round that began at
+// start, though its answer is not read yet: its connection had bytes
+// arrive within the late window before the round or since, or has some
+// waiting, or owes no reply to anything written to it (the vote is not
+// written yet: this process is slow). A connection that owes replies and
+// has had nothing arrive for the late window is down, however recently its
+// commands were written: that is a frozen node.
+func (r *redlock) answering(n *node.Node, start time.Time) bool {
+	return n.Pipe().Answering(start.Add(-r.cfg.lateWindow()))
+}
+
 // tally sorts the votes by answer; Granted lists the yes votes that count.
 // An acquire short of a quorum may have been decided by refusals before
 // the failures came in: a node not waited for whose connection shows it
@@ -166,7 +196,7 @@ func (r *redlock) giveUp(votes []vote, start time.Time, err error) {
 // refusal says the lease is not held, which the watchdog acts on at once.
 func (r *redlock) tally(op string, k keys, votes []vote) *QuorumError {
 	qe := &QuorumError{Op: op, Key: k.lock, Quorum: r.quorum(), Nodes: len(r.nodes)}
-	yes, _ := count(votes)
+	yes, _ := counted(votes)
 	short := op == "acquire" && yes < qe.Quorum
 	for _, v := range votes {
 		if !v.heard && short {
@@ -174,18 +204,18 @@ func (r *redlock) tally(op string, k keys, votes []vote) *QuorumError {
 		}
 		switch {
 		case !v.heard && v.err == nil:
-			qe.Unheard = append(qe.Unheard, v.n.addr)
+			qe.Unheard = append(qe.Unheard, v.n.Addr())
 		case v.err != nil: // heard, or not heard and down
 			if qe.Failed == nil {
 				qe.Failed = map[string]error{}
 			}
-			qe.Failed[v.n.addr] = v.err
+			qe.Failed[v.n.Addr()] = v.err
 		case !v.counts:
-			qe.Restarting = append(qe.Restarting, v.n.addr)
+			qe.Restarting = append(qe.Restarting, v.n.Addr())
 		case v.yes:
-			qe.Granted = append(qe.Granted, v.n.addr)
+			qe.Granted = append(qe.Granted, v.n.Addr())
 		default:
-			qe.Refused = append(qe.Refused, v.n.addr)
+			qe.Refused = append(qe.Refused, v.n.Addr())
 		}
 	}
 	return qe
@@ -195,11 +225,11 @@ func (r *redlock) tally(op string, k keys, votes []vote) *QuorumError {
 // alone: nil unless its last connection could not be opened, or it has
 // owed an answer for a per-node timeout and sent nothing (wire.Pipe.Silent:
 // frozen, cut off), which reads as a timeout.
-func (r *redlock) unheard(n *node) error {
-	if err := n.pipe.Unreachable(); err != nil {
+func (r *redlock) unheard(n *node.Node) error {
+	if err := n.Pipe().Unreachable(); err != nil {
 		return fmt.Errorf("not waited for: %w", err)
 	}
-	if n.pipe.Silent(r.cfg.nodeTimeout) {
+	if n.Pipe().Silent(r.cfg.nodeTimeout) {
 		return fmt.Errorf("not waited for: nothing heard for %v: %w", r.cfg.nodeTimeout, context.DeadlineExceeded)
 	}
 	return nil

@@ -3,26 +3,28 @@ package lock
 import (
 	"context"
 	"time"
+
+	"flashsale/lock/internal/node"
 )
 
 // redlock is the Redlock algorithm of the Redis distlock page ("Distributed
 // Locks with Redis", redis.io/docs/latest/develop/use/patterns/distributed-locks/)
 // over N independent masters, written as the page's steps, numbered as
-// there. Each master is an instance (instance.go); the votes, the quorum
-// and the validity are counted in quorum.go.
+// there. Each master is a node (internal/node); the votes, the quorum and
+// the validity are counted in quorum.go.
 //
 // Where it breaks: a node that restarts without its data forgets the locks
 // it granted. If a lease held a bare quorum, the restarted node can vote for
 // a second client: two holders. The page's answer is the delayed restart,
-// which restart.go applies for every client. A holder paused past its
-// validity still needs fencing (redlock_fence.go), as for lua.
+// which restart awareness (internal/node) applies for every client. A
+// holder paused past its validity still needs fencing (redlock_fence.go),
+// as for lua.
 //
 // Where this code differs from the page, each difference is marked "Here:"
 // where it happens.
 type redlock struct {
-	nodes []*node
+	nodes []*node.Node
 	cfg   *config
-	pipes []instance // the nodes as instances, on their pipelined connections
 }
 
 // quorum is a majority of the nodes: N/2+1.
@@ -55,7 +57,7 @@ func (r *redlock) acquire(ctx context.Context, at gap, k keys, value string, ttl
 	// 3. The lock is acquired if a majority of the instances granted it and
 	// less time than the TTL has passed since step 1.
 	// Here: a node that restarted within the sit-out does not count
-	// (restart.go).
+	// (restart awareness, internal/node).
 	// 4. Its validity is the TTL minus the time that passed, minus the
 	// clock drift (quorum.go's lease, the one place it is computed).
 	// Here: the drift is the reference implementations' 1% + 2 ms, where

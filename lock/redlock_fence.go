@@ -4,6 +4,8 @@ import (
 	"context"
 	"strconv"
 	"time"
+
+	"flashsale/lock/internal/node"
 )
 
 // redlockFence is redlock (redlock.go) with fencing tokens across its nodes:
@@ -15,7 +17,7 @@ import (
 // nodes that still hold the lease before it is used; any later quorum meets
 // at least one of them, so tokens keep growing across holders. A node
 // restarted without its data is re-seeded from the others before it votes
-// (restart.go). Release and extend are redlock's.
+// (internal/node). Release and extend are redlock's.
 //
 // What makes it safe is the store, not the counters: the store registers a
 // token on the row only if it is strictly greater than the one there, and
@@ -32,12 +34,12 @@ func (r redlockFence) acquire(ctx context.Context, at gap, k keys, value string,
 // PX: a script that takes the lock and draws a token on each node
 // (acquireFenced, lua+fence's). And one step more: the largest token of the
 // quorum is written back before the lease is used.
-func (r redlockFence) fenced(ctx context.Context, at gap, k keys, value string, ttl time.Duration, take command) (grant, error) {
+func (r redlockFence) fenced(ctx context.Context, at gap, k keys, value string, ttl time.Duration, take node.Command) (grant, error) {
 	start := time.Now()
 	// A yes is decided only once the first node has answered too: lua+fence
 	// draws from that node's counter alone, and only its answer makes this
 	// token pass it.
-	drawn := r.ask(ctx, take, until{yes: r.quorum(), first: true})
+	drawn := r.ask(ctx, take, enough{yes: r.quorum(), first: true})
 	if err := at(ctx, AfterAcquireStep1); err != nil {
 		return grant{}, err
 	}

@@ -27,6 +27,17 @@ func AppendCommand(b []byte, args ...string) []byte {
 	return b
 }
 
+// Eval is the command that runs the Lua script src with keys and args.
+// EVAL rather than EVALSHA: Redis caches the compiled script by its hash
+// either way, and a node that restarted or flushed its script cache needs
+// no second trip.
+func Eval(src string, keys []string, args ...string) []string {
+	cmd := make([]string, 0, 3+len(keys)+len(args))
+	cmd = append(cmd, "EVAL", src, strconv.Itoa(len(keys)))
+	cmd = append(cmd, keys...)
+	return append(cmd, args...)
+}
+
 // ServerError is an error reply (-ERR …): the node answered, and said no
 // to the command itself. The connection stays usable.
 type ServerError string

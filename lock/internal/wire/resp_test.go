@@ -10,6 +10,15 @@ import (
 	"testing"
 )
 
+// An EVAL names how many of its arguments are keys.
+func TestEval(t *testing.T) {
+	got := Eval("return 1", []string{"k1", "k2"}, "a")
+	want := []string{"EVAL", "return 1", "2", "k1", "k2", "a"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Eval = %q, want %q", got, want)
+	}
+}
+
 func TestAppendCommand(t *testing.T) {
 	got := string(AppendCommand(nil, "SET", "k", "", "PX", "2000"))
 	want := "*5\r\n$3\r\nSET\r\n$1\r\nk\r\n$0\r\n\r\n$2\r\nPX\r\n$4\r\n2000\r\n"

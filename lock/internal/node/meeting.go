@@ -1,4 +1,4 @@
-package lock
+package node
 
 import (
 	"bufio"
@@ -35,7 +35,7 @@ var errEvicts = errors.New("node may evict keys (maxmemory-policy is not noevict
 // error. An error return means the connection cannot be used.
 type exchange func(ctx context.Context, cmds ...wire.Command) ([]any, error)
 
-// reading is what a meeting read of a node.
+// reading is what a meeting's reads found on a node.
 type reading struct {
 	at       time.Time // when the reads were sent: they say nothing of later
 	info     string    // INFO server; "" if refused
@@ -51,21 +51,23 @@ func (rd reading) id() string { return infoField(rd.info, "run_id") }
 // meetingReads names the meeting's reads, for the log.
 var meetingReads = []string{"INFO server", "INFO memory", "the data-birth script", "GET seeded marker", "the TTL record script"}
 
-// meetingCommands are the reads, in this order: the TTL record after the
-// seeded marker, the marker after the data's birth (restart.go says why).
-func (n *node) meetingCommands() []wire.Command {
+// meetingCommands are the reads, in this order: the seeded marker after the
+// data's birth, so that a flush between the two reads as unseeded; the TTL
+// record after the seeded marker, so that a re-seed between the two leaves
+// a record at least as large as the marker promises.
+func (n *Node) meetingCommands() []wire.Command {
 	return []wire.Command{
 		{Args: []string{"INFO", "server"}, Want: wire.Bulk},
 		{Args: []string{"INFO", "memory"}, Want: wire.Bulk},
-		{Args: dataBirth.eval([]string{databirth.Key}), Want: wire.Array},
+		{Args: wire.Eval(databirth.Script, []string{databirth.Key}), Want: wire.Array},
 		{Args: []string{"GET", n.cfg.seededKey()}, Want: wire.BulkOrNil},
-		{Args: recordTTL.eval([]string{n.cfg.ttlKey()}, ms(n.cfg.ttl)), Want: wire.Integer},
+		{Args: wire.Eval(recordTTL, []string{n.cfg.ttlKey()}, strconv.FormatInt(n.cfg.TTL.Milliseconds(), 10)), Want: wire.Integer},
 	}
 }
 
 // greet meets the node on a new connection and returns the tag every reply
 // on it carries: its incarnation and the data's birth it met (connTag).
-func (n *node) greet(ctx context.Context, ex exchange) (string, error) {
+func (n *Node) greet(ctx context.Context, ex exchange) (string, error) {
 	at := time.Now()
 	replies, err := ex(ctx, n.meetingCommands()...)
 	if err != nil {
@@ -77,7 +79,7 @@ func (n *node) greet(ctx context.Context, ex exchange) (string, error) {
 	}
 	rd, err := n.read(at, replies)
 	if errors.Is(err, errEvicts) && n.inc.firstEviction() {
-		n.cfg.logger.Error("redis node may evict keys, lock keys included: it does not vote until its maxmemory-policy is noeviction",
+		n.cfg.Logger.Error("redis node may evict keys, lock keys included: it does not vote until its maxmemory-policy is noeviction",
 			"node", n.addr, "err", err)
 	}
 	if err != nil {
@@ -95,7 +97,7 @@ func (n *node) greet(ctx context.Context, ex exchange) (string, error) {
 // read judges the meeting's replies. An error reply fails the connection
 // (fail closed) unless the node refuses that command for good, which is
 // noted in refused and logged once by meet.
-func (n *node) read(at time.Time, replies []any) (reading, error) {
+func (n *Node) read(at time.Time, replies []any) (reading, error) {
 	rd := reading{at: at}
 	for i, v := range replies {
 		se, ok := v.(wire.ServerError)
@@ -138,11 +140,11 @@ func refusedForGood(se wire.ServerError) bool {
 	return false
 }
 
-// notify adds the keyspace events the speed layer's waiters need (fast.go),
-// once per incarnation. Its error replies are no reason to drop the
+// notify adds the keyspace events the speed layer's waiters need, once per
+// incarnation, when Config.Notify asks for them. Its error replies are no reason to drop the
 // connection.
-func (n *node) notify(ctx context.Context, ex exchange, id string) error {
-	if !n.cfg.notifications || !n.cfg.fast.Load() || !n.inc.wantsNotify(id) {
+func (n *Node) notify(ctx context.Context, ex exchange, id string) error {
+	if !n.cfg.Notify() || !n.inc.wantsNotify(id) {
 		return nil
 	}
 	replies, err := ex(ctx, wire.Command{Args: []string{"CONFIG", "GET", "notify-keyspace-events"}, Want: wire.Array})
@@ -175,6 +177,7 @@ func notifyFlags(flags string) string {
 	return want
 }
 
+// infoField is the value of field in an INFO reply; "" if absent.
 func infoField(info, field string) string {
 	for _, row := range strings.Split(info, "\n") {
 		if v, ok := strings.CutPrefix(row, field+":"); ok {

@@ -1,4 +1,4 @@
-package lock
+package node
 
 import (
 	"context"
@@ -14,10 +14,7 @@ import (
 // to the old run_id, which would un-seed the new one and refuse votes a
 // legitimate holder got.
 func TestLateMeetOfAReplacedIncarnation(t *testing.T) {
-	cfg := defaultConfig()
-	cfg.notifications = false
-	cfg.ttl = 500 * time.Millisecond
-	n := &node{addr: "node", cfg: cfg, ctx: context.Background()}
+	n := testNode(context.Background(), 500*time.Millisecond)
 	meet := func(id string, up int) {
 		t.Helper()
 		if err := n.meet(reading{at: time.Now(), info: infoOf(id, up), seeded: id}); err != nil {
@@ -27,21 +24,21 @@ func TestLateMeetOfAReplacedIncarnation(t *testing.T) {
 	later := func() time.Time { return time.Now().Add(2 * time.Second) } // past any sit-out of a 500 ms TTL
 
 	meet("old", 3600)
-	if !n.counts("old", later()) {
+	if !n.Counts("old", later()) {
 		t.Fatal("an old, seeded incarnation does not count")
 	}
 	meet("new", 0) // restarted, and already seeded by another client
-	if n.counts("old", later()) {
+	if n.Counts("old", later()) {
 		t.Error("a vote sent to the replaced incarnation counts")
 	}
-	if !n.counts("new", later()) {
+	if !n.Counts("new", later()) {
 		t.Fatal("the new incarnation does not count once its sit-out is over")
 	}
 	meet("old", 3600) // a late handshake of a connection to the old one
-	if !n.counts("new", later()) || n.counts("old", later()) {
+	if !n.Counts("new", later()) || n.Counts("old", later()) {
 		t.Error("a late meet of the replaced incarnation turned the node's state back")
 	}
-	if n.counts("new", time.Now()) {
+	if n.Counts("new", time.Now()) {
 		t.Error("the new incarnation counts before its sit-out is over")
 	}
 }
@@ -69,25 +66,25 @@ func TestMarkerCheck(t *testing.T) {
 		{"the connection met no marker", connTag("abc", 0, false), nil, true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := defaultConfig()
-			cfg.ttl = 500 * time.Millisecond
-			n := &node{addr: "node", cfg: cfg, ctx: t.Context(), pipe: wire.NewPipe(wire.Config{Addr: "node"})}
+			const ttl = 500 * time.Millisecond
+			n := testNode(t.Context(), ttl)
+			n.pipe = wire.NewPipe(wire.Config{Addr: "node"})
 			n.inc.runID, n.inc.seededFor = "abc", "abc"
 			n.inc.reseeding = true // as if a re-seed loop ran: this node has no peers to re-seed from
 			if got := n.kept(tc.tag, tc.v); got != tc.kept {
 				t.Fatalf("kept = %v, want %v", got, tc.kept)
 			}
-			if counts := n.counts(tc.tag, time.Now()); counts == tc.lost {
+			if counts := n.Counts(tc.tag, time.Now()); counts == tc.lost {
 				t.Errorf("the node counts %v after the check, want %v", counts, !tc.lost)
 			}
 			if !tc.lost {
 				return
 			}
 			n.inc.reseed = false // re-seeded: only the sit-out is left
-			if n.counts(tc.tag, time.Now().Add(sitOut(cfg.ttl)-10*time.Millisecond)) {
+			if n.Counts(tc.tag, time.Now().Add(sitOut(ttl)-10*time.Millisecond)) {
 				t.Error("the node counts before the sit-out after the check is over")
 			}
-			if !n.counts(tc.tag, time.Now().Add(sitOut(cfg.ttl)+time.Second)) {
+			if !n.Counts(tc.tag, time.Now().Add(sitOut(ttl)+time.Second)) {
 				t.Error("the node still does not count after the sit-out")
 			}
 		})

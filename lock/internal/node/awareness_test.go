@@ -1,6 +1,7 @@
-package lock
+package node
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -11,6 +12,14 @@ import (
 
 func infoOf(id string, uptime int) string {
 	return fmt.Sprintf("run_id:%s\r\nuptime_in_seconds:%d\r\n", id, uptime)
+}
+
+// sitOut is the tests' sit-out: the TTL and a margin, as the lock's.
+func sitOut(ttl time.Duration) time.Duration { return ttl + ttl/100 + 2*time.Millisecond }
+
+// testNode is a node that dials nothing, with restart awareness on.
+func testNode(ctx context.Context, ttl time.Duration) *Node {
+	return newNode(ctx, "node", &Config{TTL: ttl, Timeout: 100 * time.Millisecond, RestartAware: true, SitOut: sitOut})
 }
 
 // A node's awareness, one transition at a time (awareness.go). The clock is
@@ -29,6 +38,14 @@ func TestAwarenessTransitions(t *testing.T) {
 		return rd
 	}
 	after := t0.Add(sitOut(ttl) + time.Second)
+	// checkedLost: met voting, then a vote's marker check finds the data replaced.
+	checkedLost := func(inc *incarnation) error {
+		if _, err := inc.met(old(t0, "abc"), ttl, t0); err != nil {
+			return err
+		}
+		inc.lost(connTag("abc", 1000, true), ttl, t0)
+		return nil
+	}
 	for _, tc := range []struct {
 		name   string
 		events func(inc *incarnation) error
@@ -63,20 +80,8 @@ func TestAwarenessTransitions(t *testing.T) {
 			inc.seeded("abc", t0, ttl)
 			return nil
 		}, t0, voting},
-		{"voting → sitting out: a vote's marker check finds the data replaced", func(inc *incarnation) error {
-			if _, err := inc.met(old(t0, "abc"), ttl, t0); err != nil {
-				return err
-			}
-			inc.lost(connTag("abc", 1000, true), ttl, t0)
-			return nil
-		}, t0, sittingOut},
-		{"… and unseeded once the sit-out passed", func(inc *incarnation) error {
-			if _, err := inc.met(old(t0, "abc"), ttl, t0); err != nil {
-				return err
-			}
-			inc.lost(connTag("abc", 1000, true), ttl, t0)
-			return nil
-		}, after, unseeded},
+		{"voting → sitting out: a vote's marker check finds the data replaced", checkedLost, t0, sittingOut},
+		{"… and unseeded once the sit-out passed", checkedLost, after, unseeded},
 		{"voting → sitting out: a meeting finds the data marked anew", func(inc *incarnation) error {
 			if _, err := inc.met(old(t0, "abc"), ttl, t0); err != nil {
 				return err
@@ -136,7 +141,7 @@ func TestAwarenessTransitions(t *testing.T) {
 		}, t0, sittingOut},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var inc incarnation
+			inc := incarnation{sitOut: sitOut}
 			if err := tc.events(&inc); err != nil {
 				t.Fatal(err)
 			}
@@ -156,7 +161,7 @@ func TestAwarenessTransitions(t *testing.T) {
 // A lost lease's TTL record: a loss sits the node out for the largest TTL
 // this process learnt, and a re-seed that learns a larger one extends it.
 func TestAwarenessSitsOutTheLargestTTL(t *testing.T) {
-	var inc incarnation
+	inc := incarnation{sitOut: sitOut}
 	t0 := time.Now()
 	rd := reading{at: t0, info: infoOf("abc", 3600), age: dataAge{d: time.Hour, known: true}, birth: 1, seeded: "abc"}
 	if _, err := inc.met(rd, time.Second, t0); err != nil {
@@ -194,7 +199,7 @@ func TestMeetingReadsFailClosed(t *testing.T) {
 		{"volatile-ttl", []any{info, "maxmemory_policy:volatile-ttl\r\n", born, "abc", int64(2000)}, errEvicts, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			n := &node{addr: "node", cfg: defaultConfig()}
+			n := testNode(t.Context(), 2*time.Second)
 			rd, err := n.read(time.Now(), tc.replies)
 			if !errors.Is(err, tc.err) || (tc.err == nil) != (err == nil) {
 				t.Fatalf("read: %v, want %v", err, tc.err)

@@ -1,4 +1,4 @@
-package lock
+package node
 
 import (
 	"errors"
@@ -60,6 +60,8 @@ type incarnation struct {
 	warned    bool            // its refusals were logged
 	evicts    bool            // its eviction policy was logged
 	notified  bool            // keyspace notifications turned on for this incarnation
+
+	sitOut func(ttl time.Duration) time.Duration // Config.SitOut
 }
 
 // state is the node's state at now. Called with mu held.
@@ -188,7 +190,7 @@ func (inc *incarnation) seeded(id string, began time.Time, ttl time.Duration) {
 // extend moves back to the end of the sit-out after start for the largest
 // TTL known; never earlier. Called with mu held.
 func (inc *incarnation) extend() {
-	if back := inc.start.Add(sitOut(inc.ttl)); back.After(inc.back) {
+	if back := inc.start.Add(inc.sitOut(inc.ttl)); back.After(inc.back) {
 		inc.back = back
 	}
 }

@@ -1,4 +1,4 @@
-package lock
+package node
 
 import (
 	"errors"
@@ -10,24 +10,17 @@ import (
 	"flashsale/lock/internal/wire"
 )
 
-// The check behind every vote (restart.go): a flush under open connections.
-//
-// A vote's connection met the node's data marker in its handshake, and its
-// tag names that marker: "<run_id> <birth ms>", or "<run_id>" alone when
-// the node would not run the marker script. FLUSHALL breaks no connection,
-// so each command that can count as a yes is followed, on the same
-// connection and in the same write, by a GET of the marker. Redis runs a
-// connection's commands in order: a flush before the vote or between the
-// two leaves the GET without the marker, or with one another client wrote
-// since, and the vote does not count. A flush after the GET is seen by the
-// next vote on the node, whoever sends it, before that vote counts.
+// The marker check behind every vote that can count: a flush breaks no
+// connection, so the node's data marker is read again, in the same write,
+// after each such vote (docs/design.md, "A flush under open connections").
 
 // errDataLost breaks a vote's connection whose node lost the data its
 // handshake met.
 var errDataLost = errors.New("the node's data marker changed under an open connection (a flush): meeting the node again")
 
 // connTag is a vote connection's tag for the incarnation id whose data were
-// born at born (ms on the node's clock), if marked.
+// born at born (ms on the node's clock), if marked: "<run_id> <birth ms>",
+// or "<run_id>" alone when the node would not run the marker script.
 func connTag(id string, born int64, marked bool) string {
 	if !marked || id == "" {
 		return id
@@ -41,13 +34,6 @@ func tagRunID(tag string) string {
 	return id
 }
 
-// checks says whether c is followed by the marker check: every command
-// that can count as a yes toward a grant, when restart awareness is on. A
-// compare-and-delete is not: its yes gives nobody a lock.
-func (n *node) checks(c command) bool {
-	return n.cfg.restartAware && !(len(c.args) > 1 && c.args[1] == compareAndDelete.src)
-}
-
 // markerCheck is the command that follows a checked vote.
 var markerCheck = wire.Command{Args: []string{"GET", databirth.Key}, Want: wire.BulkOrNil}
 
@@ -59,7 +45,7 @@ var markerCheck = wire.Command{Args: []string{"GET", databirth.Key}, Want: wire.
 // now (BUSY, LOADING …) tells nothing: the vote does not count (fail closed).
 // A connection that met no marker (the node refuses the marker script for
 // good, logged at its meeting) cannot tell: the vote counts.
-func (n *node) kept(tag string, v any) bool {
+func (n *Node) kept(tag string, v any) bool {
 	if !strings.Contains(tag, " ") {
 		return true
 	}
@@ -85,10 +71,10 @@ func parseMS(s string) int64 {
 
 // dataLost: the node lost keys after the connection tagged tag met it, no
 // later than now.
-func (n *node) dataLost(tag string) {
-	current, back := n.inc.lost(tag, n.cfg.ttl, time.Now())
+func (n *Node) dataLost(tag string) {
+	current, back := n.inc.lost(tag, n.cfg.TTL, time.Now())
 	if current {
-		n.cfg.logger.Warn("redis node flushed under an open connection: not counted toward a quorum until its data are older than the largest TTL in use",
+		n.cfg.Logger.Warn("redis node flushed under an open connection: not counted toward a quorum until its data are older than the largest TTL in use",
 			"node", n.addr, "run_id", tagRunID(tag), "counts_from", back)
 	}
 	if current && n.inc.startReseed() {
