@@ -95,7 +95,7 @@ func WithRestartAwareness(on bool) Option { return func(c *config) { c.restartAw
 // runs exactly its taught code: a waiter retries after a random delay, a
 // release is the variant's own, nothing listens for wake-ups and the app
 // sets no keyspace notifications. Redlock's votes travel on their pipelined
-// connections either way (pipe.go says why). Default on; Lockers.SetFast
+// connections either way (internal/node says why). Default on; Lockers.SetFast
 // switches it later.
 func WithFast(on bool) Option { return func(c *config) { c.fast.Store(on) } }
 
