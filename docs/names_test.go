@@ -2,6 +2,9 @@ package docs
 
 import (
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -243,7 +246,7 @@ func saysOutcome(text, variant, scenario string) error {
 // Every "`file.go` lines A–B" any document gives is inside the file (the
 // labs' ranges also hold their marker line: TestLabReadsExist).
 func TestQuotedLineRangesExist(t *testing.T) {
-	ranges := regexp.MustCompile("`([a-z0-9_./-]+\\.go)` lines (\\d+)–(\\d+)")
+	ranges := quotedRanges
 	for _, doc := range allDocs(t) {
 		flat := strings.Join(strings.Fields(read(t, doc)), " ")
 		for _, m := range ranges.FindAllStringSubmatch(flat, -1) {
@@ -260,6 +263,56 @@ func TestQuotedLineRangesExist(t *testing.T) {
 			}
 		}
 	}
+}
+
+// quotedRanges finds "`file.go` lines a–b" in a document's text.
+var quotedRanges = regexp.MustCompile("`([a-z0-9_./-]+\\.go)` lines (\\d+)–(\\d+)")
+
+// A range a document quotes is read aloud in the room: it holds whole
+// declarations. Every function, type, variable or constant it touches lies
+// wholly inside it (its doc comment may stay outside), so no reading stops
+// mid-function; what lies between declarations is comments.
+func TestQuotedLineRangesAreWholeDeclarations(t *testing.T) {
+	for _, doc := range allDocs(t) {
+		flat := strings.Join(strings.Fields(read(t, doc)), " ")
+		for _, m := range quotedRanges.FindAllStringSubmatch(flat, -1) {
+			fset := token.NewFileSet()
+			f, err := parser.ParseFile(fset, filepath.Join(root, m[1]), nil, parser.ParseComments)
+			if err != nil {
+				t.Errorf("%s: %v", doc, err)
+				continue
+			}
+			var from, to int
+			fmt.Sscan(m[2], &from)
+			fmt.Sscan(m[3], &to)
+			for _, n := range declarations(f) {
+				start, end := fset.Position(n.Pos()).Line, fset.Position(n.End()).Line
+				if end < from || start > to {
+					continue
+				}
+				if start < from || end > to {
+					t.Errorf("%s: %s lines %d–%d cut a declaration (lines %d–%d)", doc, m[1], from, to, start, end)
+				}
+			}
+		}
+	}
+}
+
+// declarations are a file's top-level declarations, a grouped var, const
+// or type block counting each of its specs as one.
+func declarations(f *ast.File) []ast.Node {
+	var out []ast.Node
+	for _, d := range f.Decls {
+		g, ok := d.(*ast.GenDecl)
+		if !ok || !g.Lparen.IsValid() {
+			out = append(out, d)
+			continue
+		}
+		for _, s := range g.Specs {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // Every load-runner, chaos-runner, storefront and pre-flight command any
