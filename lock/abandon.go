@@ -5,20 +5,10 @@ import (
 	"errors"
 )
 
-// A try whose answer never came back.
-//
-// When a caller gives up while its SET NX (or the fenced script, or a
-// hand-over's script) is in flight, the node still runs it: the key may now
-// carry a value that nobody holds, busy for a whole TTL. Redlock undoes a
-// failed try on every node (redlock.go, step 5); the single-node rungs do
-// the same here, in the machinery beneath them rather than in each rung
-// file, because it is the same for all of them and is not what a rung
-// teaches: after a try that failed without a definite answer, the value the
-// try wrote, if it got there, is deleted by the compare-and-delete of the
-// rung's own release, so no other holder's key is ever touched. Only
-// owner-checked rungs do it: a broken rung's release would delete whatever
-// is there. A busy answer (ErrNotAcquired) wrote nothing and leaves nothing
-// to undo; a crash (ErrCrashed) is a dead process, which undoes nothing.
+// A try whose answer never came back may still have written its value: the
+// single-node rungs delete it with their own compare-and-delete, as
+// Redlock's step 5 does on every node (docs/design.md, "Waiting for a busy
+// lock").
 
 // selfUndoing is a variant that already deletes its value everywhere
 // after a try that failed (redlock and redlock+fence, in step 5).

@@ -9,34 +9,12 @@ import (
 	"flashsale/lock/internal/wire"
 )
 
-// line is the waiting line of a hot key across processes. Waking every
-// waiting process at each release makes them all try at once: Redlock's SETs
-// then reach the nodes in different orders, the votes split, and nobody
-// reaches a quorum; on one node, all but one try fail, and each failed try
-// costs CPU the holder needs. So a process that has to wait for a key of an
-// owner-checked variant (lua, redlock and their fenced rungs) joins the key's
-// line, a list on the first node, and a release wakes only the line's head,
-// with a message on that process's own channel. Processes are served in the
-// order they joined; within a process, waiters take turns (room.go), and a
-// process passes the key among its own waiters at most maxStreak times in a
-// row before the line's head gets it, taking a place at the back of the line
-// in the same step if its own waiters still wait.
-//
-// The line orders wake-ups; it never grants anything. Every waiter still
-// takes the lock with its variant's own acquire, so the safety argument is
-// the variant's alone: a lost or stale wake-up costs time, never a second
-// holder. What the line must not do is strand the lock:
-//   - a waiter joins only while the lock key is on the first node, in one
-//     step, and the release that follows wakes the head after deleting it;
-//     a release that has seen no contention does not ask the line (an
-//     uncontended lock pays nothing for it), so a process that joins an
-//     empty line also wakes at the key's delete event;
-//   - a head that is not waiting any more (it gave up, or holds the lock by
-//     now) passes the wake-up on to the next in line;
-//   - a head that crashed or paused never tries: the others still wake at
-//     their backoff timers and by the key's expiry event, and the line
-//     itself expires a TTL after its last join;
-//   - when the first node is down, waiters fall back to the backoff.
+// line is the waiting line of a hot key across processes: a list on the
+// first node that a waiting process joins, and a release that wakes only
+// the line's head, by a message on that process's own channel, so that one
+// try follows a release instead of a storm. It orders wake-ups and never
+// grants; how it keeps from stranding the lock is in docs/design.md ("The
+// speed layer").
 type line struct {
 	id      string // this set of lockers, as it stands in lines
 	channel string // where its wake-ups arrive
