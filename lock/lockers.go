@@ -172,12 +172,12 @@ func (s *Lockers) Quorum() int { return len(s.nodes)/2 + 1 }
 // vote (a node that started less than a TTL ago, or whose fencing counters
 // are not re-seeded yet, may not: internal/node). A node whose votes'
 // connection has owed an answer for a per-node timeout and sent nothing
-// (wire.Pipe.Silent: frozen, cut off) is not asked: it would hold the
+// (node.Node.Silent: frozen, cut off) is not asked: it would hold the
 // answer for the ping's whole timeout, past the budget of a waiter that
 // asks once its wait ran out (Locker.reachable).
 func (s *Lockers) Ping(ctx context.Context) error {
 	errs := node.ForEach(ctx, s.nodes, s.cfg.nodeTimeout*4, func(ctx context.Context, n *node.Node) error {
-		if n.Pipe().Silent(s.cfg.nodeTimeout) {
+		if n.Silent() {
 			return fmt.Errorf("nothing heard on the votes' connection for %v: %w", s.cfg.nodeTimeout, context.DeadlineExceeded)
 		}
 		if err := n.Client().Ping(ctx).Err(); err != nil {

@@ -61,11 +61,11 @@ type reply struct {
 
 // ask sends c to every node and gathers the votes until need decides. A
 // first node that has owed an answer for a per-node timeout and sent
-// nothing (wire.Pipe.Silent: frozen, cut off) is not waited for even if
+// nothing (node.Node.Silent: frozen, cut off) is not waited for even if
 // need asks for it: the round would give up on it all the same, a timeout
 // or a late window later, at every try.
 func (r *redlock) ask(ctx context.Context, c node.Command, need enough) []vote {
-	if need.first && r.nodes[0].Pipe().Silent(r.cfg.nodeTimeout) {
+	if need.first && r.nodes[0].Silent() {
 		need.first = false
 	}
 	return r.gather(ctx, r.send(ctx, c), need)
@@ -173,7 +173,7 @@ func (r *redlock) stale(n *node.Node, start time.Time, err error) error {
 	if r.answering(n, start) {
 		return fmt.Errorf("%w: %w", ErrNodeLate, err)
 	}
-	n.Pipe().Stale(r.cfg.ttl)
+	n.Stale(r.cfg.ttl)
 	return err
 }
 
@@ -185,7 +185,7 @@ func (r *redlock) stale(n *node.Node, start time.Time, err error) error {
 // has had nothing arrive for the late window is down, however recently its
 // commands were written: that is a frozen node.
 func (r *redlock) answering(n *node.Node, start time.Time) bool {
-	return n.Pipe().Answering(start.Add(-r.cfg.lateWindow()))
+	return n.Answering(start.Add(-r.cfg.lateWindow()))
 }
 
 // tally sorts the votes by answer; Granted lists the yes votes that count.
@@ -223,13 +223,13 @@ func (r *redlock) tally(op string, k keys, votes []vote) *QuorumError {
 
 // unheard is why a node not waited for is down, judged by its connection
 // alone: nil unless its last connection could not be opened, or it has
-// owed an answer for a per-node timeout and sent nothing (wire.Pipe.Silent:
+// owed an answer for a per-node timeout and sent nothing (node.Node.Silent:
 // frozen, cut off), which reads as a timeout.
 func (r *redlock) unheard(n *node.Node) error {
-	if err := n.Pipe().Unreachable(); err != nil {
+	if err := n.Unreachable(); err != nil {
 		return fmt.Errorf("not waited for: %w", err)
 	}
-	if n.Pipe().Silent(r.cfg.nodeTimeout) {
+	if n.Silent() {
 		return fmt.Errorf("not waited for: nothing heard for %v: %w", r.cfg.nodeTimeout, context.DeadlineExceeded)
 	}
 	return nil

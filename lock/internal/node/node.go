@@ -117,6 +117,23 @@ func (n *Node) Client() *redis.Client { return n.rdb }
 // Pipe is the votes' pipelined connection.
 func (n *Node) Pipe() *wire.Pipe { return n.pipe }
 
+// Silent reports a node that has owed an answer on the votes' connection
+// for a per-node timeout and sent nothing: frozen, or cut off.
+func (n *Node) Silent() bool { return n.pipe.Silent(n.cfg.Timeout) }
+
+// Answering reports whether the node counts as up since then though an
+// answer is not read yet: bytes arrived on the votes' connection since,
+// or wait unread, or nothing written to it is owed.
+func (n *Node) Answering(since time.Time) bool { return n.pipe.Answering(since) }
+
+// Stale drops the votes' connection if nothing has arrived on it for d,
+// so that commands do not queue behind a dead connection for ever.
+func (n *Node) Stale(d time.Duration) { n.pipe.Stale(d) }
+
+// Unreachable is why the votes' last connection could not be opened, or
+// nil.
+func (n *Node) Unreachable() error { return n.pipe.Unreachable() }
+
 // Open opens a connection of each kind now, in the background: the first
 // connection meets the node, and a vote should not pay for it.
 func (n *Node) Open() {
