@@ -84,10 +84,9 @@ func (r *redlock) send(ctx context.Context, c node.Command) <-chan reply {
 // gather counts the answers until need says the outcome is known, or the
 // per-node timeout passes: a node not heard from by then has failed,
 // unless it is answering (below) and only the reading was late; its vote
-// is then waited for until the late window from the round's start. Given up on,
-// a saturated process failed tries that a majority had granted (a spike
-// once went four seconds without a lease). It costs no safety: lease
-// counts the validity from the round's start.
+// is then waited for until the late window from the round's start, so a
+// saturated process does not fail tries a majority granted. It costs no
+// safety: lease counts the validity from the round's start.
 func (r *redlock) gather(ctx context.Context, replies <-chan reply, need enough) []vote {
 	start := time.Now()
 	votes := make([]vote, len(r.nodes))
