@@ -200,7 +200,7 @@ func (v luaFence) handOver(ctx context.Context, k keys, from, to string, ttl tim
 // from when the scripts were sent.
 func (r *redlock) handOver(ctx context.Context, k keys, from, to string, ttl time.Duration) (grant, error) {
 	start := time.Now()
-	votes := r.ask(ctx, passLease.call([]string{k.lock}, from, to, ms(ttl)), r.majority())
+	votes := r.ask(ctx, passLease.vote([]string{k.lock}, from, to, ms(ttl)), r.majority())
 	g, err := r.lease("acquire", k, votes, start, ttl)
 	if err != nil {
 		r.unlock(k, to)
@@ -211,7 +211,7 @@ func (r *redlock) handOver(ctx context.Context, k keys, from, to string, ttl tim
 // handOver is redlock+fence's (redlock_fence.go): redlock's, drawing the
 // next holder's token and writing it back as its acquire does.
 func (r redlockFence) handOver(ctx context.Context, k keys, from, to string, ttl time.Duration) (grant, error) {
-	return r.fenced(ctx, noGap, k, to, ttl, passLeaseFenced.call([]string{k.lock, k.fence}, from, to, ms(ttl)))
+	return r.fenced(ctx, noGap, k, to, ttl, passLeaseFenced.vote([]string{k.lock, k.fence}, from, to, ms(ttl)))
 }
 
 // handedOver is a lease handed over to a waiter, as the waiter returns it:

@@ -91,7 +91,7 @@ func (r *redlock) release(ctx context.Context, _ gap, k keys, value string) erro
 // validity, counted as in steps 3 and 4.
 func (r *redlock) extend(ctx context.Context, k keys, value string, ttl time.Duration) (time.Duration, error) {
 	start := time.Now()
-	votes := r.ask(ctx, compareAndPexpire.call([]string{k.lock}, value, ms(ttl)), r.majority())
+	votes := r.ask(ctx, compareAndPexpire.vote([]string{k.lock}, value, ms(ttl)), r.majority())
 	g, err := r.lease("extend", k, votes, start, ttl)
 	return g.validity, err
 }

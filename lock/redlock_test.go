@@ -256,3 +256,61 @@ func TestFencedVariantsShareTheCounter(t *testing.T) {
 		}
 	}
 }
+
+// A redlock+fence token grows across holders whose quorums share a single
+// node: the first holder draws a high token on a node the next one cannot
+// use, and the next draws from nodes whose counters never saw it. Only the
+// write-back, which reaches the shared node ahead of the first holder's
+// release, carries the token across. The next holder is another
+// instance (its own connections), so no ordering of this process's
+// commands helps it.
+func TestFenceTokenGrowsAcrossQuorums(t *testing.T) {
+	for _, fast := range []bool{false, true} {
+		t.Run(map[bool]string{false: "fast=off", true: "fast=on"}[fast], func(t *testing.T) {
+			e := newEnv(t, shared(t), lock.WithFast(fast))
+			e.voting()
+			ctx := context.Background()
+			// held makes nodes refuse votes on the key: another client's
+			// lease there.
+			held := func(nodes ...int) func() {
+				for _, i := range nodes {
+					if err := e.raw[i].Set(ctx, e.ns+"lock:row", "other", time.Minute).Err(); err != nil {
+						t.Fatal(err)
+					}
+				}
+				return func() {
+					for _, i := range nodes {
+						if err := e.raw[i].Del(ctx, e.ns+"lock:row").Err(); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+			}
+			if err := e.raw[4].Set(ctx, e.ns+"fence:row", 1000, 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+
+			free := held(1, 2) // the first quorum: nodes 0, 3, 4
+			first := mustAcquire(t, e.locker(lock.RedlockFence), "row", 2*time.Second)
+			ta, _ := first.Token()
+			if ta <= 1000 {
+				t.Fatalf("first token %d: want it drawn on node 4, above 1000", ta)
+			}
+			free()
+			if err := first.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+
+			defer held(3, 4)() // the next quorum: nodes 0, 1, 2
+			other, err := e.instance(lock.WithFast(fast)).Get(lock.RedlockFence)
+			if err != nil {
+				t.Fatal(err)
+			}
+			next := mustAcquire(t, other, "row", 2*time.Second)
+			defer next.Release(ctx)
+			if tb, _ := next.Token(); tb <= ta {
+				t.Errorf("next holder's token %d, want above the first holder's %d", tb, ta)
+			}
+		})
+	}
+}

@@ -30,11 +30,16 @@ func newScript(src string) script { return script{redis.NewScript(src), src} }
 // eval is the command that runs the script on a node pipe (wire.Eval).
 func (s script) eval(keys []string, args ...string) []string { return wire.Eval(s.src, keys, args...) }
 
-// call is a Redlock vote that runs the script with keys and args. Its yes
-// can count toward a grant unless the script is compareAndDelete, whose
-// yes gives nobody a lock.
+// vote is a Redlock vote that runs the script with keys and args: its yes
+// can count toward a grant (an acquire, an extend, a hand-over).
+func (s script) vote(keys []string, args ...string) node.Command {
+	return node.Command{Args: s.eval(keys, args...), Grants: true}
+}
+
+// call runs the script with keys and args on a node, where its yes gives
+// nobody a lock (a release's compare-and-delete, a fence's write-back).
 func (s script) call(keys []string, args ...string) node.Command {
-	return node.Command{Args: s.eval(keys, args...), Grants: s.src != compareAndDelete.src}
+	return node.Command{Args: s.eval(keys, args...)}
 }
 
 // setNX is the Redlock vote SET key value NX PX ttl.

@@ -16,10 +16,11 @@
 //     the key with a higher token exists: from then on the store refuses
 //     it, so the fence, not the clock, is what makes it exclusive. Two
 //     fenced leases overlap only when they carry the same token (a counter
-//     handed a value out twice). A fenced lease whose acquire returned
-//     after a higher token was granted (its votes came first, then a
-//     clock jump or a slow node let the other in) is counted as a token
-//     inversion: worth knowing, harmless while the store checks tokens.
+//     handed a value out twice). A fenced lease granted after a lease of
+//     its key with a higher token (tokens went backwards across holders:
+//     a write-back that missed, a counter lost, or votes that came first
+//     and a reply that came late) is counted as a token inversion: worth
+//     knowing, harmless while the store checks tokens, which refuses it.
 //   - stale writes: a fenced order committed after an order with a higher
 //     token on the same SKU (the store let an older holder through).
 //   - oversold units and lost updates per SKU, and double-booked seats,
@@ -119,9 +120,9 @@ type Counts struct {
 	DoubleBookedSeats      int64 `json:"double_booked_seats"`
 	StuckLocks             int64 `json:"stuck_locks"`
 	LostAcknowledgedOrders int64 `json:"lost_acknowledged_orders"`
-	// TokenInversions are fenced leases that came back from their acquire
-	// with a lower token than a lease granted while theirs was pending;
-	// the store refuses them, so they are no violation.
+	// TokenInversions are fenced leases granted with a lower token than a
+	// lease of their key granted before them; the store refuses them, so
+	// they are no violation.
 	TokenInversions int64 `json:"token_inversions"`
 }
 
@@ -315,7 +316,8 @@ func overlaps(ls []lease) ([]Violation, int) {
 
 // clip sorts one key's leases by acquisition and ends each fenced lease
 // where a lease with a higher token exists: at that lease's start, or at
-// its own start if the other began first (a token inversion, counted).
+// its own start if the other began first. It counts the token inversions:
+// fenced leases granted after one with a higher token.
 func clip(group []lease) int {
 	slices.SortFunc(group, func(a, b lease) int { return a.acquired.Compare(b.acquired) })
 	var longest time.Duration
@@ -323,16 +325,20 @@ func clip(group []lease) int {
 		longest = max(longest, l.end.Sub(l.acquired))
 	}
 	inversions := 0
+	var highest uint64
 	for i := range group {
 		l := &group[i]
 		if !l.fenced {
 			continue
 		}
+		if l.token < highest {
+			inversions++
+		}
+		highest = max(highest, l.token)
 		// Begun earlier, still believed when l began, with a higher token.
 		for j := i - 1; j >= 0 && !group[j].acquired.Before(l.acquired.Add(-longest)); j-- {
 			if o := group[j]; o.token > l.token && l.acquired.Before(o.end) {
 				l.end = l.acquired
-				inversions++
 				break
 			}
 		}

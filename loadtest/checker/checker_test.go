@@ -138,6 +138,15 @@ func TestCheck(t *testing.T) {
 			sale: sale{initial: 10, stock: 10}, want: Result{Verdict: Holds, Counts: Counts{TokenInversions: 1}},
 		},
 		{
+			name: "a fenced lease granted after a higher token was released is an inversion, not an overlap", variant: "redlock+fence",
+			recs: []Record{
+				acquired("aaaa", "redlock+fence", "sku:hot", 0, 500, 9, true), released("aaaa", 100),
+				acquired("bbbb", "redlock+fence", "sku:hot", 200, 500, 8, true), released("bbbb", 300),
+				acquired("cccc", "redlock+fence", "sku:hot", 400, 500, 10, true), released("cccc", 450),
+			},
+			sale: sale{initial: 10, stock: 10}, want: Result{Verdict: Holds, Counts: Counts{TokenInversions: 1}},
+		},
+		{
 			name: "two fenced leases with one token overlap", variant: "redlock+fence",
 			recs: []Record{
 				acquired("aaaa", "redlock+fence", "sku:hot", 0, 500, 7, true),
