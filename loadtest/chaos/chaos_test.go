@@ -120,6 +120,7 @@ func TestChaosFailover(t *testing.T) {
 		if v.Verdict != "holds" || v.FirstViolation != nil {
 			t.Errorf("%s broke under failovers: %+v", name, v.FirstViolation)
 		}
+		t.Logf("%s: %s, %d sales, %d token inversions (refused by the store)", name, v.Verdict, v.Answers["201"], v.TokenInversions)
 	}
 	if rep.Failed(false) {
 		t.Error("a variant that must hold broke")
