@@ -28,7 +28,6 @@ import (
 	"flashsale/internal/broker"
 	"flashsale/internal/cli"
 	"flashsale/internal/history"
-	"flashsale/internal/randhex"
 	"flashsale/inventory"
 	"flashsale/loadtest/workshop"
 	"flashsale/lock"
@@ -69,10 +68,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	defer stopNodes()
 
-	token := cfg.adminToken
-	if token == "" {
-		token = randomToken()
-		fmt.Fprintf(stdout, "admin token (generated; set -admin-token or FLASHSALE_ADMIN_TOKEN to choose one): %s\n", token)
+	token, said, err := keptAdminToken(cfg.adminToken, cfg.db)
+	if err != nil {
+		return err
+	}
+	if said != "" {
+		fmt.Fprintln(stdout, said)
 	}
 	var hist *history.Recorder // nil records nothing
 	if cfg.history != "" {
@@ -197,11 +198,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	log.Info("stopped")
 	return nil
-}
-
-// randomToken is a 128-bit admin token.
-func randomToken() string {
-	return randhex.String(16)
 }
 
 // sequenceEnvironment is this binary, when the workshop's sequence may run

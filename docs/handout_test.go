@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -63,4 +64,51 @@ func handoutText(t *testing.T) string {
 func TestHandout(t *testing.T) {
 	generated(t, handoutDoc, handoutBegin, handoutEnd, "\n"+handoutText(t),
 		"the handout is not the labs' Run, Expect and Verify; run go test ./docs -run TestHandout -update")
+}
+
+// The Chinese handout (docs/handout.zh.md, written by hand) follows the
+// English one: the same labs, in order, and every command of every shell
+// block, word for word (a comment after " # " is prose, translated), and
+// every command given in a code span of the text.
+func TestChineseHandoutHasEveryCommand(t *testing.T) {
+	en, zh := read(t, "docs/handout.md"), read(t, "docs/handout.zh.md")
+	labHeading := regexp.MustCompile(`(?m)^## (Lab \d+) `)
+	heads := func(md string) []string {
+		var out []string
+		for _, m := range labHeading.FindAllStringSubmatch(md, -1) {
+			out = append(out, m[1])
+		}
+		return out
+	}
+	if e, z := heads(en), heads(zh); !slices.Equal(e, z) {
+		t.Errorf("the Chinese handout's labs are %v, the English one's %v", z, e)
+	}
+	commands := func(md string) []string {
+		var out []string
+		for _, block := range fences(md) {
+			for line := range strings.Lines(block) {
+				cmd, _, _ := strings.Cut(line, " # ")
+				if cmd = strings.TrimSpace(cmd); cmd != "" {
+					out = append(out, cmd)
+				}
+			}
+		}
+		for _, m := range regexp.MustCompile("`((?:go run|redis-cli|kill|ps|rm|git) [^`]+)`").FindAllStringSubmatch(md, -1) {
+			out = append(out, strings.Join(strings.Fields(m[1]), " ")) // a span may wrap
+		}
+		return out
+	}
+	have := map[string]bool{}
+	for _, c := range commands(zh) {
+		have[c] = true
+	}
+	want := commands(en)
+	if len(want) < 25 {
+		t.Fatalf("found only %d commands in the English handout; the pattern no longer finds them", len(want))
+	}
+	for _, c := range want {
+		if !have[c] {
+			t.Errorf("docs/handout.zh.md lacks the command %q of docs/handout.md", c)
+		}
+	}
 }

@@ -268,34 +268,110 @@ func TestQuotedLineRangesExist(t *testing.T) {
 // quotedRanges finds "`file.go` lines a–b" in a document's text.
 var quotedRanges = regexp.MustCompile("`([a-z0-9_./-]+\\.go)` lines (\\d+)–(\\d+)")
 
-// A range a document quotes is read aloud in the room: it holds whole
-// declarations. Every function, type, variable or constant it touches lies
-// wholly inside it (its doc comment may stay outside), so no reading stops
-// mid-function; what lies between declarations is comments.
+// A range a document quotes is read aloud in the room: it is whole
+// declarations, each from the first line of its doc comment to its closing
+// brace. Every declaration it touches lies wholly inside it, it starts on
+// a declaration's first line and ends on one's last, so no reading starts
+// or stops mid-function or mid-comment. The ranges are those the text gives
+// ("`lock/x.go` lines 1–9", and a bare "lines 20–29" after it, which is of
+// the file named last) and those of the labs' read lines.
 func TestQuotedLineRangesAreWholeDeclarations(t *testing.T) {
+	type quoted struct {
+		doc, file string
+		from, to  int
+	}
+	var all []quoted
+	named := regexp.MustCompile("`([a-z0-9_./-]+\\.go)`")
+	bare := regexp.MustCompile(`lines (\d+)–(\d+)`)
 	for _, doc := range allDocs(t) {
-		flat := strings.Join(strings.Fields(read(t, doc)), " ")
-		for _, m := range quotedRanges.FindAllStringSubmatch(flat, -1) {
-			fset := token.NewFileSet()
-			f, err := parser.ParseFile(fset, filepath.Join(root, m[1]), nil, parser.ParseComments)
-			if err != nil {
-				t.Errorf("%s: %v", doc, err)
+		text := read(t, doc)
+		flat := strings.Join(strings.Fields(text), " ")
+		for _, m := range bare.FindAllStringSubmatchIndex(flat, -1) {
+			files := named.FindAllStringSubmatch(flat[:m[0]], -1)
+			if len(files) == 0 {
 				continue
 			}
-			var from, to int
-			fmt.Sscan(m[2], &from)
-			fmt.Sscan(m[3], &to)
-			for _, n := range declarations(f) {
-				start, end := fset.Position(n.Pos()).Line, fset.Position(n.End()).Line
-				if end < from || start > to {
-					continue
-				}
-				if start < from || end > to {
-					t.Errorf("%s: %s lines %d–%d cut a declaration (lines %d–%d)", doc, m[1], from, to, start, end)
-				}
-			}
+			q := quoted{doc: doc, file: files[len(files)-1][1]}
+			fmt.Sscan(flat[m[2]:m[3]], &q.from)
+			fmt.Sscan(flat[m[4]:m[5]], &q.to)
+			all = append(all, q)
 		}
 	}
+	for _, l := range labs(t) {
+		for _, r := range l.reads {
+			all = append(all, quoted{doc: l.title + " (read line)", file: r.file, from: r.from, to: r.to})
+		}
+	}
+	if len(all) < 40 {
+		t.Fatalf("found only %d quoted ranges; the patterns no longer find them", len(all))
+	}
+	for _, q := range all {
+		spans, err := declarationSpans(filepath.Join(root, q.file))
+		if err != nil {
+			t.Errorf("%s: %v", q.doc, err)
+			continue
+		}
+		starts, ends := false, false
+		for _, s := range spans {
+			if s[1] < q.from || s[0] > q.to {
+				continue
+			}
+			if s[0] < q.from || s[1] > q.to {
+				t.Errorf("%s: %s lines %d–%d cut a declaration (lines %d–%d with its doc comment)", q.doc, q.file, q.from, q.to, s[0], s[1])
+			}
+			starts = starts || s[0] == q.from
+			ends = ends || s[1] == q.to
+		}
+		if !starts || !ends {
+			t.Errorf("%s: %s lines %d–%d do not start on a declaration's first line (its doc comment's) and end on one's closing line", q.doc, q.file, q.from, q.to)
+		}
+	}
+}
+
+// declarationSpans are the first and last lines of a Go file's top-level
+// declarations, each with its doc comment, and of the comments that stand
+// alone between them.
+func declarationSpans(path string) ([][2]int, error) {
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, path, nil, parser.ParseComments)
+	if err != nil {
+		return nil, err
+	}
+	var out [][2]int
+	attached := map[*ast.CommentGroup]bool{}
+	for _, n := range declarations(f) {
+		start := n.Pos()
+		var doc *ast.CommentGroup
+		switch d := n.(type) {
+		case *ast.FuncDecl:
+			doc = d.Doc
+		case *ast.GenDecl:
+			doc = d.Doc
+		case *ast.TypeSpec:
+			doc = d.Doc
+		case *ast.ValueSpec:
+			doc = d.Doc
+		}
+		if doc != nil {
+			start, attached[doc] = doc.Pos(), true
+		}
+		out = append(out, [2]int{fset.Position(start).Line, fset.Position(n.End()).Line})
+	}
+	// A comment standing alone between declarations (a file's "why") is
+	// read whole too.
+	for _, c := range f.Comments {
+		if attached[c] {
+			continue
+		}
+		inside := false
+		for _, s := range out {
+			inside = inside || fset.Position(c.Pos()).Line >= s[0] && fset.Position(c.End()).Line <= s[1]
+		}
+		if !inside {
+			out = append(out, [2]int{fset.Position(c.Pos()).Line, fset.Position(c.End()).Line})
+		}
+	}
+	return out, nil
 }
 
 // declarations are a file's top-level declarations, a grouped var, const

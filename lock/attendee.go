@@ -8,8 +8,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// attendee is the rung the workshop's attendees write (docs/workshop.md,
-// "Lab 15"): a single-node lock on the first node, shipped with two flaws for
+// attendee is the rung attendees write in Lab 15 (docs/labs/15-your-own-rung.md):
+// a single-node lock on the first node, shipped with two flaws for
 // the matrix to show. Its acquire misreads what redis.Nil means for SET NX;
 // its release checks and deletes in two commands. The goal is lua's row of
 // the matrix; this command says when it is reached (exit status 0):
