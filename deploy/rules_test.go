@@ -1,8 +1,8 @@
 package deploy
 
 import (
-	"maps"
 	"fmt"
+	"maps"
 	"os/exec"
 	"path/filepath"
 	"regexp"
