@@ -189,6 +189,9 @@ func (sh *lbShopper) since(mark int) []lbAnswer {
 	return slices.Clone(sh.answers[min(mark, len(sh.answers)):])
 }
 
+// wait waits until every shopper is done by itself.
+func (sh *lbShopper) wait() { sh.wg.Wait() }
+
 // halt stops the shoppers and waits for their last answers.
 func (sh *lbShopper) halt() {
 	sh.once.Do(func() { close(sh.stop) })
@@ -241,7 +244,7 @@ func stepBalancerSellsExactly(s *stack) {
 	const stock = 150
 	s.resetLB(stock)
 	sh := s.shopLB(lbWorkers, 20*stock)
-	sh.halt()
+	sh.wait()
 	all := sh.since(0)
 	by := map[string]int{}
 	for _, a := range all {
