@@ -366,11 +366,11 @@ func stepBalancerStream(s *stack) {
 // acknowledged. Then app-2 starts again and the balancer takes it back.
 func stepBalancerGracefulStop(s *stack) {
 	s.resetLB(1_000_000)
-	since := strconv.FormatInt(time.Now().Unix()-1, 10)
 	sh := s.shopLB(lbWorkers, 100_000)
 	defer sh.halt()
 	eventually(s.t, time.Minute, "sales through the balancer", func() bool { return countLB(sh.since(0), soldLB) >= 30 })
 
+	since := strconv.FormatInt(time.Now().Unix()-1, 10)
 	start := time.Now()
 	s.must(2*time.Minute, "stop", "app-2")
 	s.t.Logf("stop app-2 (drain and shutdown): %s", time.Since(start).Round(100*time.Millisecond))

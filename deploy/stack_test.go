@@ -27,6 +27,7 @@ var offlineImages = []string{
 	"flashsale-offline/debian:bookworm",
 	"flashsale-offline/redis:bookworm",
 	"flashsale-offline/postgres:bookworm",
+	"flashsale-offline/haproxy:bookworm",
 	"flashsale-offline/golang:bookworm",
 }
 
