@@ -39,6 +39,7 @@ type config struct {
 	batch           bool
 	batchMax        int
 	shutdownTimeout time.Duration
+	drain           time.Duration
 	logLevel        string
 	history         string
 
@@ -152,6 +153,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	boolean(&c.batch, "batch", "FLASHSALE_BATCH", false, "the orders for one SKU that wait while its lock is busy here are served by the next lease in one transaction")
 	integer(&c.batchMax, "batch-max", "FLASHSALE_BATCH_MAX", inventory.DefaultBatchMax, "most orders one lease serves with -batch")
 	dur(&c.shutdownTimeout, "shutdown-timeout", "FLASHSALE_SHUTDOWN_TIMEOUT", 20*time.Second, "how long in-flight requests may take to finish on shutdown")
+	dur(&c.drain, "drain", "FLASHSALE_DRAIN", 0, "on shutdown, how long /readyz answers 503 while requests are still served, before the server stops accepting: longer than a load balancer's checks take to mark it down")
 	str(&c.logLevel, "log-level", "FLASHSALE_LOG_LEVEL", "info", "debug, info, warn or error")
 	str(&c.history, "history", "FLASHSALE_HISTORY", "", "append every lease and store write to this JSON-lines file, for the chaos checker; empty records none")
 	var variants, proxies string
@@ -193,6 +195,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		return c, fmt.Errorf("-lock %q: want one of %s", c.lock, strings.Join(lock.Names(), ", "))
 	case c.lockTTL <= 0:
 		return c, fmt.Errorf("-lock-ttl must be positive, got %v", c.lockTTL)
+	case c.drain < 0:
+		return c, fmt.Errorf("-drain must not be negative, got %v", c.drain)
 	case c.lockWait <= 0:
 		return c, fmt.Errorf("-lock-wait must be positive, got %v", c.lockWait)
 	case c.batchMax < 1:

@@ -185,6 +185,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
+	drain(srv, hs, cfg.drain, log)
 	log.Info("shutting down: no new connections; waiting for in-flight requests", "timeout", cfg.shutdownTimeout)
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
 	defer cancel()
@@ -198,6 +199,21 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// drain tells a load balancer this instance is going (/readyz 503) and
+// keeps serving for wait, so the balancer's health checks take it out of
+// rotation before it stops accepting. Keep-alives end meanwhile: each
+// answer closes its connection, so no pooled connection of the balancer
+// meets a closed listener later.
+func drain(srv *handlers.Server, hs *http.Server, wait time.Duration, log *slog.Logger) {
+	srv.Drain()
+	if wait <= 0 {
+		return
+	}
+	hs.SetKeepAlivesEnabled(false)
+	log.Info("draining: /readyz answers 503; still serving", "drain", wait)
+	time.Sleep(wait)
 }
 
 // sequenceEnvironment is this binary, when the workshop's sequence may run

@@ -420,6 +420,39 @@ func TestGracefulShutdownKeepsEvery201(t *testing.T) {
 	}
 }
 
+// On shutdown with -drain, /readyz answers 503 draining at once while the
+// listener still accepts and sells: a load balancer that checks /readyz
+// takes the instance out before it stops accepting.
+func TestDrainBeforeShutdown(t *testing.T) {
+	nodes := testsupport.Redis(t, 3)
+	app := start(t, nil, "-redis", strings.Join(nodes.URLs(), ","), "-db", testsupport.SQLite(t), "-drain", "5s")
+	app.reset(`{"products":[{"sku":"d","name":"D","price_cents":1,"stock":5}],"seats":0}`)
+	app.mustCall("GET", "/readyz", "", 200)
+
+	app.stop() // SIGTERM, as run sees it; shutdown below waits for the end
+	deadline := time.Now().Add(4 * time.Second)
+	for {
+		r := app.call("GET", "/readyz", "")
+		if r.status == 503 && r.code == "draining" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("readyz answered %d %s, want 503 draining while the instance drains", r.status, r.code)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Still serving: a new connection is accepted and sells.
+	if r := app.call("POST", "/api/orders", `{"sku":"d","qty":1,"user":"late"}`); r.status != 201 {
+		t.Errorf("an order while draining answered %d %s, want 201", r.status, r.code)
+	}
+	if err := app.shutdown(); err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	if !strings.Contains(app.stderr.String(), "draining") {
+		t.Errorf("the log does not say the instance drained:\n%s", app.stderr)
+	}
+}
+
 func TestStreamAcrossInstances(t *testing.T) {
 	nodes := testsupport.Redis(t, 3)
 	args := []string{"-redis", strings.Join(nodes.URLs(), ","), "-db", testsupport.SQLite(t)}

@@ -287,14 +287,29 @@ func TestComposeServices(t *testing.T) {
 			t.Errorf("%s healthcheck %q does not ask /readyz", name, hc)
 		}
 	}
-	if p := svcs["app-1"].ports(); len(p) != 1 || p[0].published != "8080" || p[0].target != "8080" || p[0].hostIP != "127.0.0.1" {
-		t.Errorf("app-1 ports %+v, want 127.0.0.1:8080:8080", p)
+	if p := svcs["app-1"].ports(); len(p) != 1 || p[0].published != "8081" || p[0].target != "8080" || p[0].hostIP != "127.0.0.1" {
+		t.Errorf("app-1 ports %+v, want 127.0.0.1:8081:8080", p)
+	}
+	// The shop's one address is the balancer's, on 8080.
+	lb, ok := svcs["balancer"]
+	if !ok {
+		t.Fatal("no balancer service")
+	}
+	if p := lb.ports(); len(p) != 2 || p[0] != (port{"127.0.0.1", "8080", "8080"}) || p[1] != (port{"127.0.0.1", "8404", "8404"}) {
+		t.Errorf("balancer ports %+v, want 127.0.0.1:8080:8080 (the shop) and 127.0.0.1:8404:8404 (stats)", p)
+	}
+	if img := str(lb["image"]); !strings.HasPrefix(img, "haproxy:") {
+		t.Errorf("balancer image %q, want the official haproxy", img)
+	}
+	if deps := lb.dependsOn(); len(deps) != len(apps) {
+		t.Errorf("balancer depends on %v, want every replica %v", deps, apps)
 	}
 
-	// Ports only where a person needs them: the apps and Prometheus.
+	// Ports only where a person needs them: the balancer, the apps (one
+	// replica's view) and Prometheus.
 	for name, s := range svcs {
-		if len(s.ports()) > 0 && !strings.HasPrefix(name, "app-") && name != "prometheus" {
-			t.Errorf("%s publishes %+v; only the apps and Prometheus need a port", name, s.ports())
+		if len(s.ports()) > 0 && !strings.HasPrefix(name, "app-") && name != "prometheus" && name != "balancer" {
+			t.Errorf("%s publishes %+v; only the balancer, the apps and Prometheus need a port", name, s.ports())
 		}
 	}
 
@@ -309,16 +324,29 @@ func TestComposeServices(t *testing.T) {
 		t.Errorf("loadtest builds target %q", lt.buildTarget())
 	}
 	env := lt.env()
-	var targets []string
-	for _, a := range strings.Fields(env["LOADTEST_APPS"]) {
-		host, _, _ := strings.Cut(a, ":")
-		targets = append(targets, host)
-		if lt.dependsOn()[host] != "service_healthy" {
-			t.Errorf("loadtest attacks %s but does not wait for it to be healthy", host)
+	if got := env["LOADTEST_APPS"]; got != "balancer:8080" {
+		t.Errorf("loadtest attacks %q by default, want the balancer (balancer:8080)", got)
+	}
+	if lt.dependsOn()["balancer"] == "" {
+		t.Error("loadtest attacks the balancer but does not depend on it")
+	}
+	for _, a := range apps {
+		if lt.dependsOn()[a] != "service_healthy" {
+			t.Errorf("loadtest attacks %s through the balancer but does not wait for it to be healthy", a)
 		}
 	}
+	// LOADTEST_APPS set: the replicas directly.
+	direct, err := loadCompose(t, map[string]string{"FLASHSALE_ADMIN_TOKEN": "x", "LOADTEST_APPS": "app-1:8080 app-2:8080 app-3:8080"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var targets []string
+	for _, a := range strings.Fields(direct["loadtest"].env()["LOADTEST_APPS"]) {
+		host, _, _ := strings.Cut(a, ":")
+		targets = append(targets, host)
+	}
 	if !slices.Equal(targets, apps) {
-		t.Errorf("loadtest attacks %v, want every app replica %v", targets, apps)
+		t.Errorf("with LOADTEST_APPS set, loadtest attacks %v, want every app replica %v", targets, apps)
 	}
 	var scanned []string
 	for _, a := range strings.Fields(env["LOADTEST_REDIS"]) {

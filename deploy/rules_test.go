@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"fmt"
+	"maps"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -204,18 +205,25 @@ func TestRulesAreWellFormed(t *testing.T) {
 		t.Errorf("prometheus.yml rule_files %v does not load rules.yml", cfg.RuleFiles)
 	}
 	svcs, _ := loadCompose(t, composeEnv)
-	var targets []string
+	targets := map[string][]string{}
 	for _, sc := range cfg.ScrapeConfigs {
 		for _, st := range sc.StaticConfigs {
-			targets = append(targets, st.Targets...)
+			targets[sc.JobName] = append(targets[sc.JobName], st.Targets...)
 		}
 	}
 	var want []string
 	for _, a := range appServices(svcs) {
 		want = append(want, a+":8080")
 	}
-	if !slices.Equal(targets, want) {
-		t.Errorf("prometheus.yml scrapes %v, want the app replicas %v", targets, want)
+	if !slices.Equal(targets["flashsale"], want) {
+		t.Errorf("prometheus.yml's job flashsale scrapes %v, want the app replicas %v", targets["flashsale"], want)
+	}
+	// The balancer's exporter, at the port its stats frontend binds.
+	if _, ok := svcs["balancer"]; !ok || !slices.Equal(targets["balancer"], []string{"balancer:8404"}) {
+		t.Errorf("prometheus.yml's job balancer scrapes %v, want [balancer:8404]", targets["balancer"])
+	}
+	if len(targets) != 2 {
+		t.Errorf("prometheus.yml has jobs %v, want flashsale and balancer", slices.Sorted(maps.Keys(targets)))
 	}
 }
 

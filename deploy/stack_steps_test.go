@@ -11,11 +11,14 @@ import (
 
 // TestComposeStack starts docker-compose.yml for real (with the offline
 // override when deploy/offline/images.sh has built its stand-ins) and runs
-// what an operator meets: the stack comes up healthy, the load runner sells
-// exactly the stock, Redis nodes die and come back, one app is cut off from
+// what an operator meets: the stack comes up healthy behind its balancer,
+// the load runner sells exactly the stock through it, orders and the live
+// stream pass through it, a replica stopped gracefully and one killed under
+// load cost no acknowledged order, Redis nodes die and come back, one app is cut off from
 // three nodes, a node restarts with and without its AOF, PostgreSQL stops,
-// and `down -v` leaves nothing behind. Every request goes to the apps'
-// published loopback ports or stays inside the project's own network.
+// and `down -v` leaves nothing behind. Every request goes to the balancer's
+// or the apps' published loopback ports or stays inside the project's own
+// network.
 func TestComposeStack(t *testing.T) {
 	s := newStack(t)
 	s.down() // what an interrupted earlier run left
@@ -34,6 +37,10 @@ func TestComposeStack(t *testing.T) {
 	}{
 		{"up", stepUp},
 		{"loadtest", stepLoadtest},
+		{"balancer-sells-exactly", stepBalancerSellsExactly},
+		{"balancer-stream", stepBalancerStream},
+		{"balancer-graceful-stop", stepBalancerGracefulStop},
+		{"balancer-kill", stepBalancerKill},
 		{"redis-killed", stepRedisKilled},
 		{"partition", stepPartition},
 		{"aof", stepAOF},
@@ -65,13 +72,14 @@ func stepUp(s *stack) {
 			s.t.Errorf("app-%d /readyz: %d %v %s", n, st, err, b)
 		}
 	}
+	s.balancerSees(2*time.Minute, "UP", appServices3...)
 }
 
 // loadtestRow is the load runner's table row of redlock under the clean
 // scenario: verdict, then the hot SKU's units sold/initial and oversold.
 var loadtestRow = regexp.MustCompile(`(?m)^\s*redlock\s+clean\s+holds\s+(\S+)\s+(\S+)\s+(\d+)/(\d+)\s+(\d+)\s`)
 
-// 2. The compose loadtest service against the three replicas: the hot
+// 2. The compose loadtest service, through the balancer: the hot
 // stock sells out exactly, nothing oversold, the audit clean.
 func stepLoadtest(s *stack) {
 	start := time.Now()

@@ -27,6 +27,7 @@ var offlineImages = []string{
 	"flashsale-offline/debian:bookworm",
 	"flashsale-offline/redis:bookworm",
 	"flashsale-offline/postgres:bookworm",
+	"flashsale-offline/haproxy:bookworm",
 	"flashsale-offline/golang:bookworm",
 }
 
@@ -39,6 +40,8 @@ type stack struct {
 	project string
 	env     []string
 	ports   [3]int // app-1..3
+	lbPort  int    // the balancer: the shop's one address
+	lbStats int    // the balancer's stats page and metrics
 	token   string
 	http    *http.Client
 }
@@ -71,6 +74,8 @@ func newStack(t *testing.T) *stack {
 	_, _ = rand.Read(b)
 	s.token = hex.EncodeToString(b)
 	s.env = append(cleanEnv(), "FLASHSALE_ADMIN_TOKEN="+s.token, "PUBLISH_HOST=127.0.0.1")
+	s.lbPort, s.lbStats = testsupport.FreePort(t), testsupport.FreePort(t)
+	s.env = append(s.env, fmt.Sprintf("PUBLISH_PORT=%d", s.lbPort), fmt.Sprintf("PUBLISH_STATS_PORT=%d", s.lbStats))
 	for i := range s.ports {
 		s.ports[i] = testsupport.FreePort(t)
 		s.env = append(s.env, fmt.Sprintf("PUBLISH_PORT_%d=%d", i+1, s.ports[i]))

@@ -94,6 +94,7 @@ var errorTable = map[string]outcome{
 	"not_found":          {status: http.StatusNotFound, message: "No such route; see the API list at /api."},
 	"method_not_allowed": {status: http.StatusMethodNotAllowed, message: "This route does not accept that method."},
 	"not_ready":          {status: http.StatusServiceUnavailable, retryAfter: "1", message: "Not ready: the database is unreachable, or too few Redis nodes can vote (down, or restarted less than a lock TTL ago).", showDetail: true},
+	"draining":           {status: http.StatusServiceUnavailable, retryAfter: "1", message: "This instance is shutting down: it finishes what it has and takes no new traffic from a load balancer. Other replicas serve."},
 	"internal":           {status: http.StatusInternalServerError, message: "Something went wrong on our side; it has been logged. Retry later."},
 }
 

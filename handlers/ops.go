@@ -53,8 +53,12 @@ func (s *Server) healthz(c *gin.Context) error {
 	return nil
 }
 
-// readyz is ready when the database answers and a Redis quorum does.
+// readyz is ready when the database answers and a Redis quorum does, and
+// the instance is not draining for shutdown.
 func (s *Server) readyz(c *gin.Context) error {
+	if s.draining.Load() {
+		return &Error{Code: "draining"}
+	}
 	ctx, cancel := context.WithTimeout(c.Request.Context(), 2*time.Second)
 	defer cancel()
 	var problems []error

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -94,6 +95,8 @@ type Server struct {
 	// closing is closed when shutdown begins: every stream ends.
 	closing   chan struct{}
 	closeOnce sync.Once
+	// draining is set by Drain: /readyz answers 503 from then on.
+	draining atomic.Bool
 }
 
 // NewServer checks the configuration and builds the routes.
@@ -179,6 +182,11 @@ func NewServer(cfg Config) (*Server, error) {
 	s.routes()
 	return s, nil
 }
+
+// Drain makes /readyz answer 503 draining from now on, while every other
+// route is served as before: a load balancer that checks /readyz stops
+// sending new requests here before the server stops accepting them.
+func (s *Server) Drain() { s.draining.Store(true) }
 
 // CloseStreams ends every open stream (live and workshop) and refuses new
 // ones. Register it with http.Server.RegisterOnShutdown: a stream never

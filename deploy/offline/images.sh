@@ -15,6 +15,8 @@
 #   flashsale-offline/redis:bookworm    Debian's redis-server (7.0), /data as cwd
 #   flashsale-offline/postgres:bookworm Debian's PostgreSQL 15, initialised from
 #                                       POSTGRES_USER/PASSWORD/DB like the official one
+#   flashsale-offline/haproxy:bookworm  Debian's haproxy (2.6), config in
+#                                       /usr/local/etc/haproxy as in the official one
 #   flashsale-offline/golang:bookworm   this machine's Go toolchain at /usr/local/go
 #
 # Settings: DEBIAN_MIRROR (http://deb.debian.org/debian), GOROOT_SOURCE (the
@@ -69,6 +71,7 @@ build() {
 
 build flashsale-offline/redis:bookworm "$here/redis"
 build flashsale-offline/postgres:bookworm "$here/postgres"
+build flashsale-offline/haproxy:bookworm "$here/haproxy"
 
 # The Go image's context is its Dockerfile, the toolchain and the CA bundle,
 # streamed as a tar (no copy of the toolchain on disk).
