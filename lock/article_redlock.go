@@ -43,8 +43,9 @@ func (a *articleRedlock) acquire(ctx context.Context, at gap, k keys, value stri
 	start := time.Now().Round(0) // start_time = time.time(): BROKEN: the wall clock, which can step
 	var acquired []*redis.Client
 	var failed []error
-	// "向所有节点发送获取锁请求": to every node, one after another, each
-	// waiting for the one before (no per-node timeout but the client's).
+	// "向所有节点发送获取锁请求" ("send the request to every node"): one
+	// after another, each waiting for the one before, with no per-node
+	// timeout but the client's.
 	for _, n := range a.nodes {
 		err := n.Do(ctx, "set", k.lock, value, "nx", "px", ms(ttl)).Err() // SET k v NX EX ttl (as PX: a TTL under a second)
 		if err != nil {
@@ -66,7 +67,7 @@ func (a *articleRedlock) acquire(ctx context.Context, at gap, k keys, value stri
 			a.mu.Unlock()
 			return grant{validity: ttl}, nil
 		}
-		a.del(ctx, acquired, k) // "如果获取时间过长,释放所有已获取的锁"
+		a.del(ctx, acquired, k) // "if it took too long, release every lock acquired"
 	}
 	// BROKEN: a missed quorum undoes nothing: the keys it set stay until
 	// they expire, and vote against every other client meanwhile.
