@@ -56,7 +56,7 @@ var labSteps = []Step{
 	{lock.ArticleRedlock, loadtest.Clean, 300, 1500},
 	{lock.Redlock, loadtest.Clean, 300, 1500},
 	{lock.Redsync, loadtest.NodeRestart, 200, 2000},
-	{lock.Redsync, loadtest.PauseInCriticalSection, 300, 2000},
+	{lock.Redsync, loadtest.LongWork, 300, 3000},
 	{lock.Lua, loadtest.LongWork, 300, 3000},
 	{lock.Lua, loadtest.LongWorkWatchdog, 300, 3000},
 	{lock.LuaCheck, loadtest.PauseAfterLeaseCheck, 300, 2000},
