@@ -158,12 +158,14 @@ var lessons = map[string]Lesson{
 		// a jump that expires a lease at work, a promoted replica without
 		// the lease: the lock-level fault matrix shows the first two every
 		// time), but each needs a successor granted while the first holder
-		// still works, and on a hot key redsync grants little: its
-		// contenders send their SETs each from its own goroutine, so the
-		// nodes see them in different orders and split their votes (no
-		// one wins, all unlock, all sleep 50–250 ms), and its per-node
-		// timeout is 5% of the TTL (25 ms here), which a busy machine
-		// misses. Where grants are that rare, whether a pause meets a
+		// still works, and on a hot key redsync grants little within the
+		// 1 s lock wait: its waiters poll every 50–250 ms in no order (the
+		// hot-key benchmark, docs/performance.md: p99 wait 0.8–1.3 s, and
+		// the releasing process tends to take the key again), contenders
+		// that try together split the nodes' votes (each sends its SETs
+		// from goroutines of its own), and its per-node timeout is 5% of
+		// the TTL (25 ms here), which a busy machine misses. Where grants
+		// are that rare, whether a pause meets a
 		// successor is timing. node-restart runs with a 2 s TTL (a 100 ms
 		// timeout) and rounds built to let a second client in; under
 		// long-work every lease runs out under its holder: those break.
@@ -212,8 +214,8 @@ const articleFailover = "its critical sections are 10 s long, so a key sees few 
 
 // redsyncRare is why redsync's unfenced cells can go either way.
 const redsyncRare = "it has no fencing and no restart awareness, so two holders need only a successor granted while the first holder works; " +
-	"but on a hot key its contenders split the nodes' votes (each sends its SETs from goroutines of its own, in no common order) and " +
-	"miss its 5%-of-TTL per-node timeout on a busy machine, so it grants a few units a cell, and a pause may meet no successor"
+	"but on a hot key its waiters poll every 50–250 ms in no order, split the nodes' votes when they try together and miss its 5%-of-TTL " +
+	"per-node timeout on a busy machine, so most waits outlast the 1 s lock wait: it sells a few units a cell, and a pause may meet no successor"
 
 // singleBreakers are the chaos faults that can break a single-node rung
 // without fencing: a holder paused past its TTL, a jump that expires its
