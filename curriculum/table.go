@@ -150,29 +150,31 @@ var lessons = map[string]Lesson{
 	// holder paused past its TTL writes beside its successor. No watchdog
 	// of its own: long work loses the lease unless the caller extends it
 	// (long-work-watchdog: the watchdog here calls its Extend, owner-checked).
+	// Whether a cell shows those flaws is another matter (below).
 	lock.Redsync: {
 		Reference: "redlock.go",
-		ShowsWith: "node-restart",
-		Breaks:    []string{"node-restart", "node-restart-unaware", "long-work"},
+		// The cell that shows it is the one it passes: it sells exactly the
+		// stock under concurrency alone, where article-redlock does not.
+		ShowsWith: "clean",
 		// Its flaws are there in every one of these (a pause past the TTL,
-		// a jump that expires a lease at work, a promoted replica without
-		// the lease: the lock-level fault matrix shows the first two every
-		// time), but each needs a successor granted while the first holder
-		// still works, and on a hot key redsync grants little within the
-		// 1 s lock wait: its waiters poll every 50–250 ms in no order (the
-		// hot-key benchmark, docs/performance.md: p99 wait 0.8–1.3 s, and
-		// the releasing process tends to take the key again), contenders
-		// that try together split the nodes' votes (each sends its SETs
-		// from goroutines of its own), and its per-node timeout is 5% of
-		// the TTL (25 ms here), which a busy machine misses. Where grants
-		// are that rare, whether a pause meets a
-		// successor is timing. node-restart runs with a 2 s TTL (a 100 ms
-		// timeout) and rounds built to let a second client in; under
-		// long-work every lease runs out under its holder: those break.
+		// a jump that expires a lease at work, a node or a promoted replica
+		// without the lease, work past the TTL: the lock-level fault
+		// matrix shows the pauses every time), but each needs a successor
+		// granted while the first holder still works, and on a hot key
+		// redsync's grants collapse whenever the machine is busy: its
+		// waiters poll every 50–250 ms in no order (the hot-key benchmark,
+		// docs/performance.md: p99 wait 0.8–1.3 s, past the 1 s lock wait),
+		// contenders that try together split the nodes' votes (each sends
+		// its SETs from goroutines of its own), and its per-node timeout is
+		// 5% of the TTL (25 ms here), which a busy machine misses. A cell
+		// that sells 1 unit of 40 has no successor for a pause to meet.
 		Either: map[string]string{
 			"pause-in-critical-section": redsyncRare,
 			"pause-after-lease-check":   redsyncRare,
 			"clock-jump":                redsyncRare,
+			"node-restart":              redsyncRare,
+			"node-restart-unaware":      redsyncRare,
+			"long-work":                 redsyncRare,
 			"failover":                  redsyncRare,
 			"failover-unaware":          redsyncRare,
 		},
