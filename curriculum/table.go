@@ -125,6 +125,64 @@ var lessons = map[string]Lesson{
 				"(oversold) if the SKU sells out after the failover; with this column's slow sales it may not",
 		},
 	},
+	// The article's Redlock: a quorum of 2 whatever the number of nodes,
+	// so with five nodes two clients can each win two. Concurrency alone
+	// breaks it wherever five nodes (or a side of three) answer, which
+	// every column has for a good part of its run; the bare DEL, the
+	// undone-nothing miss and the whole-TTL check only add ways.
+	lock.ArticleRedlock: {
+		Reference: "redlock.go",
+		ShowsWith: "clean",
+		Breaks: []string{"clean", "crash-between-steps", "pause-between-release-steps", "pause-in-critical-section", "node-down",
+			"node-restart", "node-restart-unaware", "clock-jump", "network-delay", "partition", "long-work", "long-work-watchdog", "pause-after-lease-check"},
+		Either: map[string]string{
+			"failover":         articleFailover,
+			"failover-unaware": articleFailover,
+		},
+		Quorum: true,
+		Chaos:  &ChaosClaim{Alone: true},
+	},
+	// redsync: a careful Redlock (majority, parallel SETs under a per-node
+	// timeout, validity with drift, owner-checked scripts, a missed try
+	// undone), so it holds wherever redlock holds for the same reasons,
+	// except where redlock's restart awareness is what holds: it has none,
+	// so its aware and unaware columns are the same cell. No fencing: a
+	// holder paused past its TTL writes beside its successor. No watchdog
+	// of its own: long work loses the lease unless the caller extends it
+	// (long-work-watchdog: the watchdog here calls its Extend, owner-checked).
+	// Whether a cell shows those flaws is another matter (below).
+	lock.Redsync: {
+		Reference: "redlock.go",
+		// The cell that shows it is the one it passes: it sells exactly the
+		// stock under concurrency alone, where article-redlock does not.
+		ShowsWith: "clean",
+		// Its flaws are there in every one of these (a pause past the TTL,
+		// a jump that expires a lease at work, a node or a promoted replica
+		// without the lease, work past the TTL: the lock-level fault
+		// matrix shows the pauses every time), but each needs a successor
+		// granted while the first holder still works, and on a hot key
+		// redsync's grants collapse whenever the machine is busy: its
+		// waiters poll every 50–250 ms in no order (the hot-key benchmark,
+		// docs/performance.md: p99 wait 0.8–1.3 s, past the 1 s lock wait),
+		// contenders that try together split the nodes' votes (each sends
+		// its SETs from goroutines of its own), and its per-node timeout is
+		// 5% of the TTL (25 ms here), which a busy machine misses. A cell
+		// that sells 1 unit of 40 has no successor for a pause to meet.
+		Either: map[string]string{
+			"pause-in-critical-section": redsyncRare,
+			"pause-after-lease-check":   redsyncRare,
+			"clock-jump":                redsyncRare,
+			"node-restart":              redsyncRare,
+			"node-restart-unaware":      redsyncRare,
+			"long-work":                 redsyncRare,
+			"failover":                  redsyncRare,
+			"failover-unaware":          redsyncRare,
+		},
+		Quorum: true,
+		Chaos: &ChaosClaim{
+			Breakers: []string{"app-pause", "clock-jump", "node-wipe", "node-crash", "node-flush", "node-failover"},
+		},
+	},
 	// Last, past the ladder: the attendees' own single-node rung, read
 	// beside the one it should become. As shipped it takes a lock that is
 	// held, so it breaks wherever no lock at all does: its row is none's
@@ -150,6 +208,16 @@ var lessons = map[string]Lesson{
 // way.
 const lateExtend = "a watchdog extend that comes late (a busy machine, and this variant's waiters do not queue: they all keep trying) lets a successor in, " +
 	"and the broken renewal (PEXPIRE without owner check) extends the successor's key and never reports the lease lost; or no extend comes late"
+
+// articleFailover is why the article's Redlock can go either way under
+// failover.
+const articleFailover = "its critical sections are 10 s long, so a key sees few rushes of waiters, and two holders need two of them to split " +
+	"the nodes 2 and 2 (or a promoted replica to give a second client its second vote); a missed quorum's keys stay 30 s and can make that split, or not"
+
+// redsyncRare is why redsync's unfenced cells can go either way.
+const redsyncRare = "it has no fencing and no restart awareness, so two holders need only a successor granted while the first holder works; " +
+	"but on a hot key its waiters poll every 50–250 ms in no order, split the nodes' votes when they try together and miss its 5%-of-TTL " +
+	"per-node timeout on a busy machine, so most waits outlast the 1 s lock wait: it sells a few units a cell, and a pause may meet no successor"
 
 // singleBreakers are the chaos faults that can break a single-node rung
 // without fencing: a holder paused past its TTL, a jump that expires its

@@ -13,6 +13,10 @@ const (
 	LuaCheck     = "lua+check"
 	LuaFence     = "lua+fence"
 	RedlockFence = "redlock+fence"
+	// ArticleRedlock is a widely read article's Redlock, as written.
+	ArticleRedlock = "article-redlock"
+	// Redsync is the Go Redlock library, github.com/go-redsync/redsync/v4.
+	Redsync = "redsync"
 	// Attendee is the rung the workshop's attendees write (attendee.go).
 	Attendee    = "attendee"
 	DBGuard     = "db-guard"
@@ -71,7 +75,8 @@ type Rung struct {
 // correct single-node lock, Redlock, the single-node lock that checks its
 // lease before writing, then both locks with fencing tokens; then the
 // designs that need no Redis lock at all, where the store is the guard;
-// last, the rung the attendees write.
+// then the Redlock an article teaches and the one a library ships, read
+// beside ours; last, the rung the attendees write.
 var ladder = []Rung{
 	{
 		Name: None, File: "none.go",
@@ -120,6 +125,14 @@ var ladder = []Rung{
 	{
 		Name: RedisStock, File: "inventory/redis_stock.go", Guard: GuardRedisStock, Correct: true,
 		build: func(*Lockers) variant { return noLock{} },
+	},
+	{
+		Name: ArticleRedlock, File: "article_redlock.go",
+		build: func(s *Lockers) variant { return newArticleRedlock(s.Clients()) },
+	},
+	{
+		Name: Redsync, File: "redsync.go",
+		build: func(s *Lockers) variant { return s.redsync() },
 	},
 	{
 		Name: Attendee, File: "attendee.go",

@@ -6,10 +6,10 @@
 // small value that takes, gives back and extends one lease on Redis, one
 // file each, listed once in ladder.go (none.go, setnx_expire.go, get_del.go,
 // plain_del.go, lua.go, redlock.go, lua_check.go, lua_fence.go,
-// redlock_fence.go, attendee.go). Under it is the plain machinery every rung
-// needs: the lease and its release (this file), waiting for a busy lock as
-// the Redis distlock page describes it (retry.go), fault points
-// (faults.go), the watchdog, the check before a write (lease_check.go),
+// redlock_fence.go, article_redlock.go, redsync.go, attendee.go). Under it
+// is the plain machinery every rung needs: the lease and its release (this
+// file), waiting for a busy lock as the Redis distlock page describes it
+// (retry.go), fault points (faults.go), the watchdog, the check before a write (lease_check.go),
 // restart awareness (internal/node), errors. Two variants differ only in the
 // lines that make one of them wrong.
 //

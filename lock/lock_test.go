@@ -137,6 +137,12 @@ func TestOneKeyManyClients(t *testing.T) {
 	c := shared(t)
 	const clients, rounds = 32, 8
 	for _, name := range lockRungs() {
+		if name == lock.ArticleRedlock {
+			// Its quorum of 2 of 5 lets two clients in at once when their
+			// SETs interleave, which they may or may not here: the
+			// matrix's clean column is where it is measured.
+			continue
+		}
 		t.Run(name, func(t *testing.T) {
 			e := newEnv(t, c, lock.WithTTL(2*time.Second))
 			l := e.locker(name)

@@ -8,6 +8,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-redsync/redsync/v4"
+	rsredis "github.com/go-redsync/redsync/v4/redis"
+	rsgoredis "github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	"github.com/redis/go-redis/v9"
 
 	"flashsale/lock/internal/node"
@@ -82,12 +85,23 @@ func (s *Lockers) first() *redis.Client { return s.nodes[0].Client() }
 // redlock is the Redlock core over every node.
 func (s *Lockers) redlock() *redlock { return &redlock{nodes: s.nodes, cfg: s.cfg} }
 
+// redsync is the redsync library over go-redis pools of the nodes' own
+// clients: the same nodes, reached the same way (a Sentinel-managed first
+// node through its sentinels).
+func (s *Lockers) redsync() redsyncLock {
+	pools := make([]rsredis.Pool, len(s.nodes))
+	for i, n := range s.nodes {
+		pools[i] = rsgoredis.NewPool(n.Client())
+	}
+	return redsyncLock{redsync.New(pools...)}
+}
+
 // reach is how to check that the nodes a variant needs answer.
 func (s *Lockers) reach(v variant) func(context.Context) error {
 	switch v.(type) {
 	case noLock:
 		return nil
-	case *redlock, redlockFence:
+	case *redlock, redlockFence, *articleRedlock, redsyncLock:
 		return s.Ping
 	}
 	return func(ctx context.Context) error {

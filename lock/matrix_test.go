@@ -33,10 +33,12 @@ func TestFaultMatrix(t *testing.T) {
 		{"pause-between-release-steps", pauseBetweenReleaseSteps, map[string]bool{lock.GetDel: true}},
 		{"pause-in-critical-section", pausedHolder(lock.InCriticalSection), map[string]bool{
 			lock.SetNXExpire: true, lock.GetDel: true, lock.PlainDel: true, lock.Lua: true, lock.Redlock: true,
+			lock.ArticleRedlock: true, lock.Redsync: true,
 		}},
 		// The pause lands after lua+check's look at its lease: it passed.
 		{"pause-after-lease-check", pausedHolder(lock.AfterLeaseCheck), map[string]bool{
 			lock.SetNXExpire: true, lock.GetDel: true, lock.PlainDel: true, lock.Lua: true, lock.Redlock: true, lock.LuaCheck: true,
+			lock.ArticleRedlock: true, lock.Redsync: true,
 		}},
 	}
 	for _, fast := range []bool{true, false} {

@@ -29,6 +29,8 @@ func TestTaughtCommands(t *testing.T) {
 		{lock.PlainDel, []string{"set K V nx px 2000", "del K"}},
 		{lock.Lua, []string{"set K V nx px 2000", "evalsha * 1 K V"}},
 		{lock.Attendee, []string{"set K V nx px 2000", "get K", "del K"}}, // as shipped
+		// The article's Redlock, as node 0 sees it: its SET and its bare DEL.
+		{lock.ArticleRedlock, []string{"set K V nx px 2000", "del K"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.variant, func(t *testing.T) {

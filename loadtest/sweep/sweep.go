@@ -25,10 +25,11 @@ import (
 
 // Variants are the sweep's default rows: none is the ceiling of
 // everything but the lock (HTTP, the app, SQLite), lua, redlock and
-// redlock+fence what a correct lock costs on one hot key, and the three
+// redlock+fence what a correct lock costs on one hot key, redsync what the
+// Go library people install instead costs on the same nodes, and the three
 // designs without a lock (db-guard, db-for-update, redis-stock) what the
 // same sale costs when the store is the guard.
-var Variants = []string{"none", "lua", "redlock", "redlock+fence", "db-guard", "db-for-update", "redis-stock"}
+var Variants = []string{"none", "lua", "redlock", "redlock+fence", "redsync", "db-guard", "db-for-update", "redis-stock"}
 
 // Rates are the sweep's default offered rates, rising past the point
 // where one hot key saturates.

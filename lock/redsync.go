@@ -1,0 +1,111 @@
+package lock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-redsync/redsync/v4"
+)
+
+// redsyncLock is the Go Redlock library most projects install
+// (github.com/go-redsync/redsync/v4), used through its public API with its
+// own defaults over go-redis pools to the same nodes: a lease is a Mutex
+// named after the lock key, with the lease's TTL as its expiry and the
+// lease's owner value as its value. Its acquire sends SET NX PX to every
+// node at once under a per-node timeout of 5% of the TTL, counts a majority
+// and the validity (TTL − elapsed − 1% drift), and on a miss unlocks every
+// node; its release and extend are compare-and-delete and compare-and-
+// pexpire scripts. The waiting is the library's too: its tries, 50–250 ms
+// apart, until the caller's lock-wait budget (ctx's deadline) runs out; a
+// caller without a deadline gets one try.
+//
+// Where it breaks: it is a careful Redlock without restart awareness, so a
+// node that comes back without its data votes at once for a second client
+// (node-restart, failover); without fencing tokens, so a holder paused past
+// its TTL writes beside its successor; and without a watchdog, so work
+// longer than the TTL loses the lock unless the caller extends it (the
+// watchdog switch here calls its Extend).
+type redsyncLock struct{ rs *redsync.Redsync }
+
+// mutex is the library's Mutex for one lease: the key, the TTL, the value.
+// A Mutex made again with the same value (WithValue) releases or extends
+// the lease it acquired, as the library documents for handing a lock on.
+func (v redsyncLock) mutex(k keys, value string, ttl time.Duration, opts ...redsync.Option) *redsync.Mutex {
+	return v.rs.NewMutex(k.lock, append([]redsync.Option{
+		redsync.WithExpiry(ttl),
+		redsync.WithValue(value),
+		redsync.WithGenValueFunc(func() (string, error) { return value, nil }),
+	}, opts...)...)
+}
+
+func (v redsyncLock) acquire(ctx context.Context, at gap, k keys, value string, ttl time.Duration) (grant, error) {
+	start := time.Now()
+	var m *redsync.Mutex
+	if _, budget := ctx.Deadline(); budget {
+		m = v.mutex(k, value, ttl) // the library's tries and delays, until the wait's deadline
+	} else {
+		m = v.mutex(k, value, ttl, redsync.WithTries(1)) // no budget: one try (TryAcquire)
+	}
+	if err := m.LockContext(ctx); err != nil {
+		return grant{}, redsyncErr(err)
+	}
+	// One call took the lock everywhere it could: a crash here leaves keys
+	// that still expire.
+	if err := at(ctx, AfterAcquireStep1); err != nil {
+		return grant{}, err
+	}
+	return grant{validity: m.Until().Sub(start)}, nil
+}
+
+func (v redsyncLock) release(ctx context.Context, _ gap, k keys, value string) error {
+	ok, err := v.mutex(k, value, 0).UnlockContext(ctx)
+	if !ok {
+		return redsyncReleaseErr(err)
+	}
+	return nil
+}
+
+func (v redsyncLock) extend(ctx context.Context, k keys, value string, ttl time.Duration) (time.Duration, error) {
+	start := time.Now()
+	m := v.mutex(k, value, ttl)
+	ok, err := m.ExtendContext(ctx)
+	if !ok {
+		return 0, redsyncReleaseErr(err)
+	}
+	return m.Until().Sub(start), nil
+}
+
+// redsyncErr reads a failed acquire: busy, unless a node failed to answer
+// and no node said the lock was taken.
+func redsyncErr(err error) error {
+	var taken *redsync.ErrTaken
+	var nodeTaken *redsync.ErrNodeTaken
+	var rerr *redsync.RedisError
+	switch {
+	case errors.As(err, &taken), errors.As(err, &nodeTaken), !errors.As(err, &rerr):
+		return fmt.Errorf("%w: %w", ErrNotAcquired, err)
+	default:
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+}
+
+// redsyncReleaseErr reads a release or extend short of a majority: not
+// held, unless a node failed to answer.
+func redsyncReleaseErr(err error) error {
+	var rerr *redsync.RedisError
+	if errors.As(err, &rerr) {
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	if err == nil {
+		return ErrNotHeld
+	}
+	return fmt.Errorf("%w: %w", ErrNotHeld, err)
+}
+
+// checksOwner: the library's release is a compare-and-delete script.
+func (redsyncLock) checksOwner() {}
+
+// undoesItsFailedTries: the library unlocks every node after a missed try.
+func (redsyncLock) undoesItsFailedTries() {}
