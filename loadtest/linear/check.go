@@ -35,6 +35,9 @@ type Verdict struct {
 	// Partitions is how many SKUs and seats the history has; Unchecked
 	// how many the time ran out before.
 	Partitions int `json:"partitions"`
+	// Redundant counts the reads and refusals left out of the check
+	// because another asking the same lies within their interval.
+	Redundant int `json:"redundant"`
 	Unchecked  int `json:"unchecked,omitempty"`
 	// Illegal names the partitions that are not linearizable ("sku HOT-1",
 	// "seat gala/A1").
@@ -71,6 +74,8 @@ func (h *History) Check(timeout time.Duration) Verdict {
 	m.Partition = nil
 	deadline := begin.Add(timeout)
 	for _, p := range parts {
+		p, n := reduce(p)
+		v.Redundant += n
 		left := time.Until(deadline)
 		if left <= 0 {
 			v.Unchecked++

@@ -2,6 +2,7 @@ package linear
 
 import (
 	"encoding/json"
+	"io"
 	"math"
 	"net/http"
 	"sync"
@@ -155,4 +156,42 @@ func (h *History) snapshot() []porcupine.Operation {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return append([]porcupine.Operation(nil), h.ops...)
+}
+
+// jsonOp is one operation as WriteJSON writes it; return is null when the
+// outcome is unknown.
+type jsonOp struct {
+	Kind    string `json:"op"`
+	Key     string `json:"key"`
+	User    string `json:"user,omitempty"`
+	Qty     int64  `json:"qty,omitempty"`
+	Outcome string `json:"outcome,omitempty"`
+	Left    *int64 `json:"stock,omitempty"`
+	Holder  string `json:"holder,omitempty"`
+	Call    int64  `json:"call_ns"`
+	Return  *int64 `json:"return_ns"`
+}
+
+// WriteJSON writes the history, one operation a line, times in
+// nanoseconds from its start: what porcupine was given.
+func (h *History) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	for _, op := range h.snapshot() {
+		in, out := op.Input.(Input), op.Output.(Output)
+		j := jsonOp{Kind: [...]string{"buy", "read stock", "grab", "read seat"}[in.Kind], Key: in.Key, User: in.User, Qty: in.Qty,
+			Holder: out.Holder, Call: op.Call}
+		if in.Kind == Buy || in.Kind == Grab {
+			j.Outcome = [...]string{"done", "refused", "unknown"}[out.Outcome]
+		}
+		if out.Left != NotSaid && in.Kind != Grab && in.Kind != SeatRead {
+			j.Left = &out.Left
+		}
+		if op.Return != never {
+			j.Return = &op.Return
+		}
+		if err := enc.Encode(j); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -165,3 +165,35 @@ func TestReplayAndRefusalsLeftOut(t *testing.T) {
 		t.Fatalf("ops %d writes %d maybe %d dropped %d, want 1 1 1 3", ops, writes, maybe, dropped)
 	}
 }
+
+// TestReduceDropsOnlyContainedObservations: a refusal or read whose
+// interval holds another asking the same of the state is left out; writes,
+// and observations that ask something else, never are.
+func TestReduceDropsOnlyContainedObservations(t *testing.T) {
+	buy := Request{SKU: "HOT", Qty: 1, User: "a"}
+	tests := []struct {
+		name   string
+		writes []write
+		reads  []read
+		want   int
+	}{
+		{"a refusal around a read of zero", []write{{buy, at{0, 30}, 409, `{"error":"sold_out"}`}},
+			[]read{{when: at{10, 20}, stock: map[string]int64{"HOT": 0}}}, 1},
+		{"a read of zero around a refusal", []write{{buy, at{10, 20}, 409, `{"error":"sold_out"}`}},
+			[]read{{when: at{0, 30}, stock: map[string]int64{"HOT": 0}}}, 1},
+		{"overlapping, neither inside the other", []write{{buy, at{0, 20}, 409, `{"error":"sold_out"}`}},
+			[]read{{when: at{10, 30}, stock: map[string]int64{"HOT": 0}}}, 0},
+		{"a read of one around a read of zero", nil,
+			[]read{{when: at{0, 30}, stock: map[string]int64{"HOT": 1}}, {when: at{10, 20}, stock: map[string]int64{"HOT": 0}}}, 0},
+		{"a sale around a sale", []write{{buy, at{0, 30}, 201, `{}`}, {buy, at{10, 20}, 201, `{}`}}, nil, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := New(map[string]int64{"HOT": 2})
+			h.replay(t, tt.writes, tt.reads)
+			if _, n := reduce(h.snapshot()); n != tt.want {
+				t.Fatalf("dropped %d, want %d", n, tt.want)
+			}
+		})
+	}
+}
