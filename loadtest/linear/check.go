@@ -38,7 +38,7 @@ type Verdict struct {
 	// Redundant counts the reads and refusals left out of the check
 	// because another asking the same lies within their interval.
 	Redundant int `json:"redundant"`
-	Unchecked  int `json:"unchecked,omitempty"`
+	Unchecked int `json:"unchecked,omitempty"`
 	// Illegal names the partitions that are not linearizable ("sku HOT-1",
 	// "seat gala/A1").
 	Illegal []string `json:"not_linearizable,omitempty"`
