@@ -77,12 +77,11 @@ func (r *cellRun) check(h *linear.History) {
 	if v.Result != linear.NotLinearizable {
 		return
 	}
-	path := base + ".html"
-	if err := v.Visualize(path, timeout); err != nil {
+	if err := v.Visualize(base+".html", timeout); err != nil {
 		c.Notes = append(c.Notes, "drawing the history: "+err.Error())
 		return
 	}
-	c.HistoryFile = path
+	c.HistoryFile = filepath.ToSlash(filepath.Join("histories", r.sc.Name, output.FileName(c.Variant)+".html"))
 }
 
 // agree compares porcupine's verdict with the audit's: an oversale, a lost

@@ -61,7 +61,8 @@ type Cell struct {
 	// Linearizable is porcupine's verdict on the history the shoppers
 	// saw (loadtest/linear): null when the check ran out of time or never
 	// ran. Linear has its sizes, its time and the partitions that failed;
-	// HistoryFile is its picture when it is not linearizable.
+	// HistoryFile is its picture when it is not linearizable, relative to
+	// the output directory.
 	Linearizable *bool           `json:"linearizable"`
 	Linear       *linear.Verdict `json:"linearizability,omitempty"`
 	HistoryFile  string          `json:"history_file,omitempty"`
