@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"flashsale/internal/clock"
+	"flashsale/lock"
 	"flashsale/loadtest/checker"
 	"flashsale/loadtest/cluster"
 	"flashsale/loadtest/output"
@@ -130,7 +131,9 @@ func setUpSale(ctx context.Context, cfg Config, fleet storefront.Fleet) (map[str
 	scopes := map[string]checker.Scope{}
 	for i, v := range cfg.Variants {
 		f := output.FileName(v)
-		scopes[v] = checker.Scope{Variant: v, SKUs: []string{"hot-" + f, "scarce-" + f}, Event: state.Event, Seats: seats[i*per : (i+1)*per]}
+		rung, _ := lock.Find(v)
+		scopes[v] = checker.Scope{Variant: v, SKUs: []string{"hot-" + f, "scarce-" + f}, Event: state.Event, Seats: seats[i*per : (i+1)*per],
+			StoreGuarded: rung.Guard != lock.GuardLock}
 	}
 	return scopes, plan, fleet.SetFaults(setup, plan)
 }
