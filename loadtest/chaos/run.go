@@ -12,11 +12,11 @@ import (
 	"time"
 
 	"flashsale/internal/clock"
-	"flashsale/lock"
 	"flashsale/loadtest/checker"
 	"flashsale/loadtest/cluster"
 	"flashsale/loadtest/output"
 	"flashsale/loadtest/storefront"
+	"flashsale/lock"
 )
 
 // Run starts the environment, runs the clients and the nemesis for
