@@ -87,6 +87,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 	rep.StuckLockKeys = rep.heal(ctx, cfg, local)
 	readInto(ctx, fleet[0], hs, scopes, event(scopes)) // what the sale left, after every answer
+	for _, h := range hs {
+		h.Resolve(func(user string) (bool, error) { return fleet[0].Ordered(ctx, user) })
+	}
 	closeErr := local.Close()                          // the instances stop: their histories are complete
 	local = nil
 	if err := errors.Join(closeErr, clientLog.Close(), nlog.close()); err != nil {

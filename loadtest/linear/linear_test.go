@@ -197,3 +197,29 @@ func TestReduceDropsOnlyContainedObservations(t *testing.T) {
 		})
 	}
 }
+
+// TestResolve: an order without an answer that the store kept took
+// effect, one it did not keep never did, and one that cannot be looked up
+// stays unknown.
+func TestResolve(t *testing.T) {
+	h := New(map[string]int64{"HOT": 1})
+	for _, u := range []string{"kept", "not-kept", "unreadable"} {
+		h.Answer(Request{SKU: "HOT", Qty: 1, User: u}, h.start, time.Millisecond, 0, nil, nil)
+	}
+	took, never := h.Resolve(func(user string) (bool, error) {
+		if user == "unreadable" {
+			return false, os.ErrDeadlineExceeded
+		}
+		return user == "kept", nil
+	})
+	ops, writes, maybe, _ := h.Size()
+	if took != 1 || never != 1 || ops != 2 || writes != 2 || maybe != 1 {
+		t.Fatalf("took %d never %d; ops %d writes %d unknown %d, want 1 1; 2 2 1", took, never, ops, writes, maybe)
+	}
+	// The kept order took the only unit, at some moment: another sale of
+	// it is not linearizable, whenever it came.
+	h.Answer(Request{SKU: "HOT", Qty: 1, User: "b"}, h.start.Add(time.Second), time.Second, 201, nil, []byte(`{"stock_left":0}`))
+	if v := h.Check(time.Minute); v.Result != NotLinearizable {
+		t.Fatalf("got %s, want %s", v.Result, NotLinearizable)
+	}
+}

@@ -76,21 +76,30 @@ type state struct {
 	seat   bool
 	stock  int64
 	holder string
+	// slack is how many units writes of unknown outcome, already placed,
+	// may still take: each may take its unit at any later moment, or
+	// never. An answer or read later says how many of them did by then.
+	slack int64
 }
 
 var seed = maphash.MakeSeed()
 
-// Model is the sequential specification every partition is checked against.
+// Model is the sequential specification every partition is checked
+// against. It is nondeterministic in one place: a write whose outcome the
+// shopper could not know took effect where it is placed, or never, and both
+// states go on; an answer or a read later keeps the ones it can explain.
+// (Taken as having its effect wherever placed, and placed at the end when
+// it never had one, the search would try every subset of the unknown
+// writes before a read that needs them not to have happened.)
 func Model() porcupine.Model {
-	return porcupine.Model{
+	nm := porcupine.NondeterministicModel{
 		Partition: partition,
-		Init:      func() any { return state{fresh: true} },
-		Step: func(s, in, out any) (bool, any) {
-			return step(s.(state), in.(Input), out.(Output))
+		Init:      func() []any { return []any{state{fresh: true}} },
+		Step: func(s, in, out any) []any {
+			return next(s.(state), in.(Input), out.(Output))
 		},
 		Hash: func(s any) uint64 {
-			st := s.(state)
-			return maphash.Comparable(seed, st)
+			return maphash.Comparable(seed, s.(state))
 		},
 		DescribeOperation: describe,
 		DescribeState: func(s any) string {
@@ -106,6 +115,46 @@ func Model() porcupine.Model {
 			return fmt.Sprintf("%d left", st.stock)
 		},
 	}
+	return nm.ToModel()
+}
+
+// next is every state s can be in after the operation; none when the
+// operation cannot happen in s.
+func next(s state, in Input, out Output) []any {
+	if s.fresh {
+		s = state{stock: in.Initial, seat: in.Kind == Grab || in.Kind == SeatRead}
+	}
+	if in.Kind == Buy || in.Kind == StockRead {
+		return nextStock(s, in, out)
+	}
+	ok, after := step(s, in, out)
+	switch {
+	case out.Outcome == Maybe && in.Kind == Grab && ok && after != s:
+		return []any{s, after} // it took the seat here, or never
+	case ok:
+		return []any{after}
+	}
+	return nil
+}
+
+// nextStock steps the counter. A write of unknown outcome adds its units
+// to the slack rather than choosing now; every later operation first lets
+// j of the slack units go (they took effect just before it), for each j
+// it can explain. A sale that says the stock it left, and a read, leave
+// exactly one j, so the states stay one.
+func nextStock(s state, in Input, out Output) []any {
+	if in.Kind == Buy && out.Outcome == Maybe {
+		s.slack += in.Qty
+		return []any{s}
+	}
+	var outs []any
+	for j := int64(0); j <= s.slack && j <= s.stock; j++ {
+		before := state{stock: s.stock - j, slack: s.slack - j}
+		if ok, after := step(before, in, out); ok {
+			outs = append(outs, after)
+		}
+	}
+	return outs
 }
 
 // step is the specification: a counter that sells while stock remains, a

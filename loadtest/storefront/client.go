@@ -316,6 +316,15 @@ func (a API) Stock(ctx context.Context) (map[string]int64, error) {
 	return out, nil
 }
 
+// Ordered reports whether user has any order.
+func (a API) Ordered(ctx context.Context, user string) (bool, error) {
+	var os []json.RawMessage
+	if err := a.do(ctx, "read a user's orders", http.MethodGet, "/api/orders?user="+url.QueryEscape(user), nil, &os, false); err != nil {
+		return false, err
+	}
+	return len(os) > 0, nil
+}
+
 // Holders reads an event's seat map: each seat's holder, "" when free.
 func (a API) Holders(ctx context.Context, event string) (map[string]string, error) {
 	var m struct {
