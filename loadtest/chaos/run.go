@@ -90,7 +90,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	for _, h := range hs {
 		h.Resolve(func(user string) (bool, error) { return fleet[0].Ordered(ctx, user) })
 	}
-	closeErr := local.Close()                          // the instances stop: their histories are complete
+	closeErr := local.Close() // the instances stop: their histories are complete
 	local = nil
 	if err := errors.Join(closeErr, clientLog.Close(), nlog.close()); err != nil {
 		rep.Notes = append(rep.Notes, "closing: "+err.Error())
