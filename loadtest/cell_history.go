@@ -100,8 +100,11 @@ func (c *Cell) agree() {
 		c.Disagreement = fmt.Sprintf("the audit found %d oversold, %d lost updates, %d double-booked, but the history the shoppers saw is linearizable",
 			a.OversoldUnits, a.LostUpdates, a.DoubleBookedSeats)
 	case !broke && !*c.Linearizable:
-		c.Disagreement = fmt.Sprintf("the history the shoppers saw is not linearizable (%v), but the audit found no oversale, lost update or double booking",
-			c.Linear.Illegal)
+		var where []string
+		if c.Linear != nil {
+			where = c.Linear.Illegal
+		}
+		c.Disagreement = fmt.Sprintf("the history the shoppers saw is not linearizable (%v), but the audit found no oversale, lost update or double booking", where)
 	}
 }
 

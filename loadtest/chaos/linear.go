@@ -125,8 +125,11 @@ func (v *Variant) agree() {
 		v.Disagreement = fmt.Sprintf("the data shows %d oversold, %d lost updates, %d double-booked, %d lost acknowledged orders, but the history the shoppers saw is linearizable",
 			v.OversoldUnits, v.LostUpdates, v.DoubleBookedSeats, v.LostAcknowledgedOrders)
 	case !broke && !*v.Linearizable:
-		v.Disagreement = fmt.Sprintf("the history the shoppers saw is not linearizable (%v), but the data shows no oversale, lost update, double booking or lost acknowledged order",
-			v.Linear.Illegal)
+		var where []string
+		if v.Linear != nil {
+			where = v.Linear.Illegal
+		}
+		v.Disagreement = fmt.Sprintf("the history the shoppers saw is not linearizable (%v), but the data shows no oversale, lost update, double booking or lost acknowledged order", where)
 	}
 }
 
