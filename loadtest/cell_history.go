@@ -109,7 +109,7 @@ func (c *Cell) agree() {
 }
 
 // Taught reports whether the curriculum makes a claim of the cell (it
-// holds, or it breaks): a disagreement there fails the run.
+// holds, or it breaks): a disagreement there is counted in the report.
 func (c *Cell) Taught() bool { return c.Expected == Holds || c.Expected == Breaks }
 
 // LinearMark is porcupine's verdict as a table shows it: "yes", "NO",

@@ -67,7 +67,7 @@ type Cell struct {
 	Linear       *linear.Verdict `json:"linearizability,omitempty"`
 	HistoryFile  string          `json:"history_file,omitempty"`
 	// Disagreement says how the audit and porcupine disagree; "" when they
-	// agree. In a taught cell it fails the run.
+	// agree.
 	Disagreement string `json:"disagreement,omitempty"`
 	// Notes are what happened along the way (node faults, scans).
 	Notes       []string `json:"notes,omitempty"`
@@ -182,8 +182,8 @@ type Report struct {
 	NoDemos       int         `json:"no_demos"`
 	Errors        int         `json:"errors"`
 	Skipped       int         `json:"skipped"`
-	// Disagreements counts the taught cells where the audit and porcupine
-	// disagree.
+	// Disagreements counts the cells the curriculum makes a claim of
+	// (holds, breaks) where the audit and porcupine disagree.
 	Disagreements int      `json:"disagreements"`
 	Notes         []string `json:"notes,omitempty"`
 
@@ -228,10 +228,12 @@ func (r *Report) Cell(variant, scenario string) *Cell {
 }
 
 // Failed reports whether the run must exit non-zero: a cell expected to hold
-// broke, a cell could not be judged, or the audit and porcupine disagree on
-// a taught cell; with strict, also a cell expected to break held.
+// broke, or a cell could not be judged; with strict, also a cell expected to
+// break held. A disagreement of the audit and porcupine is reported, not
+// failed here: some are a rung's design (docs/design.md, Linearizability),
+// and the matrix tests fail on the others.
 func (r *Report) Failed(strict bool) bool {
-	return r.Bugs > 0 || r.Errors > 0 || r.Disagreements > 0 || (strict && r.NoDemos > 0)
+	return r.Bugs > 0 || r.Errors > 0 || (strict && r.NoDemos > 0)
 }
 
 // SoldOfInitial is "sold/initial" of the hot SKU when the audit has it per
@@ -358,7 +360,7 @@ func (r *Report) WriteText(w io.Writer) error {
 		fmt.Fprintf(ew, "note: %s\n", n)
 	}
 	fmt.Fprintf(ew, "\n%d cells: %d bugs (a cell that must hold broke), %d no-demo (a cell that must break held), %d errors, %d skipped, "+
-		"%d disagreements of the audit and porcupine in taught cells\n",
+		"%d disagreements of the audit and porcupine where the curriculum makes a claim\n",
 		len(r.Cells), r.Bugs, r.NoDemos, r.Errors, r.Skipped, r.Disagreements)
 	return ew.err
 }

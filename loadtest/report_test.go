@@ -211,7 +211,8 @@ func TestChartIsWellFormedSVG(t *testing.T) {
 
 // TestAgreement: the audit's oversales, lost updates and double bookings
 // and porcupine's verdict must say the same; where they do not, the cell
-// says so, and a taught cell fails the run. Stuck locks are no part of it.
+// says so, and the report counts it where the curriculum makes a claim.
+// Stuck locks are no part of it.
 func TestAgreement(t *testing.T) {
 	yes, no := true, false
 	tests := []struct {
@@ -221,7 +222,7 @@ func TestAgreement(t *testing.T) {
 		stuck    int
 		lin      *bool
 		disagree bool
-		fails    bool
+		counted  bool
 	}{
 		{"both find nothing", Holds, storefront.Audit{}, 0, &yes, false, false},
 		{"both find a lost update", Breaks, storefront.Audit{LostUpdates: 2}, 0, &no, false, false},
@@ -240,8 +241,8 @@ func TestAgreement(t *testing.T) {
 			}
 			r := Report{Cells: []Cell{c}}
 			r.summarise()
-			if r.Failed(false) != tt.fails {
-				t.Fatalf("run failed %v, want %v (%d disagreements)", r.Failed(false), tt.fails, r.Disagreements)
+			if (r.Disagreements == 1) != tt.counted {
+				t.Fatalf("%d disagreements counted, want one: %v", r.Disagreements, tt.counted)
 			}
 		})
 	}
