@@ -114,8 +114,14 @@ func (s *Service) commitBatch(ctx context.Context, lease *lock.Lease, locker *lo
 		}
 		after, err := s.commitOrder(ctx, prod.Sale, prod.Stock, token, fenced, s.writeFor(locker), s.caught(locker), orders...)
 		if err == nil {
+			// The batch commits at once, so any order of its orders is
+			// one the row went through: each answer says the stock its
+			// order left in that order.
+			left := after + totalQty(orders)
 			for n, i := range sold {
+				left -= orders[n].Qty
 				answers[i].order = *orders[n]
+				answers[i].order.StockLeft = new(left)
 			}
 			s.notify(Change{Type: "stock", SKU: prod.SKU, Stock: &after, Owner: lease.Owner()})
 			return nil

@@ -61,6 +61,11 @@ type Order struct {
 	RequestHash string    `gorm:"size:64;not null;default:''" json:"-"`
 	TotalCents  int64     `gorm:"not null;default:0" json:"total_cents"`
 	CreatedAt   time.Time `json:"created_at"`
+	// StockLeft is the SKU's stock that the transaction which wrote this
+	// order left in the row: only in the answer of the sale that made it,
+	// never stored. A client-side history is sharper with it: two sales
+	// that leave the same stock are a lost update the shopper can see.
+	StockLeft *int64 `gorm:"-" json:"stock_left,omitempty"`
 }
 
 // Booking is one seat grab. In workshop mode nothing in the schema stops two

@@ -142,6 +142,7 @@ func (s *Service) Buy(ctx context.Context, p Purchase) (order Order, replay bool
 		if err != nil || replay {
 			return err
 		}
+		order.StockLeft = &after
 		s.notify(Change{Type: "stock", SKU: p.SKU, Stock: &after, Owner: lease.Owner()})
 		return nil
 	})

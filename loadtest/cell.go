@@ -68,6 +68,7 @@ func runCell(ctx context.Context, cfg Config, e *env, p cellPlan, pl *plot.Plot,
 		r.c.Reasons = append(r.c.Reasons, err.Error())
 	default:
 		r.c.judge()
+		r.c.agree()
 	}
 	return r.c
 }
@@ -82,10 +83,19 @@ func (r *cellRun) run(ctx context.Context, pl *plot.Plot, bar string) error {
 	if err != nil {
 		return err
 	}
-	if err := r.attack(ctx, mix, pl, bar); err != nil {
+	h := newHistory(*r.cfg.Catalogue)
+	if err := r.attack(ctx, mix, pl, bar, h); err != nil {
 		return err
 	}
-	return r.after(ctx, firedBefore)
+	final, cancel := context.WithTimeout(ctx, 10*time.Second)
+	ReadInto(final, r.fleet[0], h, mix.Event) // what the sale left, after every answer
+	h.Resolve(func(user string) (bool, error) { return r.fleet[0].Ordered(final, user) })
+	cancel()
+	if err := r.after(ctx, firedBefore); err != nil {
+		return err
+	}
+	r.check(h)
+	return nil
 }
 
 // instances checks that the scenario can run against this environment and

@@ -12,6 +12,7 @@ import (
 	"github.com/tsenart/vegeta/v12/lib/plot"
 
 	"flashsale/loadtest/cluster"
+	"flashsale/loadtest/linear"
 	"flashsale/loadtest/output"
 	"flashsale/loadtest/storefront"
 	"flashsale/loadtest/traffic"
@@ -19,12 +20,13 @@ import (
 
 // attack sends the cell's traffic with the scenario's node recipe beside
 // it, and keeps vegeta's summary in the cell.
-func (r *cellRun) attack(ctx context.Context, mix traffic.Mix, pl *plot.Plot, barDesc string) error {
+func (r *cellRun) attack(ctx context.Context, mix traffic.Mix, pl *plot.Plot, barDesc string, h *linear.History) error {
 	cfg, sc, variant := r.cfg, r.sc, r.c.Variant
 	tr, err := traffic.NewTraffic(r.e.bases, []string{variant}, mix, cfg.Seed, traffic.NewTag())
 	if err != nil {
 		return err
 	}
+	tr.KeepAsked()
 	duration, maxRequests := cfg.Duration, cfg.MaxRequests
 	if sc.MinDuration > duration {
 		// The cap grows with the duration, so a longer attack keeps the rate.
@@ -56,10 +58,15 @@ func (r *cellRun) attack(ctx context.Context, mix traffic.Mix, pl *plot.Plot, ba
 			})
 		})
 	}
+	readCtx, stopReads := context.WithCancel(ctx)
+	wg.Go(func() { readDuring(readCtx, r.fleet, h, mix.Event) })
 	tally := traffic.NewTally()
 	var encErr error
 	traffic.Attack(ctx, cfg.MaxWorkers, tr.Targeter(), pacer, duration, variant, func(res *vegeta.Result) {
 		tally.Add(res)
+		if req, ok := tr.Asked(res.URL); ok {
+			h.Answer(req, res.Timestamp, res.Latency, res.Code, res.Headers, res.Body)
+		}
 		if enc != nil && encErr == nil {
 			encErr = enc.Encode(res)
 		}
@@ -71,6 +78,7 @@ func (r *cellRun) attack(ctx context.Context, mix traffic.Mix, pl *plot.Plot, ba
 		}
 	})
 	stopRecipe()
+	stopReads()
 	wg.Wait()
 	summary := tally.Summary()
 	if bar != nil {

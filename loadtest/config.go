@@ -92,6 +92,10 @@ type Config struct {
 	// cell lasts. Default 1s; negative for none (one cell run by hand, say).
 	WarmUp time.Duration
 
+	// CheckTimeout bounds porcupine's check of one cell's history; a check
+	// that runs out is "unknown", never a pass. Default
+	// DefaultCheckTimeout.
+	CheckTimeout time.Duration
 	// OutDir receives vegeta's binary results per cell; "" writes none.
 	OutDir string
 	// Progress receives a progress bar per cell; nil shows none.
@@ -168,6 +172,9 @@ func (c *Config) defaults() error {
 	}
 	if c.Seed == 0 {
 		c.Seed = 1
+	}
+	if c.CheckTimeout <= 0 {
+		c.CheckTimeout = DefaultCheckTimeout
 	}
 	if c.WarmUp == 0 {
 		c.WarmUp = time.Second

@@ -149,7 +149,10 @@ seed {{.R.Settings.Seed}} · lock TTL {{.R.Settings.LockTTL}} · {{.R.Settings.I
 <p>Every figure comes from the database audit, the runner's own scan of the Redis nodes and vegeta's results; a cell
 <b>breaks</b> when the audit shows overselling, lost updates, double-booked seats or stuck locks, or when the
 audit and vegeta disagree about the orders. ✓ means the cell did what the curriculum (curriculum/table.go) expects.</p>
-<p><b>{{len .R.Cells}} cells: {{.R.Bugs}} bugs, {{.R.NoDemos}} no-demo, {{.R.Errors}} errors, {{.R.Skipped}} skipped.</b>
+<p>The <b>linearizable</b> column is porcupine's verdict on the history the shoppers saw (every answer, with its call and
+return times, and the stock and seat map read while the sale ran): a checker nobody here wrote. "unknown" means its check ran
+out of time, never a pass. A history that is not linearizable links to porcupine's picture of it.</p>
+<p><b>{{len .R.Cells}} cells: {{.R.Bugs}} bugs, {{.R.NoDemos}} no-demo, {{.R.Errors}} errors, {{.R.Skipped}} skipped, {{.R.Disagreements}} disagreements of the audit and porcupine where the curriculum makes a claim.</b>
 {{with .R.RedlockVsNone}} Throughput of completed sales ({{.Scenario}}): redlock {{printf "%.1f" .OfRate}}/s vs none {{printf "%.1f" .BaseRate}}/s = <b>{{printf "%.2f" .Ratio}}×</b>.{{end}}</p>
 
 <h2>Expected vs seen</h2>
@@ -165,14 +168,15 @@ audit and vegeta disagree about the orders. ✓ means the cell did what the curr
 
 <h2>Every cell</h2>
 <table>
-<tr><th>variant</th><th>scenario</th><th>expected</th><th>seen</th><th>verdict</th><th>hot sold / initial</th><th>oversold</th><th>lost updates</th>
+<tr><th>variant</th><th>scenario</th><th>expected</th><th>seen</th><th>verdict</th><th>linearizable</th><th>hot sold / initial</th><th>oversold</th><th>lost updates</th>
 <th>double-booked</th><th>stuck locks</th><th>201</th><th>409</th><th>503</th><th>other</th><th>sales/s</th><th>p50</th><th>p99</th><th>why</th></tr>
 {{range .R.Cells}}<tr><td>{{.Variant}}</td><td>{{.Scenario}}</td><td>{{.Expected}}</td><td class="{{class .}}">{{.Seen}}</td><td>{{.Verdict}}</td>
+<td>{{if .HistoryFile}}<a href="{{.HistoryFile}}">{{.LinearMark}}</a>{{else}}{{.LinearMark}}{{end}}{{with .Linear}}<br><span class="small">{{.Ops}} ops, {{ms .Took}}</span>{{end}}</td>
 <td class="num">{{.SoldOfInitial}}</td><td class="num">{{.Audit.OversoldUnits}}</td><td class="num">{{.Audit.LostUpdates}}</td>
 <td class="num">{{.Audit.DoubleBookedSeats}}</td><td class="num">{{.StuckLocks}}</td><td class="num">{{.Summary.Counts.Created}}</td>
 <td class="num">{{.Summary.Counts.Conflict}}</td><td class="num">{{.Summary.Counts.Unavailable}}</td><td class="num">{{.Summary.Counts.Other}}</td>
 <td class="num">{{printf "%.1f" .Summary.SalesPerSecond}}</td><td class="num">{{ms .Summary.P50}}</td><td class="num">{{ms .Summary.P99}}</td>
-<td class="small why">{{join .Reasons "; "}}{{with codes .Summary.Counts.ByError}}<br>answers: {{.}}{{end}}{{with fired .FaultsFired}}<br>faults fired: {{.}}{{end}}{{with .Notes}}<details><summary>{{len .}} notes</summary>{{range .}}{{.}}<br>{{end}}</details>{{end}}</td></tr>
+<td class="small why">{{with .Disagreement}}<b>disagreement: {{.}}</b><br>{{end}}{{join .Reasons "; "}}{{with codes .Summary.Counts.ByError}}<br>answers: {{.}}{{end}}{{with fired .FaultsFired}}<br>faults fired: {{.}}{{end}}{{with .Notes}}<details><summary>{{len .}} notes</summary>{{range .}}{{.}}<br>{{end}}</details>{{end}}</td></tr>
 {{end}}</table>
 
 <h2>Scenarios</h2>

@@ -208,3 +208,42 @@ func TestChartIsWellFormedSVG(t *testing.T) {
 		}
 	}
 }
+
+// TestAgreement: the audit's oversales, lost updates and double bookings
+// and porcupine's verdict must say the same; where they do not, the cell
+// says so, and the report counts it where the curriculum makes a claim.
+// Stuck locks are no part of it.
+func TestAgreement(t *testing.T) {
+	yes, no := true, false
+	tests := []struct {
+		name     string
+		expected Outcome
+		audit    storefront.Audit
+		stuck    int
+		lin      *bool
+		disagree bool
+		counted  bool
+	}{
+		{"both find nothing", Holds, storefront.Audit{}, 0, &yes, false, false},
+		{"both find a lost update", Breaks, storefront.Audit{LostUpdates: 2}, 0, &no, false, false},
+		{"the audit finds an oversale the history hides", Breaks, storefront.Audit{OversoldUnits: 1}, 0, &yes, true, true},
+		{"the history is not linearizable, the audit clean", Holds, storefront.Audit{}, 0, &no, true, true},
+		{"a disagreement where the curriculum claims nothing", Either, storefront.Audit{}, 0, &no, true, false},
+		{"a stuck lock is not the sale's data", Breaks, storefront.Audit{}, 1, &yes, false, false},
+		{"a check that ran out agrees with nothing", Holds, storefront.Audit{DoubleBookedSeats: 1}, 0, nil, false, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := Cell{Expected: tt.expected, Audit: tt.audit, StuckLocks: tt.stuck, Linearizable: tt.lin}
+			c.agree()
+			if (c.Disagreement != "") != tt.disagree {
+				t.Fatalf("disagreement %q, want one: %v", c.Disagreement, tt.disagree)
+			}
+			r := Report{Cells: []Cell{c}}
+			r.summarise()
+			if (r.Disagreements == 1) != tt.counted {
+				t.Fatalf("%d disagreements counted, want one: %v", r.Disagreements, tt.counted)
+			}
+		})
+	}
+}

@@ -435,6 +435,11 @@ func TestBrowserWorkshopRun(t *testing.T) {
 	if seen := eval[string](t, tab, `document.querySelectorAll('#runs-body tr[data-state="done"] td')[4]?.textContent || ""`); !strings.Contains(seen, "breaks") {
 		t.Errorf("none under clean: the row's seen column reads %q, want breaks (row %q)", seen, row)
 	}
+	// The history its shoppers saw is not linearizable either: the row
+	// links porcupine's picture of it.
+	if link := eval[string](t, tab, `(a => a ? a.getAttribute("download") + " " + a.href : "")(document.querySelector('#runs-body tr[data-state="done"] a.history-link'))`); !strings.HasPrefix(link, "history-none-clean.html blob:") {
+		t.Errorf("none under clean: the row's link to the history's picture is %q", link)
+	}
 	if n := eval[int](t, tab, `document.querySelectorAll("#chart .bar").length`); n < 1 {
 		t.Error("the chart has no bar for the run")
 	}

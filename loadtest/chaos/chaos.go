@@ -16,6 +16,7 @@ import (
 	"flashsale/internal/history"
 	"flashsale/loadtest"
 	"flashsale/loadtest/checker"
+	"flashsale/loadtest/linear"
 )
 
 // Report is the outcome of a chaos run: chaos.json.
@@ -64,13 +65,23 @@ type Variant struct {
 	FirstViolation *checker.Violation  `json:"first_violation,omitempty"`
 	Violations     []checker.Violation `json:"violations,omitempty"`
 	Scope          checker.Scope       `json:"scope"`
+	// Linearizable is porcupine's verdict on the history the variant's
+	// shoppers saw: null when its check ran out of time. Linear has its
+	// sizes and time; HistoryFile is its picture (relative to the run's
+	// directory) when it is not linearizable; Disagreement says how it
+	// and the checker's data disagree, "" when they agree.
+	Linearizable *bool           `json:"linearizable"`
+	Linear       *linear.Verdict `json:"linearizability,omitempty"`
+	HistoryFile  string          `json:"history_file,omitempty"`
+	Disagreement string          `json:"disagreement,omitempty"`
 }
 
-// Failed reports whether a variant that must hold broke, or, with strict,
-// a variant expected to break held.
+// Failed reports whether a variant that must hold broke, porcupine and the
+// checker's data disagree on a variant the curriculum makes a claim of, or,
+// with strict, a variant expected to break held.
 func (r *Report) Failed(strict bool) bool {
 	for _, v := range r.Variants {
-		if !v.OK && (v.Expected == loadtest.Holds || strict) {
+		if !v.OK && (v.Expected == loadtest.Holds || strict) || v.Disagreement != "" && v.taught() {
 			return true
 		}
 	}

@@ -24,14 +24,29 @@ func (r *Report) WriteText(w io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "chaos run: seed %d, %s, %d app instances, %d Redis nodes, lease TTL %s\n", r.Seed, r.Duration, r.Instances, r.Nodes, r.LockTTL)
 	fmt.Fprintf(&b, "nemesis: %s\n\n", r.nemesisSummary())
-	fmt.Fprintf(&b, "%-14s %-8s %-7s %-7s %8s %6s %8s %8s %7s %6s %9s %6s %10s\n",
-		"variant", "expected", "seen", "", "overlaps", "stale", "oversold", "lost-upd", "dbl-bkd", "stuck", "lost-acks", "201s", "inversions")
+	fmt.Fprintf(&b, "%-14s %-8s %-7s %-7s %8s %6s %8s %8s %7s %6s %9s %6s %10s %12s\n",
+		"variant", "expected", "seen", "", "overlaps", "stale", "oversold", "lost-upd", "dbl-bkd", "stuck", "lost-acks", "201s", "inversions", "linearizable")
 	for _, name := range r.order {
 		v := r.Variants[name]
 		mark := map[string]string{"ok": "ok", "nodemo": "NO-DEMO", "bug": "BUG"}[v.judgement()]
-		fmt.Fprintf(&b, "%-14s %-8s %-7s %-7s %8d %6d %8d %8d %7d %6d %9d %6d %10d\n", name, v.Expected, v.Verdict, mark,
-			v.LockOverlaps, v.StaleWrites, v.OversoldUnits, v.LostUpdates, v.DoubleBookedSeats, v.StuckLocks, v.LostAcknowledgedOrders, v.Answers["201"], v.TokenInversions)
+		fmt.Fprintf(&b, "%-14s %-8s %-7s %-7s %8d %6d %8d %8d %7d %6d %9d %6d %10d %12s\n", name, v.Expected, v.Verdict, mark,
+			v.LockOverlaps, v.StaleWrites, v.OversoldUnits, v.LostUpdates, v.DoubleBookedSeats, v.StuckLocks, v.LostAcknowledgedOrders, v.Answers["201"], v.TokenInversions,
+			v.linearMark())
 	}
+	for _, name := range r.order {
+		v := r.Variants[name]
+		if l := v.Linear; l != nil {
+			fmt.Fprintf(&b, "\n%s: porcupine: %s, %d ops (%d writes, %d of unknown outcome, %d reads), %d partitions, checked in %v",
+				name, l.Result, l.Ops, l.Writes, l.Maybe, l.Reads, l.Partitions, l.Took.Round(time.Millisecond))
+			if v.HistoryFile != "" {
+				fmt.Fprintf(&b, "; picture: %s", v.HistoryFile)
+			}
+		}
+		if v.Disagreement != "" {
+			fmt.Fprintf(&b, "\n  DISAGREEMENT: %s", v.Disagreement)
+		}
+	}
+	b.WriteString("\n")
 	for _, name := range r.order {
 		v := r.Variants[name]
 		if fv := v.FirstViolation; fv != nil {
@@ -89,7 +104,7 @@ td:first-child,th:first-child{text-align:left}.bug{background:#fdd}.ok{backgroun
 	if r.Command != "" {
 		fmt.Fprintf(&b, "<p><code>%s</code></p>", esc(r.Command))
 	}
-	b.WriteString("<table><tr><th>variant</th><th>expected</th><th>seen</th><th>lock overlaps</th><th>stale writes</th><th>oversold</th><th>lost updates</th><th>double-booked</th><th>stuck locks</th><th>lost acks</th><th>201s</th><th>token inversions</th><th>first violation</th></tr>")
+	b.WriteString("<table><tr><th>variant</th><th>expected</th><th>seen</th><th>lock overlaps</th><th>stale writes</th><th>oversold</th><th>lost updates</th><th>double-booked</th><th>stuck locks</th><th>lost acks</th><th>201s</th><th>token inversions</th><th>linearizable</th><th>first violation</th></tr>")
 	for _, name := range r.order {
 		v := r.Variants[name]
 		class := v.judgement()
@@ -100,8 +115,15 @@ td:first-child,th:first-child{text-align:left}.bug{background:#fdd}.ok{backgroun
 				first += " — nemesis: " + strings.Join(fv.Nemesis, "; ")
 			}
 		}
-		fmt.Fprintf(&b, `<tr class="%s"><td>%s</td><td>%s</td><td>%s</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td style="text-align:left">%s</td></tr>`,
-			class, esc(name), v.Expected, v.Verdict, v.LockOverlaps, v.StaleWrites, v.OversoldUnits, v.LostUpdates, v.DoubleBookedSeats, v.StuckLocks, v.LostAcknowledgedOrders, v.Answers["201"], v.TokenInversions, esc(first))
+		lin := esc(v.linearMark())
+		if v.HistoryFile != "" {
+			lin = fmt.Sprintf(`<a href="%s">%s</a>`, esc(v.HistoryFile), lin)
+		}
+		if v.Disagreement != "" {
+			first = "disagreement: " + v.Disagreement + "; " + first
+		}
+		fmt.Fprintf(&b, `<tr class="%s"><td>%s</td><td>%s</td><td>%s</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%s</td><td style="text-align:left">%s</td></tr>`,
+			class, esc(name), v.Expected, v.Verdict, v.LockOverlaps, v.StaleWrites, v.OversoldUnits, v.LostUpdates, v.DoubleBookedSeats, v.StuckLocks, v.LostAcknowledgedOrders, v.Answers["201"], v.TokenInversions, lin, esc(first))
 	}
 	b.WriteString("</table>")
 	r.timeline(&b)

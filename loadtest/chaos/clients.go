@@ -14,6 +14,7 @@ import (
 
 	"flashsale/internal/clock"
 	"flashsale/loadtest/checker"
+	"flashsale/loadtest/linear"
 )
 
 // clients are the shoppers of a chaos run. Every answer is recorded
@@ -27,6 +28,8 @@ type clients struct {
 	out      io.Writer
 	counts   map[string]map[string]int // variant → status → answers
 	requests map[string]*atomic.Int64
+	// histories are what each variant's shoppers saw, for porcupine.
+	histories map[string]*linear.History
 }
 
 // clientTimeout bounds one request: longer than any pause the nemesis
@@ -68,7 +71,7 @@ func (c *clients) buy(ctx context.Context, variant string, skus []string, rate i
 		}
 		wg.Go(func() {
 			defer func() { <-slots }()
-			c.send(variant, "order", "/api/orders", map[string]any{"sku": sku, "qty": 1})
+			c.send(variant, "order", "/api/orders", map[string]any{"sku": sku, "qty": 1}, linear.Request{SKU: sku, Qty: 1})
 		})
 	}
 }
@@ -85,7 +88,9 @@ func (c *clients) grab(ctx context.Context, variant, event string, seats []strin
 	defer wg.Wait()
 	for _, seat := range seats {
 		for range len(c.bases) {
-			wg.Go(func() { c.send(variant, "seat", "/api/events/"+event+"/seats/"+seat, map[string]any{}) })
+			wg.Go(func() {
+				c.send(variant, "seat", "/api/events/"+event+"/seats/"+seat, map[string]any{}, linear.Request{Event: event, Seat: seat})
+			})
 		}
 		if !clock.Sleep(ctx, every) {
 			return
@@ -96,14 +101,18 @@ func (c *clients) grab(ctx context.Context, variant, event string, seats []strin
 // send makes one request on the next instance and records its answer.
 // The request's context is not the run's: a request sent is waited for,
 // so its answer is known.
-func (c *clients) send(variant, op, path string, body map[string]any) {
+func (c *clients) send(variant, op, path string, body map[string]any, asked linear.Request) {
 	n := c.n.Add(1)
 	c.requests[variant].Add(1)
 	key := fmt.Sprintf("chaos-%d", n)
 	body["user"] = fmt.Sprintf("u%d", n)
+	asked.User = body["user"].(string)
 	b, _ := json.Marshal(body) // strings and numbers always encode
 	base := c.bases[int(n)%len(c.bases)]
 	status := 0
+	var answer []byte
+	var header http.Header
+	call := time.Now()
 	req, err := http.NewRequest(http.MethodPost, base+path, bytes.NewReader(b))
 	if err == nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -111,10 +120,16 @@ func (c *clients) send(variant, op, path string, body map[string]any) {
 		req.Header.Set("Idempotency-Key", key)
 		var res *http.Response
 		if res, err = httpClient.Do(req); err == nil {
-			_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, 64<<10))
+			answer, err = io.ReadAll(io.LimitReader(res.Body, 64<<10))
 			res.Body.Close()
-			status = res.StatusCode
+			status, header = res.StatusCode, res.Header
+			if err != nil {
+				status = 0 // an answer cut short says nothing of what happened
+			}
 		}
+	}
+	if h := c.histories[variant]; h != nil {
+		h.Answer(asked, call, time.Since(call), uint16(status), header, answer)
 	}
 	line, _ := json.Marshal(checker.Record{Time: time.Now(), Kind: "ack", Op: op, Variant: variant, Status: status, IdempotencyKey: key})
 	c.mu.Lock()

@@ -31,6 +31,7 @@ func TestVerdictJSON(t *testing.T) {
 	v.Leases, v.Orders, v.Bookings = 9, 12, 13
 	v.FirstViolation, v.Violations = first, []checker.Violation{*first}
 	v.Scope = checker.Scope{Variant: "lua", SKUs: []string{"hot"}}
+	v.Linearizable, v.HistoryFile = new(false), "histories/lua.html"
 
 	const violation = `{"t":"2026-01-02T10:00:00Z","kind":"lock-overlap","key":"sku:hot","detail":"two holders"}`
 	const counters = `"lock_overlaps":1,"stale_writes":2,"oversold_units":3,"lost_updates":4,"double_booked_seats":5,"stuck_locks":6,"lost_acknowledged_orders":7,"token_inversions":8`
@@ -43,7 +44,7 @@ func TestVerdictJSON(t *testing.T) {
 			`"first_violation":` + violation + `,"violations":[` + violation + `]}`},
 		{"chaos.Variant", v, `{"verdict":"breaks","expected":"breaks","expected_breakers":["clock-jump"],"ok":true,` + counters +
 			`,"nemesis_events":{"clock-jump":2},"requests":14,"answers":{"201":12},"leases":9,"orders":12,"bookings":13,` +
-			`"first_violation":` + violation + `,"violations":[` + violation + `],"scope":{"variant":"lua","skus":["hot"]}}`},
+			`"first_violation":` + violation + `,"violations":[` + violation + `],"scope":{"variant":"lua","skus":["hot"]},"linearizable":false,"history_file":"histories/lua.html"}`},
 	} {
 		b, err := json.Marshal(tc.v)
 		if err != nil {

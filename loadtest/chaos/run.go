@@ -16,6 +16,7 @@ import (
 	"flashsale/loadtest/cluster"
 	"flashsale/loadtest/output"
 	"flashsale/loadtest/storefront"
+	"flashsale/lock"
 )
 
 // Run starts the environment, runs the clients and the nemesis for
@@ -75,11 +76,20 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	rep.Schedule = Schedule(cfg.Seed, cfg.Duration, cfg.LockTTL, cfg.Faults, cfg.Local.Instances, cfg.Local.Nodes)
-	cl := &clients{bases: local.Bases(), out: clientLog, counts: map[string]map[string]int{}, requests: map[string]*atomic.Int64{}}
+	hs, err := newHistories(ctx, fleet[0], scopes)
+	if err != nil {
+		clientLog.Close()
+		return nil, fmt.Errorf("reading the stock the sale starts with: %w", err)
+	}
+	cl := &clients{bases: local.Bases(), out: clientLog, counts: map[string]map[string]int{}, requests: map[string]*atomic.Int64{}, histories: hs}
 	n := &nemesis{local: local, plan: plan, pattern: cluster.DefaultLockPattern, log: nlog, logger: cfg.Logger, sentinel: local.Sentinel()}
 	rep.RunStart = attack(ctx, cfg, cl, n, rep.Schedule, scopes)
 
 	rep.StuckLockKeys = rep.heal(ctx, cfg, local)
+	readInto(ctx, fleet[0], hs, scopes, event(scopes)) // what the sale left, after every answer
+	for _, h := range hs {
+		h.Resolve(func(user string) (bool, error) { return fleet[0].Ordered(ctx, user) })
+	}
 	closeErr := local.Close() // the instances stop: their histories are complete
 	local = nil
 	if err := errors.Join(closeErr, clientLog.Close(), nlog.close()); err != nil {
@@ -97,6 +107,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := rep.judge(ctx, cfg.OutDir); err != nil {
 		return nil, err
 	}
+	rep.checkHistories(hs, cfg.OutDir)
 	rep.Finished = time.Now()
 	return rep, nil
 }
@@ -130,7 +141,9 @@ func setUpSale(ctx context.Context, cfg Config, fleet storefront.Fleet) (map[str
 	scopes := map[string]checker.Scope{}
 	for i, v := range cfg.Variants {
 		f := output.FileName(v)
-		scopes[v] = checker.Scope{Variant: v, SKUs: []string{"hot-" + f, "scarce-" + f}, Event: state.Event, Seats: seats[i*per : (i+1)*per]}
+		rung, _ := lock.Find(v)
+		scopes[v] = checker.Scope{Variant: v, SKUs: []string{"hot-" + f, "scarce-" + f}, Event: state.Event, Seats: seats[i*per : (i+1)*per],
+			StoreGuarded: rung.Guard != lock.GuardLock}
 	}
 	return scopes, plan, fleet.SetFaults(setup, plan)
 }
@@ -146,6 +159,7 @@ func attack(ctx context.Context, cfg Config, cl *clients, n *nemesis, schedule [
 	for _, v := range cfg.Variants {
 		cl.requests[v] = &atomic.Int64{}
 	}
+	wg.Go(func() { readDuring(runCtx, storefront.NewFleet(cl.bases, ""), cl.histories, scopes, event(scopes)) })
 	for i, v := range cfg.Variants {
 		sc := scopes[v]
 		wg.Go(func() { cl.buy(runCtx, v, sc.SKUs, cfg.Rate, cfg.Seed+uint64(i)) })
@@ -154,6 +168,14 @@ func attack(ctx context.Context, cfg Config, cl *clients, n *nemesis, schedule [
 	wg.Wait()
 	cfg.Logger.Info("clients and nemesis done; healing", "elapsed", time.Since(start).Round(time.Second))
 	return start
+}
+
+// event is the run's event: every variant's seats are of the one event.
+func event(scopes map[string]checker.Scope) string {
+	for _, sc := range scopes {
+		return sc.Event
+	}
+	return ""
 }
 
 // heal brings every node, link and instance back, lets every lease run

@@ -10,7 +10,8 @@
 // What it checks:
 //
 //   - lock safety: two leases on one key whose holders both believed them
-//     exclusive at the same moment. A holder believes its lease from the
+//     exclusive at the same moment (not for a store-guarded variant, whose
+//     leases guard nothing: Scope.StoreGuarded). A holder believes its lease from the
 //     moment it was granted until the earliest of its validity's end, its
 //     release and its loss. A fenced lease also ends as soon as a lease of
 //     the key with a higher token exists: from then on the store refuses
@@ -70,6 +71,10 @@ type Scope struct {
 	SKUs    []string `json:"skus"`
 	Event   string   `json:"event,omitempty"`
 	Seats   []string `json:"seats,omitempty"`
+	// StoreGuarded is a variant whose sale the store guards, not a Redis
+	// lock: the leases it records guard nothing, so two of them at once
+	// are no violation. Such a variant is judged by the sale's data alone.
+	StoreGuarded bool `json:"store_guarded,omitempty"`
 }
 
 // lockKeys are the lock names (as the history records them) of the scope.
@@ -178,9 +183,11 @@ func checkScope(ctx context.Context, in Input, h *indexed, sc Scope) (Result, er
 
 	leases := h.leasesFor(sc.Variant, keys)
 	r.Leases = len(leases)
-	ov, inv := overlaps(leases)
-	r.LockOverlaps, r.TokenInversions = int64(len(ov)), int64(inv)
-	vs = append(vs, ov...)
+	if !sc.StoreGuarded {
+		ov, inv := overlaps(leases)
+		r.LockOverlaps, r.TokenInversions = int64(len(ov)), int64(inv)
+		vs = append(vs, ov...)
+	}
 
 	writes := h.writesFor(leases)
 	r.Writes = len(writes)

@@ -87,6 +87,7 @@ func TestCheck(t *testing.T) {
 	cases := []struct {
 		name    string
 		variant string
+		guarded bool // the variant's store guards its sale (Scope.StoreGuarded)
 		recs    []Record
 		sale    sale
 		stuck   []string
@@ -164,6 +165,24 @@ func TestCheck(t *testing.T) {
 			sale: sale{initial: 10, stock: 10}, want: Result{Verdict: Holds},
 		},
 		{
+			name: "a store-guarded variant's leases guard nothing: two at once are no overlap", variant: "db-guard", guarded: true,
+			recs: []Record{
+				acquired("aaaa", "db-guard", "sku:hot", 0, 500, 0, false), write("aaaa", "hot", 300, 9), released("aaaa", 310),
+				acquired("bbbb", "db-guard", "sku:hot", 200, 500, 0, false), write("bbbb", "hot", 220, 8), released("bbbb", 230),
+			},
+			sale: sale{initial: 10, stock: 8, orders: []order{{sku: "hot", key: "k1", ms: 220}, {sku: "hot", key: "k2", ms: 300}}},
+			want: Result{Verdict: Holds},
+		},
+		{
+			name: "a store-guarded variant is judged by its data", variant: "db-guard", guarded: true,
+			recs: []Record{
+				acquired("aaaa", "db-guard", "sku:hot", 0, 500, 0, false), write("aaaa", "hot", 300, 9), released("aaaa", 310),
+				acquired("bbbb", "db-guard", "sku:hot", 200, 500, 0, false), write("bbbb", "hot", 220, 9), released("bbbb", 230),
+			},
+			sale: sale{initial: 10, stock: 9, orders: []order{{sku: "hot", key: "k1", ms: 220}, {sku: "hot", key: "k2", ms: 300}}},
+			want: Result{Verdict: Breaks, Counts: Counts{LostUpdates: 1}}, kind: LostUpdate,
+		},
+		{
 			name: "a write over a decrement it never read is a lost update", variant: "lua",
 			recs: []Record{
 				acquired("aaaa", "lua", "sku:hot", 0, 100, 0, false), write("aaaa", "hot", 400, 9),
@@ -203,7 +222,7 @@ func TestCheck(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			res, err := Check(context.Background(), Input{
 				Records: tc.recs, DB: saleDB(t, tc.sale), StuckLockKeys: tc.stuck,
-				Scopes: []Scope{{Variant: tc.variant, SKUs: []string{"hot"}, Event: "gala", Seats: []string{"A1", "A2"}}},
+				Scopes: []Scope{{Variant: tc.variant, SKUs: []string{"hot"}, Event: "gala", Seats: []string{"A1", "A2"}, StoreGuarded: tc.guarded}},
 			})
 			if err != nil {
 				t.Fatal(err)

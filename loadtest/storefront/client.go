@@ -303,6 +303,46 @@ func (a API) Seats(ctx context.Context, event string) ([]string, error) {
 	return out, nil
 }
 
+// Stock reads every SKU's stock from the product listing.
+func (a API) Stock(ctx context.Context) (map[string]int64, error) {
+	var ps []Product
+	if err := a.do(ctx, "read the products", http.MethodGet, "/api/products", nil, &ps, false); err != nil {
+		return nil, err
+	}
+	out := make(map[string]int64, len(ps))
+	for _, p := range ps {
+		out[p.SKU] = p.Stock
+	}
+	return out, nil
+}
+
+// Ordered reports whether user has any order.
+func (a API) Ordered(ctx context.Context, user string) (bool, error) {
+	var os []json.RawMessage
+	if err := a.do(ctx, "read a user's orders", http.MethodGet, "/api/orders?user="+url.QueryEscape(user), nil, &os, false); err != nil {
+		return false, err
+	}
+	return len(os) > 0, nil
+}
+
+// Holders reads an event's seat map: each seat's holder, "" when free.
+func (a API) Holders(ctx context.Context, event string) (map[string]string, error) {
+	var m struct {
+		Seats []struct {
+			Seat string `json:"seat"`
+			User string `json:"user"`
+		} `json:"seats"`
+	}
+	if err := a.do(ctx, "read the seat map", http.MethodGet, "/api/events/"+url.PathEscape(event)+"/seats", nil, &m, false); err != nil {
+		return nil, err
+	}
+	out := make(map[string]string, len(m.Seats))
+	for _, s := range m.Seats {
+		out[s.Seat] = s.User
+	}
+	return out, nil
+}
+
 // Ready reports whether the instance answers /readyz with 200.
 func (a API) Ready(ctx context.Context) error {
 	return a.do(ctx, "readiness", http.MethodGet, "/readyz", nil, nil, false)

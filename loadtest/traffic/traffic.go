@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"flashsale/loadtest/linear"
 	"flashsale/loadtest/storefront"
 
 	vegeta "github.com/tsenart/vegeta/v12/lib"
@@ -52,6 +53,10 @@ type Traffic struct {
 	rng  *rand.Rand
 	n    int
 	sent []vegeta.Target // every distinct request, for duplicates
+	// asked is what each Idempotency-Key's request asked for, when kept
+	// (KeepAsked): a result carries its URL but not its body, and a
+	// history needs both.
+	asked map[string]linear.Request
 }
 
 // NewTraffic returns the traffic for one cell. bases are the instances'
@@ -129,6 +134,7 @@ func (t *Traffic) Targeter() vegeta.Targeter {
 			seat := t.mix.Seats[t.rng.IntN(len(t.mix.Seats))]
 			path = "/api/events/" + url.PathEscape(t.mix.Event) + "/seats/" + url.PathEscape(seat)
 			body, _ = json.Marshal(seatBody{User: user}) // a struct of strings always marshals
+			t.ask(key, linear.Request{Event: t.mix.Event, Seat: seat, User: user})
 		} else {
 			sku := t.mix.HotSKU
 			if sku == "" || (len(t.mix.BulkSKUs) > 0 && t.rng.Float64() >= t.mix.HotShare) {
@@ -136,6 +142,7 @@ func (t *Traffic) Targeter() vegeta.Targeter {
 			}
 			path = "/api/orders"
 			body, _ = json.Marshal(orderBody{SKU: sku, Qty: 1, User: user})
+			t.ask(key, linear.Request{SKU: sku, Qty: 1, User: user})
 		}
 		*tgt = vegeta.Target{
 			Method: http.MethodPost,
@@ -152,6 +159,31 @@ func (t *Traffic) Targeter() vegeta.Targeter {
 		}
 		return nil
 	}
+}
+
+// KeepAsked keeps what every request asks for from now on, for Asked: a
+// cell's history needs it; a sweep's minutes at thousands a second do not.
+func (t *Traffic) KeepAsked() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.asked == nil {
+		t.asked = map[string]linear.Request{}
+	}
+}
+
+func (t *Traffic) ask(key string, r linear.Request) {
+	if t.asked != nil {
+		t.asked[key] = r
+	}
+}
+
+// Asked is what the request of a result (by its URL) asked for; false for
+// a URL this traffic did not send.
+func (t *Traffic) Asked(rawURL string) (linear.Request, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r, ok := t.asked[keyOf(rawURL)]
+	return r, ok
 }
 
 // keyOf is the Idempotency-Key a result's request carried, from the URL

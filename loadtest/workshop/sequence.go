@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -245,7 +247,7 @@ func (w *Runner) runSequence(r *workshopRun, base, appBin string) {
 		} else {
 			cfg.Targets, cfg.AdminToken, cfg.RedisURLs, cfg.LockTTL = []string{base}, w.token, w.redisURLs, w.ttl
 		}
-		cell, err := runOne(ctx, cfg, st.Variant, st.Scenario)
+		cell, picture, err := runOne(ctx, cfg, st.Variant, st.Scenario)
 		if err != nil {
 			if ctx.Err() != nil {
 				w.finishSequence(r, err)
@@ -254,25 +256,45 @@ func (w *Runner) runSequence(r *workshopRun, base, appBin string) {
 			r.setStep(i, "failed", nil, err.Error())
 			continue
 		}
-		r.setStep(i, "done", toRunCell(cell, nil, ""), "")
+		rc := toRunCell(cell, nil, "")
+		rc.HistoryHTML = picture
+		r.setStep(i, "done", rc, "")
 	}
 	w.finishSequence(r, nil)
 }
 
 // runOne runs one cell and returns it, or why there is none.
-func runOne(ctx context.Context, cfg loadtest.Config, variant, scenario string) (*loadtest.Cell, error) {
+//
+// Its output goes to a directory of its own, removed after: what the page
+// keeps of it is porcupine's picture of a history that is not
+// linearizable, returned as the page it is ("" for none).
+func runOne(ctx context.Context, cfg loadtest.Config, variant, scenario string) (*loadtest.Cell, string, error) {
+	dir, err := os.MkdirTemp("", "workshop-run-")
+	if err != nil {
+		return nil, "", err
+	}
+	defer os.RemoveAll(dir)
+	cfg.OutDir = dir
 	report, err := loadtest.Run(ctx, cfg)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	cell := report.Cell(variant, scenario)
 	switch {
 	case cell == nil:
-		return nil, errors.New("the load runner did not run this cell (see the notes)")
+		return nil, "", errors.New("the load runner did not run this cell (see the notes)")
 	case cell.Verdict == loadtest.VerdictSkipped:
-		return nil, fmt.Errorf("the load runner skipped this cell: %s", strings.Join(cell.Notes, "; "))
+		return nil, "", fmt.Errorf("the load runner skipped this cell: %s", strings.Join(cell.Notes, "; "))
 	}
-	return cell, nil
+	var picture []byte
+	if cell.HistoryFile != "" {
+		if picture, err = os.ReadFile(filepath.Join(dir, cell.HistoryFile)); err != nil {
+			cell.Notes = append(cell.Notes, "reading the history's picture: "+err.Error())
+		}
+		cell.HistoryFile = ""
+	}
+	cell.ResultsFile = ""
+	return cell, string(picture), nil
 }
 
 // setStep records step i's state and tells the page.

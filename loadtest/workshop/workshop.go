@@ -169,6 +169,11 @@ type runCell struct {
 	Notes             []string       `json:"notes,omitempty"`
 	Timeline          []*hold        `json:"timeline"`
 	TimelineKey       string         `json:"timeline_key"`
+	// Linearizable is porcupine's verdict on the history the run's
+	// shoppers saw (null: its check ran out of time); HistoryHTML is its
+	// picture, a page of its own, when it is not linearizable.
+	Linearizable *bool  `json:"linearizable"`
+	HistoryHTML  string `json:"history_html,omitempty"`
 }
 
 // Scenarios are the fault scenarios a run may name.
@@ -281,7 +286,7 @@ func (w *Runner) run(r *workshopRun, base, hot string) {
 			}
 		}
 	}()
-	cell, err := runOne(ctx, loadtest.Config{
+	cell, picture, err := runOne(ctx, loadtest.Config{
 		Variants: []string{r.Variant}, Scenarios: []string{r.Scenario},
 		Rate: r.Rate, Duration: time.Duration(r.Duration) * time.Second,
 		Seed: 1, LockTTL: w.ttl, Watchdog: r.Watchdog, Taught: !r.Fast, WarmUp: -1,
@@ -295,6 +300,7 @@ func (w *Runner) run(r *workshopRun, base, hot string) {
 	} else {
 		r.State = "done"
 		r.Cell = toRunCell(cell, r.spans, r.hotKey)
+		r.Cell.HistoryHTML = picture
 	}
 	result := event{"type": "result", "cell": r.Cell}
 	if err != nil {
@@ -339,6 +345,7 @@ func toRunCell(c *loadtest.Cell, spans []*hold, key string) *runCell {
 		P50:        float64(c.Summary.P50.Microseconds()) / 1000, P99: float64(c.Summary.P99.Microseconds()) / 1000,
 		Reasons: c.Reasons, Notes: c.Notes,
 		Timeline: slices.Clone(spans), TimelineKey: key,
+		Linearizable: c.Linearizable,
 	}
 }
 

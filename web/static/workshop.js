@@ -341,6 +341,22 @@
     return el("td", { class: "verdict verdict-" + value }, el("span", { text: value }));
   }
 
+  // seenCell is a done cell's outcome and, when the history its shoppers
+  // saw is not linearizable, a link to porcupine's picture of it, carried in
+  // the run's record. It is a download: the picture runs its own script,
+  // which this page's policy would not let a page made here run.
+  function seenCell(c) {
+    const td = outcomeCell(c.seen);
+    if (c.linearizable === false && c.history_html) {
+      c.historyURL = c.historyURL || URL.createObjectURL(new Blob([c.history_html], { type: "text/html" }));
+      const url = c.historyURL;
+      td.append(" ", el("a", { class: "history-link", href: url, download: `history-${c.variant}-${c.scenario}.html`,
+        title: "porcupine's picture of the history the shoppers saw: no order of its operations tells a story one shop counter could have told",
+        text: "not linearizable: picture" }));
+    }
+    return td;
+  }
+
   // auditCells are a cell's sold / initial and the audit's figures, a
   // figure above 0 marked bad; dashes before the cell is in.
   function auditCells(c) {
@@ -370,7 +386,7 @@
     const codes = (c && c.codes) || {};
     const load = run.rate && run.duration_s ? `${run.rate}/s × ${run.duration_s}s` : dash;
     let seen;
-    if (c) seen = outcomeCell(c.seen);
+    if (c) seen = seenCell(c);
     else if (run.state === "running") {
       const pct = run.total ? Math.round((100 * run.done) / run.total) : 0;
       seen = el("td", { class: "pending", text: `running ${pct}%` });
@@ -703,7 +719,7 @@
     const tr = el("tr", { "data-step": i, "data-state": s.state || "waiting" });
     if (c && c.ok === false) tr.classList.add("mismatch");
     let seen;
-    if (c) seen = outcomeCell(c.seen);
+    if (c) seen = seenCell(c);
     else if (s.state === "running") seen = el("td", { class: "pending", text: "running…" });
     else if (s.state === "skipped" || s.state === "failed") seen = el("td", { class: "failed", text: `${s.state}: ${s.error || ""}` });
     else seen = el("td", { class: "muted", text: s.nodes && steps.length ? "waiting (node scenario)" : "waiting" });

@@ -58,6 +58,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		maxWorkers  = fs.Uint64("max-workers", 128, "most requests in flight")
 		seed        = fs.Uint64("seed", 1, "seed of the traffic and the faults")
 		quick       = fs.Bool("quick", false, "the short matrix: 200 req/s for 1.5s a cell (explicit -rate/-duration win)")
+		checkTO     = fs.Duration("check-timeout", loadtest.DefaultCheckTimeout, "most time porcupine may take to check one cell's history for linearizability; one that runs out is unknown, never a pass")
 		judgeAs     = fs.String("judge-as", "", "judge every cell against this variant's expected outcomes instead of its own (a rung being written: -variants attendee -judge-as lua)")
 		strict      = fs.Bool("strict", false, "also fail when a cell that must break held (the workshop guarantee)")
 		out         = fs.String("out", "out/loadtest", "directory for report.{txt,json,html}, the charts and vegeta's results per cell")
@@ -111,23 +112,24 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	cfg := loadtest.Config{
-		Variants:    cli.Split(*variants),
-		Scenarios:   cli.Split(*scenarios),
-		Cells:       cli.Split(*cells),
-		JudgeAs:     *judgeAs,
-		Rate:        *rate,
-		Duration:    *duration,
-		MaxRequests: *maxRequests,
-		MaxWorkers:  *maxWorkers,
-		Seed:        *seed,
-		LockTTL:     *lockTTL,
-		Watchdog:    *watchdog,
-		Taught:      !*fast,
-		Batch:       *batch,
-		Targets:     cli.Split(*targets),
-		AdminToken:  *adminToken,
-		RedisURLs:   cli.Split(*redisURLs),
-		LockPattern: *lockPattern,
+		Variants:     cli.Split(*variants),
+		Scenarios:    cli.Split(*scenarios),
+		Cells:        cli.Split(*cells),
+		JudgeAs:      *judgeAs,
+		Rate:         *rate,
+		Duration:     *duration,
+		MaxRequests:  *maxRequests,
+		MaxWorkers:   *maxWorkers,
+		Seed:         *seed,
+		CheckTimeout: *checkTO,
+		LockTTL:      *lockTTL,
+		Watchdog:     *watchdog,
+		Taught:       !*fast,
+		Batch:        *batch,
+		Targets:      cli.Split(*targets),
+		AdminToken:   *adminToken,
+		RedisURLs:    cli.Split(*redisURLs),
+		LockPattern:  *lockPattern,
 		Local: cluster.LocalConfig{
 			Instances:   *instances,
 			Nodes:       *nodes,
