@@ -85,13 +85,15 @@ func (s *Lockers) first() *redis.Client { return s.nodes[0].Client() }
 // redlock is the Redlock core over every node.
 func (s *Lockers) redlock() *redlock { return &redlock{nodes: s.nodes, cfg: s.cfg} }
 
-// redsync is the redsync library over go-redis pools of the nodes' own
-// clients: the same nodes, reached the same way (a Sentinel-managed first
-// node through its sentinels).
+// redsync is the redsync library over go-redis pools to the same nodes,
+// reached the same way (a Sentinel-managed first node through its
+// sentinels), with clients as a user of the library would make them: the
+// nodes' Library clients, which carry neither the lock's tuning nor restart
+// awareness's meeting.
 func (s *Lockers) redsync() redsyncLock {
 	pools := make([]rsredis.Pool, len(s.nodes))
 	for i, n := range s.nodes {
-		pools[i] = rsgoredis.NewPool(n.Client())
+		pools[i] = rsgoredis.NewPool(n.Library())
 	}
 	return redsyncLock{redsync.New(pools...)}
 }

@@ -8,6 +8,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -55,6 +56,7 @@ func (c *Config) withDefaults() *Config {
 type Node struct {
 	addr  string
 	rdb   *redis.Client // scans, pub/sub, re-seeding and the single-node variants
+	lib   *redis.Client // a library's own Redlock (Library)
 	pipe  *wire.Pipe    // the Redlock votes
 	cfg   *Config
 	ctx   context.Context // done when the node's owner closes the set
@@ -66,12 +68,13 @@ type Node struct {
 // New is the node o names. Nothing is dialed yet: Open does, or the first
 // use. ctx ends the node's background re-seeds.
 func New(ctx context.Context, o *redis.Options, cfg *Config) *Node {
-	cp := *o // our own copy: we set OnConnect on it
+	cp, lib := *o, *o // our own copies: we set OnConnect on one
 	o = &cp
 	tune(o)
 	n := newNode(ctx, o.Addr, cfg)
 	o.OnConnect = n.chainOnConnect(o.OnConnect)
 	n.rdb = redis.NewClient(o)
+	n.lib = redis.NewClient(&lib)
 	n.openPipe()
 	return n
 }
@@ -80,7 +83,7 @@ func New(ctx context.Context, o *redis.Options, cfg *Config) *Node {
 // as master now: every new connection, the votes' included, asks them
 // first (go-redis's failover client dials that way).
 func NewFailover(ctx context.Context, fo *redis.FailoverOptions, cfg *Config) *Node {
-	cp := *fo
+	cp, lib := *fo, *fo
 	fo = &cp
 	t := &redis.Options{Protocol: fo.Protocol, MaxRetries: fo.MaxRetries, DialerRetries: fo.DialerRetries}
 	tune(t)
@@ -89,6 +92,7 @@ func NewFailover(ctx context.Context, fo *redis.FailoverOptions, cfg *Config) *N
 	n := newNode(ctx, "sentinel:"+fo.MasterName, cfg)
 	fo.OnConnect = n.chainOnConnect(fo.OnConnect)
 	n.rdb = redis.NewFailoverClient(fo)
+	n.lib = redis.NewFailoverClient(&lib)
 	n.openPipe()
 	return n
 }
@@ -113,6 +117,13 @@ func (n *Node) Addr() string { return n.addr }
 // Client is the node's go-redis client: scans, pub/sub, re-seeding and the
 // single-node variants.
 func (n *Node) Client() *redis.Client { return n.rdb }
+
+// Library is a client to the same server, configured as the caller gave
+// it: none of the lock's tuning and no restart awareness's meeting on its
+// connections. It is for a library that brings its own Redlock (the redsync
+// rung), which must meet the node as its own users would. Its connections
+// are dialed only when used.
+func (n *Node) Library() *redis.Client { return n.lib }
 
 // Pipe is the votes' pipelined connection.
 func (n *Node) Pipe() *wire.Pipe { return n.pipe }
@@ -148,7 +159,7 @@ func (n *Node) Open() {
 // Close closes the client and the votes' connection.
 func (n *Node) Close() error {
 	n.pipe.Close()
-	return n.rdb.Close()
+	return errors.Join(n.rdb.Close(), n.lib.Close())
 }
 
 // tune sets what the lock needs of a node's client.
