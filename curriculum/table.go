@@ -150,33 +150,21 @@ var lessons = map[string]Lesson{
 	// holder paused past its TTL writes beside its successor. No watchdog
 	// of its own: long work loses the lease unless the caller extends it
 	// (long-work-watchdog: the watchdog here calls its Extend, owner-checked).
-	// Whether a cell shows those flaws is another matter (below).
 	lock.Redsync: {
 		Reference: "redlock.go",
 		// The cell that shows it is the one it passes: it sells exactly the
 		// stock under concurrency alone, where article-redlock does not.
 		ShowsWith: "clean",
-		// Its flaws are there in every one of these (a pause past the TTL,
-		// a jump that expires a lease at work, a node or a promoted replica
-		// without the lease, work past the TTL: the lock-level fault
-		// matrix shows the pauses every time), but each needs a successor
-		// granted while the first holder still works, and on a hot key
-		// redsync's grants collapse whenever the machine is busy: its
-		// waiters poll every 50–250 ms in no order (the hot-key benchmark,
-		// docs/performance.md: p99 wait 0.8–1.3 s, past the 1 s lock wait),
-		// contenders that try together split the nodes' votes (each sends
-		// its SETs from goroutines of its own), and its per-node timeout is
-		// 5% of the TTL (25 ms here), which a busy machine misses. A cell
-		// that sells 1 unit of 40 has no successor for a pause to meet.
+		// Each of these needs only a successor granted while the first
+		// holder still works, which its flaws let in: a pause past the TTL
+		// (no fencing), a jump that expires a lease at work, work past the
+		// TTL (no watchdog), a node back without its data (no restart
+		// awareness: aware and unaware are the same cell for it).
+		Breaks: []string{"pause-in-critical-section", "pause-after-lease-check", "clock-jump", "long-work",
+			"node-restart", "node-restart-unaware"},
 		Either: map[string]string{
-			"pause-in-critical-section": redsyncRare,
-			"pause-after-lease-check":   redsyncRare,
-			"clock-jump":                redsyncRare,
-			"node-restart":              redsyncRare,
-			"node-restart-unaware":      redsyncRare,
-			"long-work":                 redsyncRare,
-			"failover":                  redsyncRare,
-			"failover-unaware":          redsyncRare,
+			"failover":         redsyncFailover,
+			"failover-unaware": redsyncFailover,
 		},
 		Quorum: true,
 		Chaos: &ChaosClaim{
@@ -214,10 +202,10 @@ const lateExtend = "a watchdog extend that comes late (a busy machine, and this 
 const articleFailover = "its critical sections are 10 s long, so a key sees few rushes of waiters, and two holders need two of them to split " +
 	"the nodes 2 and 2 (or a promoted replica to give a second client its second vote); a missed quorum's keys stay 30 s and can make that split, or not"
 
-// redsyncRare is why redsync's unfenced cells can go either way.
-const redsyncRare = "it has no fencing and no restart awareness, so two holders need only a successor granted while the first holder works; " +
-	"but on a hot key its waiters poll every 50–250 ms in no order, split the nodes' votes when they try together and miss its 5%-of-TTL " +
-	"per-node timeout on a busy machine, so most waits outlast the 1 s lock wait: it sells a few units a cell, and a pause may meet no successor"
+// redsyncFailover is why redsync can go either way under failover.
+const redsyncFailover = "a promoted replica without the lease gives a second client its vote, and nothing in redsync stops it; but the column's second " +
+	"holder must be granted in the seconds between the healing of the cut and the end of the first holder's 10 s section, and redsync's tries, " +
+	"50–250 ms apart over go-redis clients with their defaults (a 3 s read timeout that its per-node deadline does not shorten), may all miss them"
 
 // singleBreakers are the chaos faults that can break a single-node rung
 // without fencing: a holder paused past its TTL, a jump that expires its
