@@ -109,8 +109,16 @@ func TestRedisACLAndTLS(t *testing.T) {
 	a := startApp(t, composeAppEnv(t, map[string]string{"FLASHSALE_REDIS": url, "SSL_CERT_FILE": ca}))
 	ps := products(t, a)
 	for i, v := range lock.Names() {
-		a.must(t, "POST", "/api/orders", map[string]any{"sku": ps[0].SKU, "qty": 1, "user": fmt.Sprintf("acl%d", i)},
-			map[string]string{"X-Lock-Variant": v}, 201)
+		sku, want := ps[0].SKU, 201
+		if v == lock.ArticleRedlock {
+			// The article's quorum is fixed at 2 whatever the number of
+			// nodes: on this one node it never locks, says busy, and leaves
+			// its missed try's key for its TTL (it undoes nothing), so it
+			// gets an item of its own.
+			sku, want = ps[1].SKU, 503
+		}
+		a.must(t, "POST", "/api/orders", map[string]any{"sku": sku, "qty": 1, "user": fmt.Sprintf("acl%d", i)},
+			map[string]string{"X-Lock-Variant": v}, want)
 	}
 	// Buyers of one SKU queue for its lock: waiters subscribe to its
 	// keyspace channel.

@@ -28,18 +28,23 @@ func TestFaultMatrix(t *testing.T) {
 		name   string
 		run    func(t *testing.T, e *env, l *lock.Locker) (broke bool)
 		breaks map[string]bool // variant → expected to break
+		// either: variant → why its outcome here is timing, not the fault.
+		either map[string]string
 	}{
-		{"crash-between-steps", crashBetweenSteps, map[string]bool{lock.SetNXExpire: true}},
-		{"pause-between-release-steps", pauseBetweenReleaseSteps, map[string]bool{lock.GetDel: true}},
+		{"crash-between-steps", crashBetweenSteps, map[string]bool{lock.SetNXExpire: true}, nil},
+		{"pause-between-release-steps", pauseBetweenReleaseSteps, map[string]bool{lock.GetDel: true}, map[string]string{
+			lock.ArticleRedlock: "its quorum of 2: the second client's SETs meet the first's DELs node by node and may win only two " +
+				"nodes, and the third then wins two others; the clean column's flaw, whose timing the load runner's matrix measures",
+		}},
 		{"pause-in-critical-section", pausedHolder(lock.InCriticalSection), map[string]bool{
 			lock.SetNXExpire: true, lock.GetDel: true, lock.PlainDel: true, lock.Lua: true, lock.Redlock: true,
 			lock.ArticleRedlock: true, lock.Redsync: true,
-		}},
+		}, nil},
 		// The pause lands after lua+check's look at its lease: it passed.
 		{"pause-after-lease-check", pausedHolder(lock.AfterLeaseCheck), map[string]bool{
 			lock.SetNXExpire: true, lock.GetDel: true, lock.PlainDel: true, lock.Lua: true, lock.Redlock: true, lock.LuaCheck: true,
 			lock.ArticleRedlock: true, lock.Redsync: true,
-		}},
+		}, nil},
 	}
 	for _, fast := range []bool{true, false} {
 		for _, sc := range scenarios {
@@ -52,6 +57,10 @@ func TestFaultMatrix(t *testing.T) {
 						t.Parallel()
 						e := newEnv(t, c, lock.WithTTL(ttl), lock.WithFast(fast))
 						broke := sc.run(t, e, e.locker(name))
+						if why := sc.either[name]; why != "" {
+							t.Logf("%s under %s: broke = %v, either way (%s)", name, sc.name, broke, why)
+							return
+						}
 						if want := sc.breaks[name]; broke != want {
 							t.Errorf("%s under %s: broke = %v, want %v", name, sc.name, broke, want)
 						}

@@ -499,11 +499,16 @@ func TestBrowserWholeLadder(t *testing.T) {
 			t.Errorf("row %d is not %s × %s: rows %q", i+1, want[0], want[1], rows)
 		}
 	}
-	// The audit decides what each row saw.
+	// The audit decides what each row saw; a row that broke links the
+	// picture of its history, which porcupine found not linearizable.
 	for i, want := range []string{"breaks", "holds", "holds"} {
-		seen := eval[string](t, tab, fmt.Sprintf(`document.querySelectorAll('#ladder-body tr')[%d].querySelectorAll('td')[4]?.textContent || ""`, i))
+		seen := eval[string](t, tab, fmt.Sprintf(`document.querySelectorAll('#ladder-body tr')[%d].querySelectorAll('td')[4]?.querySelector('span')?.textContent || ""`, i))
 		if seen != want {
 			t.Errorf("row %d: seen %q, want %q (rows %q)", i+1, seen, want, rows)
+		}
+		linked := eval[bool](t, tab, fmt.Sprintf(`!!document.querySelectorAll('#ladder-body tr')[%d].querySelector('td a.history-link')`, i))
+		if linked != (want == "breaks") {
+			t.Errorf("row %d (%s): a link to the history's picture = %v, want %v", i+1, want, linked, want == "breaks")
 		}
 	}
 	if n := eval[int](t, tab, `document.querySelectorAll("#ladder-body tr.mismatch").length`); n != 0 {
