@@ -3,7 +3,6 @@ package loadtest
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -71,7 +70,7 @@ func (r *cellRun) check(h *linear.History) {
 		return
 	}
 	base := filepath.Join(r.cfg.OutDir, "histories", r.sc.Name, output.FileName(c.Variant))
-	if err := writeHistory(base+".jsonl", h); err != nil {
+	if err := h.WriteFile(base + ".jsonl"); err != nil {
 		c.Notes = append(c.Notes, "writing the history: "+err.Error())
 	}
 	if v.Result != linear.NotLinearizable {
@@ -114,31 +113,4 @@ func (c *Cell) Taught() bool { return c.Expected == Holds || c.Expected == Break
 
 // LinearMark is porcupine's verdict as a table shows it: "yes", "NO",
 // "unknown", or "" when no check ran.
-func (c *Cell) LinearMark() string {
-	switch {
-	case c.Linear == nil:
-		return ""
-	case c.Linearizable == nil:
-		return "unknown"
-	case *c.Linearizable:
-		return "yes"
-	}
-	return "NO"
-}
-
-// writeHistory writes h to path, one operation a line: the history a check
-// that failed or ran out of time was given, to look into.
-func writeHistory(path string, h *linear.History) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if err := h.WriteJSON(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
+func (c *Cell) LinearMark() string { return c.Linear.Mark() }

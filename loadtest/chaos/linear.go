@@ -3,7 +3,6 @@ package chaos
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -102,7 +101,7 @@ func (r *Report) checkHistories(hs map[string]*linear.History, dir string) {
 			}
 		}
 		if res.Result != linear.Linearizable {
-			if err := writeHistory(filepath.Join(dir, "histories", output.FileName(name)+".jsonl"), h); err != nil {
+			if err := h.WriteFile(filepath.Join(dir, "histories", output.FileName(name)+".jsonl")); err != nil {
 				r.Notes = append(r.Notes, fmt.Sprintf("%s: writing the history: %v", name, err))
 			}
 		}
@@ -136,30 +135,5 @@ func (v *Variant) agree() {
 // taught reports whether the variant's expectation is a claim.
 func (v *Variant) taught() bool { return v.Expected == loadtest.Holds || v.Expected == loadtest.Breaks }
 
-func writeHistory(path string, h *linear.History) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if err := h.WriteJSON(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
 // linearMark is porcupine's verdict as the tables show it.
-func (v *Variant) linearMark() string {
-	switch {
-	case v.Linear == nil:
-		return ""
-	case v.Linearizable == nil:
-		return "unknown"
-	case *v.Linearizable:
-		return "yes"
-	}
-	return "NO"
-}
+func (v *Variant) linearMark() string { return v.Linear.Mark() }

@@ -58,6 +58,21 @@ func (v Verdict) Linearizable() *bool {
 	return &ok
 }
 
+// Mark is the verdict as a table shows it: "yes", "NO", "unknown", or ""
+// when no check ran (a nil verdict).
+func (v *Verdict) Mark() string {
+	if v == nil {
+		return ""
+	}
+	switch ok := v.Linearizable(); {
+	case ok == nil:
+		return "unknown"
+	case *ok:
+		return "yes"
+	}
+	return "NO"
+}
+
 // Check has porcupine check the history, one partition at a time, within
 // timeout in all. A partition found not linearizable decides the history
 // whatever the time left; a timeout before every partition was decided

@@ -5,6 +5,8 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -194,6 +196,24 @@ func (h *History) WriteJSON(w io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// WriteFile writes the history to path as WriteJSON does, making its
+// directory: the history a check that failed or ran out of time was given,
+// to look into.
+func (h *History) WriteFile(path string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := h.WriteJSON(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // Resolve settles the orders whose outcome the shopper could not know, as
