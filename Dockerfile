@@ -53,6 +53,11 @@ RUN chmod 0755 /usr/local/bin/loadtest-entrypoint
 USER flashsale
 ENTRYPOINT ["loadtest-entrypoint"]
 CMD ["-quick"]
+# Which sources this image was built from (a digest of the build context,
+# given by whoever builds: the compose test checks it before it runs the
+# image). Last, so a new digest rebuilds nothing but this label.
+ARG SOURCE_DIGEST=""
+LABEL flashsale.source-digest=$SOURCE_DIGEST
 
 # app (the default target): the storefront. Listen on all interfaces inside
 # the container; the compose file decides what is published.
@@ -63,3 +68,5 @@ HEALTHCHECK --interval=5s --timeout=3s --start-period=20s --retries=5 \
   CMD curl -fsS -o /dev/null http://127.0.0.1:8080/readyz || exit 1
 STOPSIGNAL SIGTERM
 ENTRYPOINT ["flashsale"]
+ARG SOURCE_DIGEST=""
+LABEL flashsale.source-digest=$SOURCE_DIGEST

@@ -26,4 +26,4 @@ var read = testsupport.Read
 func cleanEnv() []string { return testsupport.CleanEnv(composeVars...) }
 
 // composeVars are the variables of the compose file that are not FLASHSALE_*.
-var composeVars = []string{"LOADTEST_", "COMPOSE_", "APPENDFSYNC", "POSTGRES_PASSWORD", "PUBLISH_"}
+var composeVars = []string{"LOADTEST_", "COMPOSE_", "APPENDFSYNC", "POSTGRES_PASSWORD", "PUBLISH_", "SOURCE_DIGEST"}

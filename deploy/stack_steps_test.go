@@ -1,8 +1,12 @@
 package deploy
 
 import (
+	"encoding/json"
+	"fmt"
 	"net/http"
-	"regexp"
+	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -60,12 +64,15 @@ var (
 	appServices3  = []string{"app-1", "app-2", "app-3"}
 )
 
-// 1. up -d --build: every service healthy, every app ready.
+// 1. Every image built from this tree, then up -d: every service healthy
+// and running those images, every app ready.
 func stepUp(s *stack) {
+	s.build()
 	start := time.Now()
-	s.must(30*time.Minute, "up", "-d", "--build")
-	s.t.Logf("up -d --build: %s", time.Since(start).Round(time.Second))
+	s.must(10*time.Minute, "up", "-d")
+	s.t.Logf("up -d: %s", time.Since(start).Round(time.Second))
 	s.healthy(3*time.Minute, append(append([]string{"postgres"}, redisServices...), appServices3...)...)
+	s.fromTree(appServices3...)
 	for n := 1; n <= 3; n++ {
 		st, _, b, err := s.call(http.MethodGet, s.url(n, "/readyz"), nil)
 		if err != nil || st != http.StatusOK {
@@ -75,28 +82,60 @@ func stepUp(s *stack) {
 	s.balancerSees(2*time.Minute, "UP", appServices3...)
 }
 
-// loadtestRow is the load runner's table row of redlock under the clean
-// scenario: verdict, then the hot SKU's units sold/initial and oversold.
-var loadtestRow = regexp.MustCompile(`(?m)^\s*redlock\s+clean\s+holds\s+(\S+)\s+(\S+)\s+(\d+)/(\d+)\s+(\d+)\s`)
+// productAudit is one SKU of the audit in the load runner's report.json.
+type productAudit struct {
+	SKU           string `json:"sku"`
+	InitialStock  int64  `json:"initial_stock"`
+	SoldUnits     int64  `json:"sold_units"`
+	OversoldUnits int64  `json:"oversold_units"`
+}
 
 // 2. The compose loadtest service, through the balancer: the hot
-// stock sells out exactly, nothing oversold, the audit clean.
+// stock sells out exactly, nothing oversold, the audit clean. What is
+// checked is read from the runner's report.json, written to a directory
+// of the test's mounted as the runner's output.
 func stepLoadtest(s *stack) {
+	s.fromTree("loadtest")
+	dir := s.t.TempDir()
 	start := time.Now()
-	out := s.must(10*time.Minute, "run", "--rm", "loadtest", "-quick", "-variants", "redlock", "-scenarios", "clean")
+	out := s.must(10*time.Minute, "run", "--rm",
+		"--user", fmt.Sprintf("%d:%d", os.Getuid(), os.Getgid()),
+		"-v", dir+":/report",
+		"loadtest", "-quick", "-variants", "redlock", "-scenarios", "clean", "-out", "/report")
 	s.t.Logf("loadtest: %s", time.Since(start).Round(time.Second))
-	m := loadtestRow.FindStringSubmatch(out)
-	if m == nil {
-		s.t.Fatalf("no redlock/clean row in the load runner's report:\n%s", tail(out, 4000))
+	b, err := os.ReadFile(filepath.Join(dir, "report.json"))
+	if err != nil {
+		s.t.Fatalf("the load runner wrote no report.json: %v\n%s", err, tail(out, 4000))
 	}
-	if m[1] != "holds" || m[2] != "ok" {
-		s.t.Errorf("redlock/clean seen %s, verdict %s; want holds, ok", m[1], m[2])
+	var rep struct {
+		Bugs, Errors int
+		Cells        []struct {
+			Variant, Scenario, Seen, Verdict string
+			HotSKU                           string `json:"hot_sku"`
+			Audit                            struct {
+				Products []productAudit `json:"products"`
+			} `json:"audit"`
+		} `json:"cells"`
 	}
-	if m[3] != m[4] || m[5] != "0" {
-		s.t.Errorf("hot SKU sold %s of %s, oversold %s: want the stock sold out exactly", m[3], m[4], m[5])
+	if err := json.Unmarshal(b, &rep); err != nil {
+		s.t.Fatalf("report.json: %v", err)
 	}
-	if !strings.Contains(out, " 0 bugs") {
-		s.t.Errorf("the load runner found bugs:\n%s", tail(out, 4000))
+	if len(rep.Cells) != 1 || rep.Cells[0].Variant != "redlock" || rep.Cells[0].Scenario != "clean" {
+		s.t.Fatalf("report.json has cells %+v, want redlock × clean alone\n%s", rep.Cells, tail(out, 4000))
+	}
+	c := rep.Cells[0]
+	if c.Seen != "holds" || c.Verdict != "ok" {
+		s.t.Errorf("redlock × clean seen %q, verdict %q; want holds, ok\n%s", c.Seen, c.Verdict, tail(out, 4000))
+	}
+	i := slices.IndexFunc(c.Audit.Products, func(p productAudit) bool { return p.SKU == c.HotSKU })
+	if c.HotSKU == "" || i < 0 {
+		s.t.Fatalf("report.json has no audit of the hot SKU %q: %+v", c.HotSKU, c.Audit.Products)
+	}
+	if hot := c.Audit.Products[i]; hot.SoldUnits != hot.InitialStock || hot.OversoldUnits != 0 {
+		s.t.Errorf("hot SKU %s sold %d of %d, oversold %d: want the stock sold out exactly", hot.SKU, hot.SoldUnits, hot.InitialStock, hot.OversoldUnits)
+	}
+	if rep.Bugs != 0 || rep.Errors != 0 {
+		s.t.Errorf("the load runner found %d bugs, %d errors", rep.Bugs, rep.Errors)
 	}
 	s.clean("after the load run")
 }

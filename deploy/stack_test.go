@@ -43,6 +43,7 @@ type stack struct {
 	lbPort  int    // the balancer: the shop's one address
 	lbStats int    // the balancer's stats page and metrics
 	token   string
+	digest  string // of the sources under test: the label its images must carry
 	http    *http.Client
 }
 
@@ -73,7 +74,8 @@ func newStack(t *testing.T) *stack {
 	b := make([]byte, 16)
 	_, _ = rand.Read(b)
 	s.token = hex.EncodeToString(b)
-	s.env = append(cleanEnv(), "FLASHSALE_ADMIN_TOKEN="+s.token, "PUBLISH_HOST=127.0.0.1")
+	s.digest = sourceDigest(t)
+	s.env = append(cleanEnv(), "FLASHSALE_ADMIN_TOKEN="+s.token, "PUBLISH_HOST=127.0.0.1", "SOURCE_DIGEST="+s.digest)
 	s.lbPort, s.lbStats = testsupport.FreePort(t), testsupport.FreePort(t)
 	s.env = append(s.env, fmt.Sprintf("PUBLISH_PORT=%d", s.lbPort), fmt.Sprintf("PUBLISH_STATS_PORT=%d", s.lbStats))
 	for i := range s.ports {
