@@ -11,6 +11,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -198,6 +199,18 @@ func TestAppDisruptionBudget(t *testing.T) {
 			d, _ := app(t, r)
 			if pdbFor(t, r, d.Spec.Template.Labels) == nil {
 				t.Errorf("no PodDisruptionBudget selects %s's pods", d.Name)
+			}
+			hpas := all[*autoscalingv2.HorizontalPodAutoscaler](r)
+			for _, h := range hpas {
+				if ref := h.Spec.ScaleTargetRef; ref.Kind != "Deployment" || ref.Name != d.Name {
+					t.Errorf("the autoscaler scales %s %s, not %s", ref.Kind, ref.Name, d.Name)
+				}
+			}
+			if len(hpas) > 0 && d.Spec.Replicas != nil {
+				t.Errorf("%s sets replicas beside an autoscaler: every upgrade would reset its count", d.Name)
+			}
+			if name == "production" && len(hpas) != 1 {
+				t.Errorf("production.yaml: %d autoscalers, want 1", len(hpas))
 			}
 		})
 	}
