@@ -19,7 +19,9 @@ import (
 )
 
 // contract is deploy/app.json: the storefront's variables, default port and
-// probe paths, kept equal to its code by the storefront's own test.
+// probe paths, kept equal to its code by the storefront's own test. The
+// storefront's contract_test.go reads the same fields: this module imports
+// nothing of the storefront's, whose dependencies it would then carry.
 type contract struct {
 	Port            int      `json:"port"`
 	Listen          string   `json:"listen"`
