@@ -14,6 +14,7 @@ import (
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/yaml"
 )
@@ -221,5 +222,39 @@ func TestLint(t *testing.T) {
 		if out, err := helm(t, args...); err != nil {
 			t.Errorf("%s: %v\n%s", name, err, out)
 		}
+	}
+}
+
+// Only the app's pods reach the masters: a stray client's DEL of a lock key
+// is outside every lock's model.
+func TestRedisOnlyFromTheApp(t *testing.T) {
+	for _, name := range releaseNames {
+		t.Run(name, func(t *testing.T) {
+			r := render(t, name)
+			s := redisSet(t, r)
+			d, _ := app(t, r)
+			var guarded bool
+			for _, p := range all[*networkingv1.NetworkPolicy](r) {
+				if !labels.SelectorFromSet(p.Spec.PodSelector.MatchLabels).Matches(labels.Set(s.Spec.Template.Labels)) {
+					continue
+				}
+				guarded = true
+				for _, rule := range p.Spec.Ingress {
+					if len(rule.From) == 0 {
+						t.Errorf("NetworkPolicy %s lets every pod in", p.Name)
+					}
+					for _, peer := range rule.From {
+						if peer.PodSelector == nil || peer.NamespaceSelector != nil || peer.IPBlock != nil ||
+							!labels.SelectorFromSet(peer.PodSelector.MatchLabels).Matches(labels.Set(d.Spec.Template.Labels)) ||
+							labels.SelectorFromSet(peer.PodSelector.MatchLabels).Matches(labels.Set(s.Spec.Template.Labels)) {
+							t.Errorf("NetworkPolicy %s lets in more than the app's pods: %+v", p.Name, peer)
+						}
+					}
+				}
+			}
+			if !guarded {
+				t.Error("no NetworkPolicy guards the masters")
+			}
+		})
 	}
 }
