@@ -89,65 +89,62 @@ func envOf(t *testing.T, c corev1.Container) map[string]string {
 // a Secret, and listens on the port its probes and Service use.
 func TestAppEnvironmentAndPort(t *testing.T) {
 	c := appContract(t)
-	for _, name := range releaseNames {
-		t.Run(name, func(t *testing.T) {
-			r := render(t, name)
-			d, ctr := app(t, r)
-			env := envOf(t, ctr)
-			for k := range env {
-				if !slices.Contains(c.Env, k) {
-					t.Errorf("%s sets %s, which the app does not read (deploy/app.json)", d.Name, k)
-				}
+	eachRelease(t, func(t *testing.T, r *rendered) {
+		d, ctr := app(t, r)
+		env := envOf(t, ctr)
+		for k := range env {
+			if !slices.Contains(c.Env, k) {
+				t.Errorf("%s sets %s, which the app does not read (deploy/app.json)", d.Name, k)
 			}
-			for _, must := range []string{c.Listen, "FLASHSALE_REDIS", "FLASHSALE_DB", "FLASHSALE_ADMIN_TOKEN", c.Drain, c.ShutdownTimeout} {
-				if env[must] == "" {
-					t.Errorf("%s does not set %s", d.Name, must)
-				}
+		}
+		for _, must := range []string{c.Listen, "FLASHSALE_REDIS", "FLASHSALE_DB", "FLASHSALE_ADMIN_TOKEN", c.Drain, c.ShutdownTimeout} {
+			if env[must] == "" {
+				t.Errorf("%s does not set %s", d.Name, must)
 			}
-			for _, secret := range []string{"FLASHSALE_DB", "FLASHSALE_ADMIN_TOKEN"} {
-				ref, ok := strings.CutPrefix(env[secret], "secret:")
-				if !ok {
-					t.Errorf("%s: %s is a plain value; it carries a secret", d.Name, secret)
-					continue
-				}
-				checkSecretKey(t, r, ref)
+		}
+		for _, secret := range []string{"FLASHSALE_DB", "FLASHSALE_ADMIN_TOKEN"} {
+			ref, ok := strings.CutPrefix(env[secret], "secret:")
+			if !ok {
+				t.Errorf("%s: %s is a plain value; it carries a secret", d.Name, secret)
+				continue
 			}
+			checkSecretKey(t, r, ref)
+		}
 
-			_, port, err := net.SplitHostPort(env[c.Listen])
-			if err != nil {
-				t.Fatalf("%s=%q: %v", c.Listen, env[c.Listen], err)
+		_, port, err := net.SplitHostPort(env[c.Listen])
+		if err != nil {
+			t.Fatalf("%s=%q: %v", c.Listen, env[c.Listen], err)
+		}
+		http := containerPort(t, ctr, "http")
+		if strconv.Itoa(int(http)) != port {
+			t.Errorf("%s listens on %s, the container port http is %d", d.Name, env[c.Listen], http)
+		}
+		if r.id == "defaults" && int(http) != c.Port {
+			t.Errorf("default container port %d, the app's default port is %d", http, c.Port)
+		}
+		for _, p := range []struct {
+			what  string
+			probe *corev1.Probe
+			path  string
+		}{{"readiness", ctr.ReadinessProbe, c.Readiness}, {"liveness", ctr.LivenessProbe, c.Liveness}, {"startup", ctr.StartupProbe, c.Liveness}} {
+			if p.probe == nil || p.probe.HTTPGet == nil {
+				t.Errorf("%s: no HTTP %s probe", d.Name, p.what)
+				continue
 			}
-			http := containerPort(t, ctr, "http")
-			if strconv.Itoa(int(http)) != port {
-				t.Errorf("%s listens on %s, the container port http is %d", d.Name, env[c.Listen], http)
+			if p.probe.HTTPGet.Path != p.path {
+				t.Errorf("%s probe asks %s, the app serves %s", p.what, p.probe.HTTPGet.Path, p.path)
 			}
-			if name == "defaults" && int(http) != c.Port {
-				t.Errorf("default container port %d, the app's default port is %d", http, c.Port)
+			if got := resolvePort(ctr, p.probe.HTTPGet.Port); got != http {
+				t.Errorf("%s probe asks port %s (%d), the app listens on %d", p.what, p.probe.HTTPGet.Port.String(), got, http)
 			}
-			for _, p := range []struct {
-				what  string
-				probe *corev1.Probe
-				path  string
-			}{{"readiness", ctr.ReadinessProbe, c.Readiness}, {"liveness", ctr.LivenessProbe, c.Liveness}, {"startup", ctr.StartupProbe, c.Liveness}} {
-				if p.probe == nil || p.probe.HTTPGet == nil {
-					t.Errorf("%s: no HTTP %s probe", d.Name, p.what)
-					continue
-				}
-				if p.probe.HTTPGet.Path != p.path {
-					t.Errorf("%s probe asks %s, the app serves %s", p.what, p.probe.HTTPGet.Path, p.path)
-				}
-				if got := resolvePort(ctr, p.probe.HTTPGet.Port); got != http {
-					t.Errorf("%s probe asks port %s (%d), the app listens on %d", p.what, p.probe.HTTPGet.Port.String(), got, http)
-				}
+		}
+		svc := serviceFor(t, r, d.Spec.Template.Labels)
+		for _, sp := range svc.Spec.Ports {
+			if got := resolvePort(ctr, sp.TargetPort); got != http {
+				t.Errorf("Service %s port %s targets %s (%d), the app listens on %d", svc.Name, sp.Name, sp.TargetPort.String(), got, http)
 			}
-			svc := serviceFor(t, r, d.Spec.Template.Labels)
-			for _, sp := range svc.Spec.Ports {
-				if got := resolvePort(ctr, sp.TargetPort); got != http {
-					t.Errorf("Service %s port %s targets %s (%d), the app listens on %d", svc.Name, sp.Name, sp.TargetPort.String(), got, http)
-				}
-			}
-		})
-	}
+		}
+	})
 }
 
 // Stopping a replica: preStop, then -drain, then -shutdown-timeout, all
@@ -155,67 +152,62 @@ func TestAppEnvironmentAndPort(t *testing.T) {
 // unready within -drain.
 func TestAppDrainTimings(t *testing.T) {
 	c := appContract(t)
-	for _, name := range releaseNames {
-		t.Run(name, func(t *testing.T) {
-			d, ctr := app(t, render(t, name))
-			env := envOf(t, ctr)
-			drain := duration(t, c.Drain, env[c.Drain])
-			shutdown := duration(t, c.ShutdownTimeout, env[c.ShutdownTimeout])
-			var preStop time.Duration
-			if h := ctr.Lifecycle; h == nil || h.PreStop == nil || h.PreStop.Exec == nil {
-				t.Errorf("%s has no preStop sleep: the endpoints are dropped while it already refuses", d.Name)
-			} else if cmd := h.PreStop.Exec.Command; len(cmd) != 2 || cmd[0] != "sleep" {
-				t.Errorf("preStop %q, want [sleep N]", cmd)
-			} else {
-				preStop = duration(t, "preStop", cmd[1]+"s")
+	eachRelease(t, func(t *testing.T, r *rendered) {
+		d, ctr := app(t, r)
+		env := envOf(t, ctr)
+		drain := duration(t, c.Drain, env[c.Drain])
+		shutdown := duration(t, c.ShutdownTimeout, env[c.ShutdownTimeout])
+		var preStop time.Duration
+		if h := ctr.Lifecycle; h == nil || h.PreStop == nil || h.PreStop.Exec == nil {
+			t.Errorf("%s has no preStop sleep: the endpoints are dropped while it already refuses", d.Name)
+		} else if cmd := h.PreStop.Exec.Command; len(cmd) != 2 || cmd[0] != "sleep" {
+			t.Errorf("preStop %q, want [sleep N]", cmd)
+		} else {
+			preStop = duration(t, "preStop", cmd[1]+"s")
+		}
+		grace := d.Spec.Template.Spec.TerminationGracePeriodSeconds
+		if grace == nil {
+			t.Fatalf("%s has no terminationGracePeriodSeconds", d.Name)
+		}
+		need := preStop + drain + shutdown
+		if got := time.Duration(*grace) * time.Second; got <= need {
+			t.Errorf("terminationGracePeriodSeconds %v, not past preStop %v + drain %v + shutdown timeout %v: in-flight sales would be killed", got, preStop, drain, shutdown)
+		}
+		if p := ctr.ReadinessProbe; drain > 0 && p != nil {
+			if seen := time.Duration(p.PeriodSeconds*p.FailureThreshold) * time.Second; seen > drain {
+				t.Errorf("readiness sees a draining replica after %v, past the drain of %v", seen, drain)
 			}
-			grace := d.Spec.Template.Spec.TerminationGracePeriodSeconds
-			if grace == nil {
-				t.Fatalf("%s has no terminationGracePeriodSeconds", d.Name)
-			}
-			need := preStop + drain + shutdown
-			if got := time.Duration(*grace) * time.Second; got <= need {
-				t.Errorf("terminationGracePeriodSeconds %v, not past preStop %v + drain %v + shutdown timeout %v: in-flight sales would be killed", got, preStop, drain, shutdown)
-			}
-			if p := ctr.ReadinessProbe; drain > 0 && p != nil {
-				if seen := time.Duration(p.PeriodSeconds*p.FailureThreshold) * time.Second; seen > drain {
-					t.Errorf("readiness sees a draining replica after %v, past the drain of %v", seen, drain)
-				}
-			}
-			if ctr.Resources.Requests.Cpu().IsZero() || ctr.Resources.Requests.Memory().IsZero() {
-				t.Errorf("%s requests no CPU or no memory: the scheduler and the autoscaler size by them", d.Name)
-			}
-			if !ctr.Resources.Limits.Cpu().IsZero() {
-				t.Errorf("%s has a CPU limit: throttling stretches a lock holder past its lease", d.Name)
-			}
-		})
-	}
+		}
+		if ctr.Resources.Requests.Cpu().IsZero() || ctr.Resources.Requests.Memory().IsZero() {
+			t.Errorf("%s requests no CPU or no memory: the scheduler and the autoscaler size by them", d.Name)
+		}
+		if !ctr.Resources.Limits.Cpu().IsZero() {
+			t.Errorf("%s has a CPU limit: throttling stretches a lock holder past its lease", d.Name)
+		}
+	})
 }
 
 // A disruption budget covers the replicas; the autoscaler, when on, scales
 // this Deployment and leaves its replica count to it.
 func TestAppDisruptionBudget(t *testing.T) {
-	for _, name := range releaseNames {
-		t.Run(name, func(t *testing.T) {
-			r := render(t, name)
-			d, _ := app(t, r)
-			if pdbFor(t, r, d.Spec.Template.Labels) == nil {
-				t.Errorf("no PodDisruptionBudget selects %s's pods", d.Name)
+	eachRelease(t, func(t *testing.T, r *rendered) {
+		d, _ := app(t, r)
+		if pdbFor(t, r, d.Spec.Template.Labels) == nil {
+			t.Errorf("no PodDisruptionBudget selects %s's pods", d.Name)
+		}
+		hpas := all[*autoscalingv2.HorizontalPodAutoscaler](r)
+		for _, h := range hpas {
+			if ref := h.Spec.ScaleTargetRef; ref.Kind != "Deployment" || ref.Name != d.Name {
+				t.Errorf("the autoscaler scales %s %s, not %s", ref.Kind, ref.Name, d.Name)
 			}
-			hpas := all[*autoscalingv2.HorizontalPodAutoscaler](r)
-			for _, h := range hpas {
-				if ref := h.Spec.ScaleTargetRef; ref.Kind != "Deployment" || ref.Name != d.Name {
-					t.Errorf("the autoscaler scales %s %s, not %s", ref.Kind, ref.Name, d.Name)
-				}
-			}
-			if len(hpas) > 0 && d.Spec.Replicas != nil {
-				t.Errorf("%s sets replicas beside an autoscaler: every upgrade would reset its count", d.Name)
-			}
-			if name == "production" && len(hpas) != 1 {
-				t.Errorf("production.yaml: %d autoscalers, want 1", len(hpas))
-			}
-		})
-	}
+		}
+		if len(hpas) > 0 && d.Spec.Replicas != nil {
+			t.Errorf("%s sets replicas beside an autoscaler: every upgrade would reset its count", d.Name)
+		}
+		if r.id == "production" && len(hpas) != 1 {
+			t.Errorf("production.yaml: %d autoscalers, want 1", len(hpas))
+		}
+	})
 }
 
 func duration(t *testing.T, what, s string) time.Duration {

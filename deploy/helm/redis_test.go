@@ -36,84 +36,75 @@ func redisSet(t *testing.T, r *rendered) *appsv1.StatefulSet {
 // a volume and never evicts; a rollout restarts one at a time and waits
 // out a lock TTL between them.
 func TestRedisMasters(t *testing.T) {
-	for _, name := range releaseNames {
-		t.Run(name, func(t *testing.T) {
-			r := render(t, name)
-			s := redisSet(t, r)
-			_, ctr := app(t, r)
-			env := envOf(t, ctr)
-			n := int(*s.Spec.Replicas)
-			if n < 3 || n%2 == 0 {
-				t.Errorf("%d masters: Redlock wants an odd number, at least 3", n)
+	eachRelease(t, func(t *testing.T, r *rendered) {
+		s := redisSet(t, r)
+		_, ctr := app(t, r)
+		env := envOf(t, ctr)
+		n := int(*s.Spec.Replicas)
+		if n < 3 || n%2 == 0 {
+			t.Errorf("%d masters: Redlock wants an odd number, at least 3", n)
+		}
+		urls := strings.Split(env["FLASHSALE_REDIS"], ",")
+		if len(urls) != n {
+			t.Fatalf("FLASHSALE_REDIS lists %d nodes, the StatefulSet runs %d", len(urls), n)
+		}
+		svc := serviceFor(t, r, s.Spec.Template.Labels)
+		if svc.Name != s.Spec.ServiceName || svc.Spec.ClusterIP != corev1.ClusterIPNone {
+			t.Errorf("the masters' Service %s (clusterIP %q) is not the StatefulSet's headless service %s", svc.Name, svc.Spec.ClusterIP, s.Spec.ServiceName)
+		}
+		redis := s.Spec.Template.Spec.Containers[0]
+		port := containerPort(t, redis, "redis")
+		for i, u := range urls {
+			pu, err := url.Parse(u)
+			if err != nil {
+				t.Fatalf("FLASHSALE_REDIS %q: %v", u, err)
 			}
-			urls := strings.Split(env["FLASHSALE_REDIS"], ",")
-			if len(urls) != n {
-				t.Fatalf("FLASHSALE_REDIS lists %d nodes, the StatefulSet runs %d", len(urls), n)
+			want := fmt.Sprintf("%s-%d.%s.%s.svc:%d", s.Name, i, s.Spec.ServiceName, r.namespace, port)
+			if pu.Scheme != "redis" && pu.Scheme != "rediss" || pu.Host != want {
+				t.Errorf("node %d is %s, want redis://%s (its stable name)", i, u, want)
 			}
-			svc := serviceFor(t, r, s.Spec.Template.Labels)
-			if svc.Name != s.Spec.ServiceName || svc.Spec.ClusterIP != corev1.ClusterIPNone {
-				t.Errorf("the masters' Service %s (clusterIP %q) is not the StatefulSet's headless service %s", svc.Name, svc.Spec.ClusterIP, s.Spec.ServiceName)
-			}
-			redis := s.Spec.Template.Spec.Containers[0]
-			port := containerPort(t, redis, "redis")
-			for i, u := range urls {
-				pu, err := url.Parse(u)
-				if err != nil {
-					t.Fatalf("FLASHSALE_REDIS %q: %v", u, err)
-				}
-				want := fmt.Sprintf("%s-%d.%s.%s.svc:%d", s.Name, i, s.Spec.ServiceName, r.namespace, port)
-				if pu.Scheme != "redis" && pu.Scheme != "rediss" || pu.Host != want {
-					t.Errorf("node %d is %s, want redis://%s (its stable name)", i, u, want)
-				}
-			}
+		}
 
-			aa := s.Spec.Template.Spec.Affinity
-			if aa == nil || aa.PodAntiAffinity == nil || len(aa.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) == 0 {
-				t.Fatal("the masters have no required pod anti-affinity: two could share a machine and fall together")
+		aa := s.Spec.Template.Spec.Affinity
+		if aa == nil || aa.PodAntiAffinity == nil || len(aa.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) == 0 {
+			t.Fatal("the masters have no required pod anti-affinity: two could share a machine and fall together")
+		}
+		var apart bool
+		for _, term := range aa.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution {
+			sel := term.LabelSelector
+			if term.TopologyKey == corev1.LabelHostname && sel != nil && len(sel.MatchExpressions) == 0 &&
+				labels.SelectorFromSet(sel.MatchLabels).Matches(labels.Set(s.Spec.Template.Labels)) {
+				apart = true
 			}
-			var apart bool
-			for _, term := range aa.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution {
-				sel := term.LabelSelector
-				if term.TopologyKey == corev1.LabelHostname && sel != nil && len(sel.MatchExpressions) == 0 &&
-					labels.SelectorFromSet(sel.MatchLabels).Matches(labels.Set(s.Spec.Template.Labels)) {
-					apart = true
-				}
-			}
-			if !apart && name != "production" {
-				t.Errorf("no required anti-affinity term keeps the masters on distinct %s", corev1.LabelHostname)
-			} else if !apart && !anyTopology(aa.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) {
-				t.Errorf("no required anti-affinity term on a topology key")
-			}
+		}
+		if !apart {
+			t.Errorf("no required anti-affinity term keeps the masters on distinct %s", corev1.LabelHostname)
+		}
 
-			args := redis.Args
-			for _, want := range [][2]string{{"--maxmemory-policy", "noeviction"}, {"--appendonly", "yes"}, {"--save", ""}} {
-				if v, ok := flagValue(args, want[0]); !ok || v != want[1] {
-					t.Errorf("redis %s is %q (set: %v), want %q", want[0], v, ok, want[1])
-				}
+		args := redis.Args
+		for _, want := range [][2]string{{"--maxmemory-policy", "noeviction"}, {"--appendonly", "yes"}, {"--save", ""}} {
+			if v, ok := flagValue(args, want[0]); !ok || v != want[1] {
+				t.Errorf("redis %s is %q (set: %v), want %q", want[0], v, ok, want[1])
 			}
-			dir, _ := flagValue(args, "--dir")
-			var onVolume bool
-			for _, m := range redis.VolumeMounts {
-				for _, claim := range s.Spec.VolumeClaimTemplates {
-					onVolume = onVolume || m.Name == claim.Name && m.MountPath == dir
-				}
+		}
+		dir, _ := flagValue(args, "--dir")
+		var onVolume bool
+		for _, m := range redis.VolumeMounts {
+			for _, claim := range s.Spec.VolumeClaimTemplates {
+				onVolume = onVolume || m.Name == claim.Name && m.MountPath == dir
 			}
-			if !onVolume {
-				t.Errorf("the AOF directory %q is not a volume claimed per master", dir)
-			}
-			ttl := duration(t, "FLASHSALE_LOCK_TTL", env["FLASHSALE_LOCK_TTL"])
-			if got := time.Duration(s.Spec.MinReadySeconds) * time.Second; got <= ttl {
-				t.Errorf("minReadySeconds %v is not past the lock TTL %v: a rollout could restart a second master while the first sits out", got, ttl)
-			}
-			if p := pdbFor(t, r, s.Spec.Template.Labels); p == nil || p.Spec.MaxUnavailable == nil || p.Spec.MaxUnavailable.IntValue() != 1 {
-				t.Errorf("the masters' disruption budget is %v, want maxUnavailable 1", p)
-			}
-		})
-	}
-}
-
-func anyTopology(terms []corev1.PodAffinityTerm) bool {
-	return slices.ContainsFunc(terms, func(p corev1.PodAffinityTerm) bool { return p.TopologyKey != "" })
+		}
+		if !onVolume {
+			t.Errorf("the AOF directory %q is not a volume claimed per master", dir)
+		}
+		ttl := duration(t, "FLASHSALE_LOCK_TTL", env["FLASHSALE_LOCK_TTL"])
+		if got := time.Duration(s.Spec.MinReadySeconds) * time.Second; got <= ttl {
+			t.Errorf("minReadySeconds %v is not past the lock TTL %v: a rollout could restart a second master while the first sits out", got, ttl)
+		}
+		if p := pdbFor(t, r, s.Spec.Template.Labels); p == nil || p.Spec.MaxUnavailable == nil || p.Spec.MaxUnavailable.IntValue() != 1 {
+			t.Errorf("the masters' disruption budget is %v, want maxUnavailable 1", p)
+		}
+	})
 }
 
 // flagValue is the argument after name in args.
@@ -129,28 +120,25 @@ var moving = regexp.MustCompile(`:(latest|stable|main|master)$`)
 
 // Every container runs a pinned image: a tag, never a moving one.
 func TestImagesPinned(t *testing.T) {
-	for _, name := range releaseNames {
-		t.Run(name, func(t *testing.T) {
-			r := render(t, name)
-			for _, o := range r.objs {
-				var spec *corev1.PodSpec
-				switch x := o.(type) {
-				case *appsv1.Deployment:
-					spec = &x.Spec.Template.Spec
-				case *appsv1.StatefulSet:
-					spec = &x.Spec.Template.Spec
-				default:
-					continue
-				}
-				for _, c := range append(spec.InitContainers, spec.Containers...) {
-					last := c.Image[strings.LastIndex(c.Image, "/")+1:]
-					if !strings.Contains(last, ":") && !strings.Contains(last, "@") || moving.MatchString(c.Image) {
-						t.Errorf("%s/%s runs %q: pin a tag", o.GetName(), c.Name, c.Image)
-					}
+	eachRelease(t, func(t *testing.T, r *rendered) {
+		for _, o := range r.objs {
+			var spec *corev1.PodSpec
+			switch x := o.(type) {
+			case *appsv1.Deployment:
+				spec = &x.Spec.Template.Spec
+			case *appsv1.StatefulSet:
+				spec = &x.Spec.Template.Spec
+			default:
+				continue
+			}
+			for _, c := range append(spec.InitContainers, spec.Containers...) {
+				last := c.Image[strings.LastIndex(c.Image, "/")+1:]
+				if !strings.Contains(last, ":") && !strings.Contains(last, "@") || moving.MatchString(c.Image) {
+					t.Errorf("%s/%s runs %q: pin a tag", o.GetName(), c.Name, c.Image)
 				}
 			}
-		})
-	}
+		}
+	})
 	for _, bad := range []string{"image.tag=latest"} {
 		if _, err := helm(t, "template", "x", "./flashsale", "--set", "database.url=postgres://x", "--set", bad); err == nil {
 			t.Errorf("--set %s rendered; want a refusal", bad)
@@ -228,33 +216,30 @@ func TestLint(t *testing.T) {
 // Only the app's pods reach the masters: a stray client's DEL of a lock key
 // is outside every lock's model.
 func TestRedisOnlyFromTheApp(t *testing.T) {
-	for _, name := range releaseNames {
-		t.Run(name, func(t *testing.T) {
-			r := render(t, name)
-			s := redisSet(t, r)
-			d, _ := app(t, r)
-			var guarded bool
-			for _, p := range all[*networkingv1.NetworkPolicy](r) {
-				if !labels.SelectorFromSet(p.Spec.PodSelector.MatchLabels).Matches(labels.Set(s.Spec.Template.Labels)) {
-					continue
+	eachRelease(t, func(t *testing.T, r *rendered) {
+		s := redisSet(t, r)
+		d, _ := app(t, r)
+		var guarded bool
+		for _, p := range all[*networkingv1.NetworkPolicy](r) {
+			if !labels.SelectorFromSet(p.Spec.PodSelector.MatchLabels).Matches(labels.Set(s.Spec.Template.Labels)) {
+				continue
+			}
+			guarded = true
+			for _, rule := range p.Spec.Ingress {
+				if len(rule.From) == 0 {
+					t.Errorf("NetworkPolicy %s lets every pod in", p.Name)
 				}
-				guarded = true
-				for _, rule := range p.Spec.Ingress {
-					if len(rule.From) == 0 {
-						t.Errorf("NetworkPolicy %s lets every pod in", p.Name)
-					}
-					for _, peer := range rule.From {
-						if peer.PodSelector == nil || peer.NamespaceSelector != nil || peer.IPBlock != nil ||
-							!labels.SelectorFromSet(peer.PodSelector.MatchLabels).Matches(labels.Set(d.Spec.Template.Labels)) ||
-							labels.SelectorFromSet(peer.PodSelector.MatchLabels).Matches(labels.Set(s.Spec.Template.Labels)) {
-							t.Errorf("NetworkPolicy %s lets in more than the app's pods: %+v", p.Name, peer)
-						}
+				for _, peer := range rule.From {
+					if peer.PodSelector == nil || peer.NamespaceSelector != nil || peer.IPBlock != nil ||
+						!labels.SelectorFromSet(peer.PodSelector.MatchLabels).Matches(labels.Set(d.Spec.Template.Labels)) ||
+						labels.SelectorFromSet(peer.PodSelector.MatchLabels).Matches(labels.Set(s.Spec.Template.Labels)) {
+						t.Errorf("NetworkPolicy %s lets in more than the app's pods: %+v", p.Name, peer)
 					}
 				}
 			}
-			if !guarded {
-				t.Error("no NetworkPolicy guards the masters")
-			}
-		})
-	}
+		}
+		if !guarded {
+			t.Error("no NetworkPolicy guards the masters")
+		}
+	})
 }

@@ -148,6 +148,7 @@ type object interface {
 
 // rendered is one release's objects, rendered and decoded once per run.
 type rendered struct {
+	id string // its key in releases
 	release
 	objs []object
 }
@@ -174,9 +175,16 @@ func render(t *testing.T, name string) *rendered {
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
-	r := &rendered{rel, objs}
+	r := &rendered{name, rel, objs}
 	renderCache[name] = r
 	return r
+}
+
+// eachRelease runs check as a subtest on each release's objects.
+func eachRelease(t *testing.T, check func(t *testing.T, r *rendered)) {
+	for _, name := range releaseNames {
+		t.Run(name, func(t *testing.T) { check(t, render(t, name)) })
+	}
 }
 
 // find is the rendered object of kind T named name, or nil.
