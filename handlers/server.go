@@ -175,6 +175,7 @@ func NewServer(cfg Config) (*Server, error) {
 	if cfg.OrderRate > 0 {
 		s.orders = &rateLimit{every: rate.Limit(cfg.OrderRate), burst: cfg.OrderBurst, clients: map[string]*rate.Limiter{}}
 	}
+	cfg.Metrics.saleVariant = s.saleVariant
 	e := gin.New()
 	e.HandleMethodNotAllowed = true
 	e.ContextWithFallback = true
@@ -186,6 +187,17 @@ func NewServer(cfg Config) (*Server, error) {
 	s.engine = e
 	s.routes()
 	return s, nil
+}
+
+// saleVariant is the metrics' variant label of a sale request: the variant
+// it ran under, or "other" for a name this instance refused (a name from a
+// client must not mint a series).
+func (s *Server) saleVariant(c *gin.Context) string {
+	v, err := s.variant(c)
+	if err != nil {
+		return "other"
+	}
+	return v
 }
 
 // Drain makes /readyz answer 503 draining from now on, while every other
