@@ -51,7 +51,7 @@ func TestRecipe(t *testing.T) {
 	}
 	codes := answerCodes(string(doc))
 
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute) // the storefront is built first
 	defer cancel()
 	local, err := cluster.StartLocal(ctx, cluster.LocalConfig{Instances: 1, Nodes: 3, ModuleDir: mod, Dir: t.TempDir(),
 		LockTTL: 2 * time.Second, LockWait: time.Second, Logger: testsupport.TestLog(t, slog.LevelWarn)})
