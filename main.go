@@ -138,7 +138,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 	srv, err := handlers.NewServer(handlers.Config{
 		Inventory: svc, Lockers: lockers, Metrics: metrics, Broker: live,
-		AdminToken: token, DefaultLock: cfg.lock, Logger: log, Workshop: runs,
+		AdminToken: token, DefaultLock: cfg.lock, LockWait: cfg.lockWait, Logger: log, Workshop: runs,
 		Variants: cfg.variants, MaxStreams: cfg.maxStreams, MaxStreamsPerClient: cfg.maxStreamsPerClient,
 		MaxInFlight: cfg.maxInFlight, InFlightTarget: cfg.lockWait / 4,
 		OrderRate: cfg.orderRate, OrderBurst: cfg.orderBurst, BodyTimeout: cfg.bodyTimeout,

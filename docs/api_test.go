@@ -2,8 +2,11 @@ package docs
 
 import (
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
+
+	"flashsale/lock"
 )
 
 // api.md's configuration table names every flag of `flashsale -h`, with its
@@ -31,5 +34,24 @@ func TestAPIDocNamesEveryFlag(t *testing.T) {
 		if name != "h" && !documented[name] {
 			t.Errorf("flashsale has -%s, which api.md's configuration table does not document", name)
 		}
+	}
+}
+
+// The X-Lock-Variant list of POST /api/orders names every rung of the
+// ladder, and nothing else.
+func TestAPIDocNamesEveryVariant(t *testing.T) {
+	m := regexp.MustCompile("optional headers `X-Lock-Variant` \\(([^)]*(?:\\([^)]*\\)[^)]*)*)\\)").FindStringSubmatch(read(t, "docs/api.md"))
+	if m == nil {
+		t.Fatal("api.md's POST /api/orders row has no X-Lock-Variant list")
+	}
+	var named []string
+	for _, v := range regexp.MustCompile("`([a-z+-]+)`").FindAllStringSubmatch(m[1], -1) {
+		named = append(named, v[1])
+	}
+	want := lock.Names()
+	slices.Sort(named)
+	slices.Sort(want)
+	if !slices.Equal(named, want) {
+		t.Errorf("api.md's X-Lock-Variant list is %v, the ladder %v", named, want)
 	}
 }

@@ -399,6 +399,7 @@ func TestDocumentedCommandsUseRealFlags(t *testing.T) {
 	programs := map[string]flagSet{
 		"go run ./loadtest/cmd/loadtest": helpOf(t, runner),
 		"go run ./loadtest/cmd/chaos":    helpOf(t, testsupport.Binary(t, "./loadtest/cmd/chaos")),
+		"go run ./loadtest/cmd/targets":  helpOf(t, testsupport.Binary(t, "./loadtest/cmd/targets")),
 		"go run .":                       helpOf(t, app),
 		"go run ./cmd/preflight":         {takesValue: map[string]bool{"h": false, "build": false, "smoke": false, "addr": true}},
 	}

@@ -574,6 +574,7 @@ func TestMetricsAndClientsThatGoAway(t *testing.T) {
 	a := newApp(t, appOpts{nodes: 1, wait: 5 * time.Second})
 	a.reset(5, 3)
 	want(t, "order", a.call("POST", "/api/orders", `{"sku":"hot","qty":1,"user":"ann"}`, "X-Lock-Variant", lock.Lua), 201, "")
+	want(t, "no such variant", a.call("POST", "/api/orders", `{"sku":"hot","qty":1,"user":"cy"}`, "X-Lock-Variant", "no-such-rung"), 400, "unknown_lock")
 	a.audit()
 
 	held, _ := a.lockers.Get(lock.Lua)
@@ -602,6 +603,9 @@ func TestMetricsAndClientsThatGoAway(t *testing.T) {
 		`flashsale_http_requests_total{code="499",route="/api/orders"} 1`,
 		`flashsale_http_requests_total{code="200",route="/api/admin/reset"} 1`,
 		`flashsale_http_request_duration_seconds_count{route="/api/orders"}`,
+		`flashsale_sale_duration_seconds_count{outcome="sale",variant="lua"} 1`,
+		`flashsale_sale_duration_seconds_count{outcome="refused",variant="other"} 1`,
+		`flashsale_sale_duration_seconds_count{outcome="error",variant="lua"} 1`,
 		`flashsale_lock_acquire_seconds_count{outcome="acquired",variant="lua"}`,
 		`flashsale_lock_tries_count{variant="lua"}`,
 		`flashsale_lock_hold_seconds_count{variant="lua"} 1`,

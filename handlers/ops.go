@@ -13,14 +13,22 @@ import (
 )
 
 // index tells a person who opens the API root where to go. Its routes are
-// the engine's own, so the list cannot drift from what is served.
+// the engine's own, so the list cannot drift from what is served. It also
+// says the lock settings a load runner's faults are sized by (the lease TTL,
+// the wait for a busy lock) and the variants a request may name, so a runner
+// pointed at this instance reads them instead of assuming its own defaults.
 func (s *Server) index(c *gin.Context) error {
-	c.JSON(http.StatusOK, gin.H{
-		"service": "flashsale",
-		"lock":    s.defaultLock,
-		"locks":   s.variants,
-		"routes":  s.routeList(),
-	})
+	h := gin.H{
+		"service":     "flashsale",
+		"lock":        s.defaultLock,
+		"locks":       s.variants,
+		"lock_ttl_ms": s.lockers.TTL().Milliseconds(),
+		"routes":      s.routeList(),
+	}
+	if s.lockWait > 0 {
+		h["lock_wait_ms"] = s.lockWait.Milliseconds()
+	}
+	c.JSON(http.StatusOK, h)
 	return nil
 }
 

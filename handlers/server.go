@@ -35,7 +35,11 @@ type Config struct {
 	AdminToken string
 	// DefaultLock is the variant used when a request names none.
 	DefaultLock string
-	Logger      *slog.Logger
+	// LockWait is how long a sale waits for a busy lock (the app's
+	// -lock-wait), told in GET /api so a load runner sizes its faults from
+	// the instance rather than from a guess. Zero: not told.
+	LockWait time.Duration
+	Logger   *slog.Logger
 	// Heartbeat is how often an idle stream gets a comment. Default 15s.
 	Heartbeat time.Duration
 	// Workshop runs load-runner cells for the workshop page. Default: none,
@@ -82,6 +86,7 @@ type Server struct {
 	broker      *broker.Broker
 	adminHash   [sha256.Size]byte
 	defaultLock string
+	lockWait    time.Duration
 	log         *slog.Logger
 	heartbeat   time.Duration
 	engine      *gin.Engine
@@ -150,7 +155,7 @@ func NewServer(cfg Config) (*Server, error) {
 	gin.SetMode(gin.ReleaseMode)
 	s := &Server{
 		inv: cfg.Inventory, lockers: cfg.Lockers, metrics: cfg.Metrics, broker: cfg.Broker,
-		adminHash: sha256.Sum256([]byte(cfg.AdminToken)), defaultLock: cfg.DefaultLock,
+		adminHash: sha256.Sum256([]byte(cfg.AdminToken)), defaultLock: cfg.DefaultLock, lockWait: cfg.LockWait,
 		log: cfg.Logger, heartbeat: cfg.Heartbeat, workshop: cfg.Workshop,
 		variants:    slices.Clone(cfg.Variants),
 		streams:     &streamLimit{max: cfg.MaxStreams, perClient: cfg.MaxStreamsPerClient, byClient: map[string]int{}},
@@ -170,6 +175,7 @@ func NewServer(cfg Config) (*Server, error) {
 	if cfg.OrderRate > 0 {
 		s.orders = &rateLimit{every: rate.Limit(cfg.OrderRate), burst: cfg.OrderBurst, clients: map[string]*rate.Limiter{}}
 	}
+	cfg.Metrics.saleVariant = s.saleVariant
 	e := gin.New()
 	e.HandleMethodNotAllowed = true
 	e.ContextWithFallback = true
@@ -181,6 +187,17 @@ func NewServer(cfg Config) (*Server, error) {
 	s.engine = e
 	s.routes()
 	return s, nil
+}
+
+// saleVariant is the metrics' variant label of a sale request: the variant
+// it ran under, or "other" for a name this instance refused (a name from a
+// client must not mint a series).
+func (s *Server) saleVariant(c *gin.Context) string {
+	v, err := s.variant(c)
+	if err != nil {
+		return "other"
+	}
+	return v
 }
 
 // Drain makes /readyz answer 503 draining from now on, while every other

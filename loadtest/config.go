@@ -52,8 +52,14 @@ type Config struct {
 	Mix *traffic.Mix
 
 	// LockTTL is the instances' lease TTL: it sizes the pause faults and the
-	// node recipes. Default 500ms.
+	// node recipes. Default 500ms for the instances the runner starts; with
+	// Targets, the TTL they say in GET /api, and a different one given
+	// refuses the run.
 	LockTTL time.Duration
+	// LockWait is how long the instances wait for a busy lock. With
+	// Targets, the wait they say, and a different one given refuses the
+	// run; otherwise Local.LockWait.
+	LockWait time.Duration
 	// Watchdog turns the lease watchdog on in every cell, not only in the
 	// columns that ask for it; the cells are judged as ExpectedWatchdog says.
 	// Off, every cell runs with the watchdog its column asks for (off but
@@ -199,8 +205,11 @@ func (c *Config) defaults() error {
 	if c.Catalogue.Seats == 0 {
 		c.Mix.SeatShare = 0
 	}
-	if c.LockTTL == 0 {
+	if c.LockTTL == 0 && len(c.Targets) == 0 {
 		c.LockTTL = 500 * time.Millisecond
+	}
+	if c.LockWait == 0 && len(c.Targets) == 0 {
+		c.LockWait = c.Local.LockWait
 	}
 	if c.Local.LockTTL == 0 {
 		c.Local.LockTTL = c.LockTTL

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"flashsale/loadtest/output"
+	"flashsale/loadtest/traffic"
 )
 
 // Metric is a per-cell figure a chart can show.
@@ -121,9 +122,11 @@ var htmlPage = template.Must(template.New("report").Funcs(template.FuncMap{
 			return "bad"
 		}
 	},
-	"join":  strings.Join,
-	"fired": output.Counts[uint64],
-	"codes": output.Counts[int],
+	"join":     strings.Join,
+	"fired":    output.Counts[uint64],
+	"codes":    output.Counts[int],
+	"outcomes": func() []string { return traffic.Outcomes },
+	"omission": traffic.OmissionNote,
 }).Parse(`<!doctype html>
 <html lang="en">
 <head>
@@ -131,7 +134,7 @@ var htmlPage = template.Must(template.New("report").Funcs(template.FuncMap{
 <title>flashsale load run</title>
 <style>
 body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
-table { border-collapse: collapse; margin: 1em 0; font-size: 13px; }
+table { border-collapse: collapse; margin: 1em 0; font-size: 13px; display: block; overflow-x: auto; max-width: 100%; }
 th, td { border: 1px solid #ccc; padding: 3px 7px; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 td.holds { background: #e3f4e1; } td.breaks { background: #fde2d0; }
@@ -178,6 +181,14 @@ out of time, never a pass. A history that is not linearizable links to porcupine
 <td class="num">{{printf "%.1f" .Summary.SalesPerSecond}}</td><td class="num">{{ms .Summary.P50}}</td><td class="num">{{ms .Summary.P99}}</td>
 <td class="small why">{{with .Disagreement}}<b>disagreement: {{.}}</b><br>{{end}}{{join .Reasons "; "}}{{with codes .Summary.Counts.ByError}}<br>answers: {{.}}{{end}}{{with fired .FaultsFired}}<br>faults fired: {{.}}{{end}}{{with .Notes}}<details><summary>{{len .}} notes</summary>{{range .}}{{.}}<br>{{end}}</details>{{end}}</td></tr>
 {{end}}</table>
+
+<h2>Latency by outcome</h2>
+<p class="small">{{omission .R.Settings.MaxWorkers}}.</p>
+<table>
+<tr><th>variant</th><th>scenario</th><th>outcome</th><th>count</th><th>p50</th><th>p90</th><th>p99</th><th>p99.9</th><th>max</th></tr>
+{{range $c := .R.Cells}}{{range $o := outcomes}}{{with index $c.Summary.Latency $o}}{{if .Count}}<tr><td>{{$c.Variant}}</td><td>{{$c.Scenario}}</td><td>{{$o}}</td>
+<td class="num">{{.Count}}</td><td class="num">{{ms .P50}}</td><td class="num">{{ms .P90}}</td><td class="num">{{ms .P99}}</td><td class="num">{{ms .P999}}</td><td class="num">{{ms .Max}}</td></tr>
+{{end}}{{end}}{{end}}{{end}}</table>
 
 <h2>Scenarios</h2>
 <ul>{{range .R.Scenarios}}<li><b>{{.Name}}</b>: {{.Doc}}{{with .Nodes}} — {{.Steps}}{{end}}</li>{{end}}</ul>

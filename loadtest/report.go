@@ -139,6 +139,7 @@ type Settings struct {
 	MaxWorkers  uint64               `json:"max_workers"`
 	Seed        uint64               `json:"seed"`
 	LockTTL     time.Duration        `json:"lock_ttl_ns"`
+	LockWait    time.Duration        `json:"lock_wait_ns,omitempty"`
 	Instances   int                  `json:"instances"`
 	Nodes       int                  `json:"redis_nodes"`
 	Targets     []string             `json:"targets,omitempty"`
@@ -149,7 +150,7 @@ type Settings struct {
 func settingsOf(c Config) Settings {
 	s := Settings{
 		Rate: c.Rate, Duration: c.Duration, MaxRequests: c.MaxRequests, MaxWorkers: c.MaxWorkers,
-		Seed: c.Seed, LockTTL: c.LockTTL, Targets: c.Targets, Catalogue: *c.Catalogue, Mix: *c.Mix,
+		Seed: c.Seed, LockTTL: c.LockTTL, LockWait: c.LockWait, Targets: c.Targets, Catalogue: *c.Catalogue, Mix: *c.Mix,
 		Instances: len(c.Targets), Nodes: len(c.RedisURLs),
 	}
 	return s
@@ -330,6 +331,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	if t := r.RedlockVsNone; t != nil {
 		fmt.Fprintf(ew, "throughput of completed sales, %s scenario: redlock %.1f/s vs none %.1f/s = %.2f×\n", t.Scenario, t.OfRate, t.BaseRate, t.Ratio)
 	}
+	r.writeLatency(ew)
 	fmt.Fprintf(ew, "\nwhy (from the audit, the runner's Redis scan and the cross-check with vegeta):\n")
 	for _, c := range r.Cells {
 		if len(c.Reasons) == 0 && len(c.Notes) == 0 && len(c.FaultsFired) == 0 && c.Disagreement == "" && c.HistoryFile == "" {

@@ -31,10 +31,23 @@ func (e *env) fleet() storefront.Fleet { return storefront.NewFleet(e.bases, e.t
 // not run at all; a cell that could not be judged is in the report with the
 // verdict Error.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
+	named := namedVariants(cfg.Variants)
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	rep := &Report{Started: time.Now(), Settings: settingsOf(cfg)}
+	var told []string
+	if len(cfg.Targets) > 0 {
+		probe, cancel := context.WithTimeout(ctx, probeTimeout)
+		notes, err := cfg.fromInstances(probe, named)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		warning := fmt.Sprintf(resetWarning, strings.Join(cfg.Targets, ", "))
+		cfg.Logger.Warn(warning)
+		told = append(notes, warning)
+	}
+	rep := &Report{Started: time.Now(), Settings: settingsOf(cfg), Notes: told}
 	e := &env{bases: cfg.Targets, token: cfg.AdminToken, redis: cfg.RedisURLs}
 	if len(cfg.Targets) == 0 {
 		local := cfg.Env
@@ -54,6 +67,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	} else {
 		rep.Notes = append(rep.Notes, "attacking running instances: node-down and node-restart need Redis nodes the runner started itself, so they are skipped")
 	}
+	rep.Notes = append(rep.Notes, traffic.OmissionNote(cfg.MaxWorkers))
 	if cfg.JudgeAs != "" {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("every cell is judged against %s's expected outcomes (-judge-as), not its own", cfg.JudgeAs))
 	}

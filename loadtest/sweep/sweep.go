@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	vegeta "github.com/tsenart/vegeta/v12/lib"
+
 	"flashsale/internal/cli"
 	"flashsale/internal/machine"
 	"flashsale/loadtest/cluster"
@@ -67,6 +69,9 @@ type Config struct {
 	// WarmUp is the unrecorded attack over every variant before the first
 	// step. Default 1s; negative for none.
 	WarmUp time.Duration
+	// OutDir receives vegeta's binary results of every step, under
+	// results/sweep/<variant>@<rate>.bin; "" writes none.
+	OutDir string
 	// Progress receives a progress bar per step; nil shows none.
 	Progress io.Writer
 	// Logger receives notes as the sweep goes. Default: discard.
@@ -177,6 +182,8 @@ type Step struct {
 	CrossCheck []string `json:"cross_check,omitempty"`
 	// Err is why the step could not run or be read, if it could not.
 	Err string `json:"error,omitempty"`
+	// ResultsFile is the step's vegeta results, when the sweep kept them.
+	ResultsFile string `json:"results_file,omitempty"`
 }
 
 // Report is a whole sweep.
@@ -208,6 +215,10 @@ type Report struct {
 	// Spikes are the variants' spikes when the rates rise and fall again
 	// (spike.go).
 	Spikes []Spike `json:"spikes,omitempty"`
+	// Capacity is each variant's sizing figure (capacity.go).
+	Capacity []Capacity `json:"capacity,omitempty"`
+	// LatencyNote says what the latencies leave out (coordinated omission).
+	LatencyNote string `json:"latency_note"`
 }
 
 // Step returns the step of variant at rate, or nil.
@@ -231,7 +242,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	rep := &Report{
 		Started: time.Now(), Variants: cfg.Variants, Rates: cfg.Rates, Duration: cfg.Duration, WorkMS: cfg.WorkMS,
 		LockTTL: cfg.Local.LockTTL, LockWait: cfg.Local.LockWait, LoadBefore: machine.LoadAverage(),
-		Database: "SQLite", Batch: cfg.Batch,
+		Database: "SQLite", Batch: cfg.Batch, LatencyNote: cfg.latencyNote(),
 	}
 	if strings.HasPrefix(cfg.Local.DB, "postgres") {
 		rep.Database = "PostgreSQL"
@@ -278,6 +289,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	rep.Finished, rep.LoadAfter = time.Now(), machine.LoadAverage()
 	rep.Spikes = rep.spikes()
+	rep.Capacity = rep.capacities()
 	return rep, nil
 }
 
@@ -306,9 +318,12 @@ func runStep(ctx context.Context, cfg Config, fleet storefront.Fleet, cat storef
 	}
 	before := lockStats(setup, fleet, variant)
 	tally := traffic.NewTally()
-	if st.Late, st.Cores, err = offer(ctx, cfg, fleet, tr.Targeter(), variant, rate, n, total, tally.Add); err != nil {
+	path, keep, done := cfg.stepResults(variant, rate)
+	st.Late, st.Cores, err = offer(ctx, cfg, fleet, tr.Targeter(), variant, rate, n, total, func(r *vegeta.Result) { tally.Add(r); keep(r) })
+	if err := errors.Join(err, done()); err != nil {
 		return fail(err)
 	}
+	st.ResultsFile = path
 	st.Summary = tally.Summary()
 	st.Sales = st.Summary.SalesPerSecond
 	if c := st.Summary.Counts; c.Requests > 0 {

@@ -68,6 +68,10 @@ func (r *Report) WriteText(w io.Writer) error {
 	for _, sp := range r.Spikes {
 		fmt.Fprintln(&b, spikeLine(sp))
 	}
+	fmt.Fprintf(&b, "\nlatency: %s\n", r.LatencyNote)
+	for _, c := range r.Capacity {
+		fmt.Fprintf(&b, "capacity: %s\n", c.Line)
+	}
 	for _, st := range append(slices.Clone(r.Bare), r.Steps...) {
 		var notes []string
 		if st.Err != "" {
@@ -190,7 +194,7 @@ var page = template.Must(template.New("sweep").Funcs(template.FuncMap{"ms": outp
 <title>flashsale hot-key sweep</title>
 <style>
 body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
-table { border-collapse: collapse; margin: 1em 0; font-size: 13px; }
+table { border-collapse: collapse; margin: 1em 0; font-size: 13px; display: block; overflow-x: auto; max-width: 100%; }
 th, td { border: 1px solid #ccc; padding: 3px 7px; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .small { font-size: 12px; color: #555; }
@@ -206,6 +210,8 @@ load average {{.R.LoadBefore}} before, {{.R.LoadAfter}} after{{with .R.Command}}
 <tr>{{range .R.Rates}}<th>sent/s</th><th>sales/s</th><th>% 503</th><th>p50</th><th>p99</th><th>late</th>{{end}}</tr>
 {{range .Rows}}<tr><th>{{.Variant}}</th>{{range .Steps}}{{if .}}<td class="num">{{printf "%.0f" .Summary.Rate}}</td><td class="num">{{sales .}}</td><td class="num">{{printf "%.0f" .Unavailable}} %</td><td class="num">{{ms .Summary.P50}}</td><td class="num">{{ms .Summary.P99}}</td><td class="num">{{.Late}}</td>{{else}}<td colspan="6">error</td>{{end}}{{end}}</tr>
 {{end}}</table>
+{{range .R.Capacity}}<p><b>{{.Line}}</b></p>
+{{end}}<p class="small">{{.R.LatencyNote}}.</p>
 {{range .Spikes}}<p>{{.}}</p>
 {{end}}{{.Sales}}
 {{.P99}}

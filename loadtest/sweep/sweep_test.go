@@ -15,8 +15,11 @@ import (
 	"testing"
 	"time"
 
+	vegeta "github.com/tsenart/vegeta/v12/lib"
+
 	"flashsale/internal/testsupport"
 	"flashsale/loadtest/cluster"
+	"flashsale/loadtest/traffic"
 )
 
 // sampleSweep is a sweep with made-up figures: lua saturates at 400/s,
@@ -206,8 +209,9 @@ func TestSweep(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
+	results := t.TempDir()
 	rep, err := Run(ctx, Config{
-		Variants: []string{"none", "redlock"}, Rates: []int{50, 100}, Duration: time.Second, WarmUp: -1,
+		Variants: []string{"none", "redlock"}, Rates: []int{50, 100}, Duration: time.Second, WarmUp: -1, OutDir: results,
 		Local:  cluster.LocalConfig{ModuleDir: mod, Dir: t.TempDir()},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
@@ -253,6 +257,7 @@ func TestSweep(t *testing.T) {
 			t.Errorf("redlock × %d/s: mean hold %v (ceiling %.0f/s), want at least the 1 ms of work", st.Rate, st.Hold, st.HoldCeiling)
 		}
 	}
+	checkKept(t, rep)
 	out := t.TempDir()
 	if err := rep.WriteFiles(out); err != nil {
 		t.Fatal(err)
@@ -261,5 +266,52 @@ func TestSweep(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
 			t.Error(err)
 		}
+	}
+}
+
+// checkKept: every step kept its vegeta results, one per request, and
+// told its sales' latency apart; every variant that kept its updates has
+// its capacity line, from its best step.
+func checkKept(t *testing.T, rep *Report) {
+	t.Helper()
+	for _, st := range rep.Steps {
+		if n := countResults(t, st.ResultsFile); n != st.Summary.Counts.Requests {
+			t.Errorf("%s × %d/s: %s holds %d results, the step counted %d", st.Variant, st.Rate, st.ResultsFile, n, st.Summary.Counts.Requests)
+		}
+		if sale := st.Summary.Latency[traffic.OutcomeSale]; sale.Count != st.Summary.Counts.Created || sale.P99 > sale.Max {
+			t.Errorf("%s × %d/s: sale latency %+v for %d 201s", st.Variant, st.Rate, sale, st.Summary.Counts.Created)
+		}
+	}
+	var capacity []string
+	for _, c := range rep.Capacity {
+		capacity = append(capacity, c.Variant)
+		if best := rep.Step(c.Variant, c.Offered); best == nil || best.Sales != c.Sales || !strings.Contains(c.Line, " sells ") {
+			t.Errorf("capacity %+v is not its step's", c)
+		}
+	}
+	if !slices.Contains(capacity, "redlock") {
+		t.Errorf("no capacity line for redlock: %v", rep.Capacity)
+	}
+}
+
+// countResults decodes a vegeta results file and counts its results.
+func countResults(t *testing.T, path string) int {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	dec := vegeta.NewDecoder(f)
+	n := 0
+	for {
+		var r vegeta.Result
+		if err := dec.Decode(&r); err != nil {
+			if !errors.Is(err, io.EOF) {
+				t.Errorf("%s: %v", path, err)
+			}
+			return n
+		}
+		n++
 	}
 }

@@ -54,6 +54,7 @@ type Tally struct {
 	bookings map[string]*confirmation
 	sales    int
 	problems []string
+	latency  Latencies
 }
 
 // NewTally returns an empty tally.
@@ -77,6 +78,7 @@ type answer struct {
 // Add counts one result.
 func (t *Tally) Add(r *vegeta.Result) {
 	t.metrics.Add(r)
+	t.latency.Add(r.Code, r.Latency)
 	t.counts.Requests++
 	switch {
 	case r.Code == 0:
@@ -177,6 +179,9 @@ type Summary struct {
 	P99            time.Duration `json:"p99_ns"`
 	Duration       time.Duration `json:"duration_ns"`
 	Rate           float64       `json:"rate"`
+	// Latency is the latency percentiles of each outcome (OutcomeOf) that
+	// occurred: a sale, a refusal and a shed answer are told apart.
+	Latency map[string]Percentiles `json:"latency_by_outcome,omitempty"`
 	// Problems are answers that contradict each other on their own.
 	Problems []string `json:"problems,omitempty"`
 }
@@ -195,6 +200,7 @@ func (t *Tally) Summary() Summary {
 		Duration:    t.metrics.Duration + t.metrics.Wait,
 		Rate:        t.metrics.Rate,
 		Problems:    append([]string(nil), t.problems...),
+		Latency:     t.latency.ByOutcome(),
 	}
 	if window := t.metrics.Duration; t.sales > 0 && window > 0 {
 		s.SalesPerSecond = float64(t.sales) / window.Seconds()

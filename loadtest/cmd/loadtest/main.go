@@ -145,6 +145,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		OutDir: *out,
 		Logger: logger,
 	}
+	if len(cfg.Targets) > 0 {
+		// Running instances say their own lease TTL and lock wait (GET
+		// /api); a flag's default must not stand in for them, only a value
+		// given on purpose, which the run then checks against theirs.
+		if !set["lock-ttl"] {
+			cfg.LockTTL = 0
+		}
+		if set["lock-wait"] {
+			cfg.LockWait = *lockWait
+		}
+	}
 	if *progress {
 		cfg.Progress = stderr
 	}
@@ -188,12 +199,22 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			fmt.Fprintf(stderr, "loadtest: %v\n", err)
 			return 2
 		}
-		fmt.Fprintf(stdout, "\nwritten: %s (report.txt, report.json, report.html, oversold.svg, lost-updates.svg; vegeta results under results/<scenario>/<variant>.bin, app logs under env/logs)\n", *out)
+		fmt.Fprintf(stdout, "\nwritten: %s (report.txt, report.json, report.html, oversold.svg, lost-updates.svg; vegeta results under results/<scenario>/<variant>.bin%s)\n", *out, logsNote(cfg))
 	}
 	if rep.Failed(*strict) {
 		return 1
 	}
 	return 0
+}
+
+// logsNote names the app logs' folder when the run started the instances
+// that write it; running instances keep their logs wherever they were
+// started.
+func logsNote(cfg loadtest.Config) string {
+	if len(cfg.Targets) > 0 {
+		return ""
+	}
+	return "; app logs under env/logs"
 }
 
 // isTerminal reports whether f is a character device: progress bars

@@ -26,7 +26,7 @@ func runSweep(ctx context.Context, cfg loadtest.Config, set map[string]bool, rat
 	}
 	sc := sweep.Config{
 		Variants: sweep.Variants, WorkMS: workMS, Seed: cfg.Seed, Batch: cfg.Batch,
-		Local: cfg.Local, Progress: cfg.Progress, Logger: cfg.Logger,
+		Local: cfg.Local, OutDir: cfg.OutDir, Progress: cfg.Progress, Logger: cfg.Logger,
 	}
 	if workMS == 0 {
 		sc.WorkMS = -1 // the sweep's "none"
@@ -59,7 +59,7 @@ func runSweep(ctx context.Context, cfg loadtest.Config, set map[string]bool, rat
 		if err := rep.WriteFiles(cfg.OutDir); err != nil {
 			return fail(2, err)
 		}
-		fmt.Fprintf(stdout, "\nwritten: %s (sweep.txt, sweep.json, sweep.html, sweep-sales.svg, sweep-p99.svg; app logs under env/logs)\n", cfg.OutDir)
+		fmt.Fprintf(stdout, "\nwritten: %s (sweep.txt, sweep.json, sweep.html, sweep-sales.svg, sweep-p99.svg; vegeta results under results/sweep/<variant>@<rate>.bin, app logs under env/logs)\n", cfg.OutDir)
 	}
 	for _, st := range rep.Steps {
 		if st.Err != "" {
