@@ -46,8 +46,9 @@ var httpClient = &http.Client{
 const maxInFlight = 48
 
 // buy sends rate purchases a second until ctx ends: nine in ten of the
-// variant's hot SKU, the rest of its scarce one.
-func (c *clients) buy(ctx context.Context, variant string, skus []string, rate int, seed uint64) {
+// variant's hot SKU, the rest of its scarce one; a share multi of them for
+// 2 or 3 units, the rest for one.
+func (c *clients) buy(ctx context.Context, variant string, skus []string, rate int, multi float64, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, 7))
 	slots := make(chan struct{}, maxInFlight)
 	tick := time.NewTicker(time.Second / time.Duration(rate))
@@ -64,6 +65,10 @@ func (c *clients) buy(ctx context.Context, variant string, skus []string, rate i
 		if rng.IntN(10) == 0 {
 			sku = skus[1]
 		}
+		qty := 1
+		if multi > 0 && rng.Float64() < multi {
+			qty = 2 + rng.IntN(2)
+		}
 		select {
 		case slots <- struct{}{}:
 		default:
@@ -71,7 +76,7 @@ func (c *clients) buy(ctx context.Context, variant string, skus []string, rate i
 		}
 		wg.Go(func() {
 			defer func() { <-slots }()
-			c.send(variant, "order", "/api/orders", map[string]any{"sku": sku, "qty": 1}, linear.Request{SKU: sku, Qty: 1})
+			c.send(variant, "order", "/api/orders", map[string]any{"sku": sku, "qty": qty}, linear.Request{SKU: sku, Qty: int64(qty)})
 		})
 	}
 }
@@ -106,7 +111,7 @@ func (c *clients) send(variant, op, path string, body map[string]any, asked line
 	c.requests[variant].Add(1)
 	key := fmt.Sprintf("chaos-%d", n)
 	body["user"] = fmt.Sprintf("u%d", n)
-	asked.User = body["user"].(string)
+	asked.User, asked.Key = body["user"].(string), key
 	b, _ := json.Marshal(body) // strings and numbers always encode
 	base := c.bases[int(n)%len(c.bases)]
 	status := 0
