@@ -192,7 +192,7 @@ type Report struct {
 	// DeclaredDisagreements those where it does (Cell.DisagreementDeclared).
 	Disagreements         int      `json:"disagreements"`
 	DeclaredDisagreements int      `json:"declared_disagreements"`
-	Notes         []string `json:"notes,omitempty"`
+	Notes                 []string `json:"notes,omitempty"`
 
 	plots map[string][]byte // vegeta's HTML latency plot per scenario
 }
