@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"math/rand/v2"
 	"net/http"
 	"sync"
@@ -13,6 +15,7 @@ import (
 	"time"
 
 	"flashsale/internal/clock"
+	"flashsale/loadtest"
 	"flashsale/loadtest/checker"
 	"flashsale/loadtest/linear"
 )
@@ -27,6 +30,10 @@ type clients struct {
 	mu       sync.Mutex
 	out      io.Writer
 	counts   map[string]map[string]int // variant → status → answers
+	// unanswered are, per variant, the requests the client gave up
+	// waiting for, and how many.
+	unanswered map[string][]loadtest.Unanswered
+	hangs      map[string]int
 	requests map[string]*atomic.Int64
 	// histories are what each variant's shoppers saw, for porcupine.
 	histories map[string]*linear.History
@@ -133,8 +140,9 @@ func (c *clients) send(variant, op, path string, body map[string]any, asked line
 			}
 		}
 	}
+	waited := time.Since(call)
 	if h := c.histories[variant]; h != nil {
-		h.Answer(asked, call, time.Since(call), uint16(status), header, answer)
+		h.Answer(asked, call, waited, uint16(status), header, answer)
 	}
 	line, _ := json.Marshal(checker.Record{Time: time.Now(), Kind: "ack", Op: op, Variant: variant, Status: status, IdempotencyKey: key})
 	c.mu.Lock()
@@ -143,5 +151,13 @@ func (c *clients) send(variant, op, path string, body map[string]any, asked line
 		c.counts[variant] = map[string]int{}
 	}
 	c.counts[variant][fmt.Sprint(status)]++
+	if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+		if c.unanswered == nil {
+			c.unanswered, c.hangs = map[string][]loadtest.Unanswered{}, map[string]int{}
+		}
+		c.hangs[variant]++
+		c.unanswered[variant] = loadtest.NameUnanswered(c.unanswered[variant],
+			loadtest.Unanswered{Request: loadtest.DescribeRequest(asked) + " to " + base, Waited: waited, Error: err.Error()})
+	}
 	_, _ = c.out.Write(append(line, '\n')) // a lost line shows as a missing ack, never a false one
 }

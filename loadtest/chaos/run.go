@@ -102,6 +102,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		rep.Variants[v] = &Variant{
 			Expected: exp, ExpectedBreakers: by, NemesisEvents: nlog.counts,
 			Requests: int(cl.requests[v].Load()), Answers: cl.counts[v], Scope: scopes[v],
+			Unanswered: cl.hangs[v], UnansweredNamed: cl.unanswered[v],
 		}
 	}
 	if err := rep.judge(ctx, cfg.OutDir); err != nil {

@@ -164,16 +164,23 @@ func (h *History) Seats(call, ret time.Time, event string, holders map[string]st
 // jsonOp is one operation as WriteJSON writes it; return is null when the
 // outcome is unknown.
 type jsonOp struct {
-	Kind    string `json:"op"`
+	Op      string `json:"op"`
 	Key     string `json:"key"`
 	User    string `json:"user,omitempty"`
 	Qty     int64  `json:"qty,omitempty"`
 	Outcome string `json:"outcome,omitempty"`
 	Left    *int64 `json:"stock,omitempty"`
 	Holder  string `json:"holder,omitempty"`
+	Why     string `json:"why,omitempty"`
+	Initial int64  `json:"initial,omitempty"`
 	Call    int64  `json:"call_ns"`
 	Return  *int64 `json:"return_ns"`
 }
+
+var (
+	kindNames    = [...]string{"buy", "read stock", "grab", "read seat"}
+	outcomeNames = [...]string{"done", "refused", "unknown", "contradicted"}
+)
 
 // WriteJSON writes the history, one operation a line, times in
 // nanoseconds from its start: what porcupine was given.
@@ -181,10 +188,10 @@ func (h *History) WriteJSON(w io.Writer) error {
 	enc := json.NewEncoder(w)
 	for _, op := range h.snapshot() {
 		in, out := op.Input.(Input), op.Output.(Output)
-		j := jsonOp{Kind: [...]string{"buy", "read stock", "grab", "read seat"}[in.Kind], Key: in.Key, User: in.User, Qty: in.Qty,
-			Holder: out.Holder, Call: op.Call}
+		j := jsonOp{Op: kindNames[in.Kind], Key: in.Key, User: in.User, Qty: in.Qty,
+			Holder: out.Holder, Why: out.Why, Initial: in.Initial, Call: op.Call}
 		if in.Kind == Buy || in.Kind == Grab {
-			j.Outcome = [...]string{"done", "refused", "unknown"}[out.Outcome]
+			j.Outcome = outcomeNames[out.Outcome]
 		}
 		if out.Left != NotSaid && in.Kind != Grab && in.Kind != SeatRead {
 			j.Left = &out.Left

@@ -1,6 +1,11 @@
 package linear
 
 import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
 	"slices"
 
 	"github.com/anishathalye/porcupine"
@@ -67,7 +72,10 @@ func (h *History) ops() ([]porcupine.Operation, Figures) {
 		in := op.Input.(Input)
 		if in.Kind == Buy || in.Kind == Grab {
 			f.Writes++
-			if op.Return == never {
+			switch o := op.Output.(Output); {
+			case o.Outcome == Contradicted:
+				f.Contradicted++
+			case op.Return == never && o.Outcome == Maybe:
 				f.Maybe++
 			}
 			if in.Kind == Buy && in.Qty > 1 {
@@ -180,4 +188,40 @@ func (h *History) snapshot() []porcupine.Operation {
 func (h *History) Size() (ops, writes, maybe, dropped int) {
 	_, f := h.ops()
 	return f.Ops, f.Writes, f.Maybe, f.Dropped
+}
+
+// ReadFile reads a history WriteFile wrote: the operations porcupine was
+// given, to check again.
+func ReadFile(path string) (*History, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	h := New(nil)
+	dec := json.NewDecoder(f)
+	for {
+		var j jsonOp
+		if err := dec.Decode(&j); errors.Is(err, io.EOF) {
+			return h, nil
+		} else if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		in := Input{Key: j.Key, User: j.User, Qty: j.Qty, Initial: j.Initial, Kind: Kind(slices.Index(kindNames[:], j.Op))}
+		out := Output{Left: NotSaid, Holder: j.Holder, Why: j.Why}
+		if j.Left != nil {
+			out.Left = *j.Left
+		}
+		if j.Outcome != "" {
+			out.Outcome = Outcome(slices.Index(outcomeNames[:], j.Outcome))
+		}
+		if int(in.Kind) < 0 || in.Kind > SeatRead || int(out.Outcome) < 0 || out.Outcome > Contradicted {
+			return nil, fmt.Errorf("%s: an operation %q of outcome %q", path, j.Op, j.Outcome)
+		}
+		ret := int64(never)
+		if j.Return != nil {
+			ret = *j.Return
+		}
+		h.reads = append(h.reads, porcupine.Operation{Input: in, Output: out, Call: j.Call, Return: ret})
+	}
 }

@@ -2,6 +2,7 @@ package linear
 
 import (
 	"errors"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -65,3 +66,37 @@ func TestResendsAndWholeOrders(t *testing.T) {
 // errLookup is a lookup of a user's orders that failed: the orders stay
 // as the shoppers saw them.
 var errLookup = errors.New("the store could not be asked")
+
+// TestReadFileChecksAlike: a history read back from its file is judged as
+// it was, with the same figures: what a recheck of a kept run relies on.
+func TestReadFileChecksAlike(t *testing.T) {
+	u := func(user string, qty int64) Request { return Request{SKU: "HOT", Qty: qty, User: user, Key: "k" + user} }
+	for _, tt := range []struct {
+		name   string
+		writes []write
+	}{
+		{"a whole 2-unit order and a refusal", []write{{u("a", 2), at{0, 10}, 201, `{"stock_left":1}`}, {u("b", 2), at{20, 30}, 409, `{"error":"sold_out"}`}}},
+		{"a resend sold again", []write{{u("a", 1), at{0, 10}, 201, `{"stock_left":2}`}, {u("a", 1), at{20, 30}, 201, `{"stock_left":1}`}}},
+		{"an order of unknown outcome", []write{{u("a", 3), at{0, 1}, 0, ``}}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h := New(map[string]int64{"HOT": 3})
+			h.replay(t, tt.writes, []read{{when: at{40, 41}, stock: map[string]int64{"HOT": 1}}})
+			path := filepath.Join(t.TempDir(), "h.jsonl")
+			if err := h.WriteFile(path); err != nil {
+				t.Fatal(err)
+			}
+			back, err := ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			was, is := h.Check(time.Minute), back.Check(time.Minute)
+			// Answers left out are not operations, and resends are folded
+			// into their orders: the file has neither.
+			is.Dropped, is.Resends = was.Dropped, was.Resends
+			if was.Result != is.Result || was.Figures != is.Figures {
+				t.Fatalf("read back: %s %+v, was %s %+v", is.Result, is.Figures, was.Result, was.Figures)
+			}
+		})
+	}
+}
