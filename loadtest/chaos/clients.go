@@ -7,8 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -27,14 +27,14 @@ type clients struct {
 	bases []string
 	n     atomic.Uint64 // requests sent, for round-robin and unique keys
 
-	mu       sync.Mutex
-	out      io.Writer
-	counts   map[string]map[string]int // variant → status → answers
+	mu     sync.Mutex
+	out    io.Writer
+	counts map[string]map[string]int // variant → status → answers
 	// unanswered are, per variant, the requests the client gave up
 	// waiting for, and how many.
 	unanswered map[string][]loadtest.Unanswered
 	hangs      map[string]int
-	requests map[string]*atomic.Int64
+	requests   map[string]*atomic.Int64
 	// histories are what each variant's shoppers saw, for porcupine.
 	histories map[string]*linear.History
 }

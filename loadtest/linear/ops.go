@@ -78,7 +78,7 @@ func (h *History) ops() ([]porcupine.Operation, Figures) {
 			case op.Return == never && o.Outcome == Maybe:
 				f.Maybe++
 			}
-			if in.Kind == Buy && in.Qty > 1 {
+			if in.Kind == Buy && in.Qty > 1 && op.Output.(Output).Outcome != Refused {
 				f.MultiUnit++
 			}
 		}

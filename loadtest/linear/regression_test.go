@@ -70,7 +70,9 @@ var errLookup = errors.New("the store could not be asked")
 // TestReadFileChecksAlike: a history read back from its file is judged as
 // it was, with the same figures: what a recheck of a kept run relies on.
 func TestReadFileChecksAlike(t *testing.T) {
-	u := func(user string, qty int64) Request { return Request{SKU: "HOT", Qty: qty, User: user, Key: "k" + user} }
+	u := func(user string, qty int64) Request {
+		return Request{SKU: "HOT", Qty: qty, User: user, Key: "k" + user}
+	}
 	for _, tt := range []struct {
 		name   string
 		writes []write
