@@ -71,8 +71,7 @@ type Cell struct {
 	// rung whose design does.
 	Disagreement         string `json:"disagreement,omitempty"`
 	DisagreementDeclared string `json:"disagreement_declared,omitempty"`
-	// Unanswered names the requests that got no answer (the first few;
-	// Summary.Counts.Transport counts them all).
+	// Unanswered names the first requests that got no answer.
 	Unanswered []Unanswered `json:"unanswered,omitempty"`
 	// Notes are what happened along the way (node faults, scans).
 	Notes       []string `json:"notes,omitempty"`
@@ -187,9 +186,8 @@ type Report struct {
 	NoDemos       int         `json:"no_demos"`
 	Errors        int         `json:"errors"`
 	Skipped       int         `json:"skipped"`
-	// Disagreements counts the cells where the audit and porcupine
-	// disagree and the curriculum does not declare why they may;
-	// DeclaredDisagreements those where it does (Cell.DisagreementDeclared).
+	// Disagreements counts the cells where the audit and porcupine disagree
+	// undeclared; DeclaredDisagreements those the curriculum declares.
 	Disagreements         int      `json:"disagreements"`
 	DeclaredDisagreements int      `json:"declared_disagreements"`
 	Notes                 []string `json:"notes,omitempty"`
@@ -399,20 +397,4 @@ func (r *Report) WriteFiles(dir string) error {
 		output.File{Name: "oversold.svg", Write: output.SVG(func() string { return r.Chart(MetricOversold) })},
 		output.File{Name: "lost-updates.svg", Write: output.SVG(func() string { return r.Chart(MetricLost) })},
 	)
-}
-
-// errWriter remembers the first write error, so a report can be written
-// with plain Fprintf calls and checked once.
-type errWriter struct {
-	w   io.Writer
-	err error
-}
-
-func (e *errWriter) Write(p []byte) (int, error) {
-	if e.err != nil {
-		return 0, e.err
-	}
-	n, err := e.w.Write(p)
-	e.err = err
-	return n, err
 }
