@@ -46,6 +46,10 @@ type Lesson struct {
 	Quorum bool
 	// Skips are the matrix columns the rung has no cell in, with why.
 	Skips map[string]string
+	// Disagrees says why porcupine's verdict on the history its shoppers
+	// saw and the audit may differ for this rung by its design; "" when
+	// they may not, and a disagreement fails a strict run.
+	Disagrees string
 
 	// Chaos is what the chaos runner expects of the rung under its
 	// nemesis; nil: it is run and shown there, promised nothing.

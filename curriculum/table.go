@@ -120,6 +120,8 @@ var lessons = map[string]Lesson{
 	lock.RedisStock: {
 		Reference: "inventory/redis_stock.go",
 		ShowsWith: "node-restart",
+		Disagrees: "its answers come from the stock it reserves in Redis, its stock and seat reads from the row, " +
+			"which follows after the work: in between a shopper can be told sold out, or taken, and then read stock, or a free seat",
 		Either: map[string]string{
 			"failover": "the promoted replica has the stock as it was when replication stopped, so the units sold since are sold again " +
 				"(oversold) if the SKU sells out after the failover; with this column's slow sales it may not",

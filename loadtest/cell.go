@@ -89,7 +89,7 @@ func (r *cellRun) run(ctx context.Context, pl *plot.Plot, bar string) error {
 	}
 	final, cancel := context.WithTimeout(ctx, 10*time.Second)
 	ReadInto(final, r.fleet[0], h, mix.Event) // what the sale left, after every answer
-	h.Resolve(func(user string) (bool, error) { return r.fleet[0].Ordered(final, user) })
+	h.Resolve(func(user string) (int, error) { return r.fleet[0].Orders(final, user) })
 	cancel()
 	if err := r.after(ctx, firedBefore); err != nil {
 		return err

@@ -64,8 +64,16 @@ func (r *cellRun) attack(ctx context.Context, mix traffic.Mix, pl *plot.Plot, ba
 	var encErr error
 	traffic.Attack(ctx, cfg.MaxWorkers, tr.Targeter(), pacer, duration, variant, func(res *vegeta.Result) {
 		tally.Add(res)
-		if req, ok := tr.Asked(res.URL); ok {
+		req, asked := tr.Asked(res.URL)
+		if asked {
 			h.Answer(req, res.Timestamp, res.Latency, res.Code, res.Headers, res.Body)
+		}
+		if res.Code == 0 {
+			what := res.Method + " " + res.URL
+			if asked {
+				what = DescribeRequest(req)
+			}
+			r.c.Unanswered = NameUnanswered(r.c.Unanswered, Unanswered{Request: what, Waited: res.Latency, Error: res.Error})
 		}
 		if enc != nil && encErr == nil {
 			encErr = enc.Encode(res)

@@ -105,6 +105,28 @@ func (c *Cell) agree() {
 		}
 		c.Disagreement = fmt.Sprintf("the history the shoppers saw is not linearizable (%v), but the audit found no oversale, lost update or double booking", where)
 	}
+	if c.Disagreement != "" {
+		c.DisagreementDeclared = DeclaredDisagreement(c.Variant)
+	}
+}
+
+// linearFigures sums porcupine's checks of the cells up in one line.
+func linearFigures(cells []Cell) string {
+	var f linear.Figures
+	verdicts := map[string]int{}
+	for _, c := range cells {
+		if c.Linear == nil {
+			continue
+		}
+		verdicts[c.Linear.Result]++
+		g := c.Linear.Figures
+		f.Ops, f.Writes, f.Maybe, f.Reads, f.Dropped = f.Ops+g.Ops, f.Writes+g.Writes, f.Maybe+g.Maybe, f.Reads+g.Reads, f.Dropped+g.Dropped
+		f.Resends, f.MultiUnit, f.Contradicted = f.Resends+g.Resends, f.MultiUnit+g.MultiUnit, f.Contradicted+g.Contradicted
+	}
+	return fmt.Sprintf("porcupine: %d histories linearizable, %d not, %d unknown; %d operations (%d writes, %d of unknown outcome, %d reads), "+
+		"%d resends folded into their orders, %d orders of 2 or 3 units, %d contradicted by their own answers, %d answers left out",
+		verdicts[linear.Linearizable], verdicts[linear.NotLinearizable], verdicts[linear.Unknown], f.Ops, f.Writes, f.Maybe, f.Reads,
+		f.Resends, f.MultiUnit, f.Contradicted, f.Dropped)
 }
 
 // Taught reports whether the curriculum makes a claim of the cell (it

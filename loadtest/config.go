@@ -124,10 +124,16 @@ func CellCatalogue() storefront.Catalogue {
 }
 
 // DefaultMix sends 20% of requests to seats, and of the purchases half to
-// the hot SKU; 5% of all requests resend an earlier one.
+// the hot SKU; 5% of all requests resend an earlier one, and a tenth of
+// the orders are for 2 or 3 units.
 func DefaultMix() traffic.Mix {
-	return traffic.Mix{SeatShare: 0.2, HotShare: 0.5, DuplicateShare: 0.05}
+	return traffic.Mix{SeatShare: 0.2, HotShare: 0.5, DuplicateShare: 0.05, MultiShare: DefaultMultiShare}
 }
+
+// DefaultMultiShare is the share of orders for 2 or 3 units: a shop sells
+// several at once, and an order of unknown outcome must then take all of
+// its units or none.
+const DefaultMultiShare = 0.1
 
 func (c *Config) defaults() error {
 	var err error

@@ -155,7 +155,7 @@ audit and vegeta disagree about the orders. ✓ means the cell did what the curr
 <p>The <b>linearizable</b> column is porcupine's verdict on the history the shoppers saw (every answer, with its call and
 return times, and the stock and seat map read while the sale ran): a checker nobody here wrote. "unknown" means its check ran
 out of time, never a pass. A history that is not linearizable links to porcupine's picture of it.</p>
-<p><b>{{len .R.Cells}} cells: {{.R.Bugs}} bugs, {{.R.NoDemos}} no-demo, {{.R.Errors}} errors, {{.R.Skipped}} skipped, {{.R.Disagreements}} disagreements of the audit and porcupine where the curriculum makes a claim.</b>
+<p><b>{{len .R.Cells}} cells: {{.R.Bugs}} bugs, {{.R.NoDemos}} no-demo, {{.R.Errors}} errors, {{.R.Skipped}} skipped, {{.R.Disagreements}} disagreements of the audit and porcupine the curriculum does not declare ({{.R.DeclaredDisagreements}} declared).</b>
 {{with .R.RedlockVsNone}} Throughput of completed sales ({{.Scenario}}): redlock {{printf "%.1f" .OfRate}}/s vs none {{printf "%.1f" .BaseRate}}/s = <b>{{printf "%.2f" .Ratio}}×</b>.{{end}}</p>
 
 <h2>Expected vs seen</h2>

@@ -106,8 +106,11 @@ func TestJudge(t *testing.T) {
 		{"lost update", Cell{Expected: Holds, Summary: sold, Audit: storefront.Audit{LostUpdates: 3}}, Breaks, VerdictBug, "lost updates"},
 		{"no claim", Cell{Expected: NoClaim, Summary: sold, Audit: storefront.Audit{LostUpdates: 3}}, Breaks, VerdictOK, ""},
 		{"nothing sold", Cell{Expected: Holds, Summary: traffic.Summary{Counts: traffic.Counts{Requests: 10}}}, "", VerdictError, "nothing was sold"},
-		{"no answers", Cell{Expected: Holds, Summary: traffic.Summary{Counts: traffic.Counts{Requests: 10, Transport: 2}, Sales: 3}}, "", VerdictError, "no HTTP answer"},
-		{"no answers, broke anyway", Cell{Expected: Holds, Summary: traffic.Summary{Counts: traffic.Counts{Requests: 10, Transport: 2}, Sales: 3}, Audit: storefront.Audit{OversoldUnits: 1}}, Breaks, VerdictBug, "oversold"},
+		{"no answers", Cell{Expected: Holds, Summary: traffic.Summary{Counts: traffic.Counts{Requests: 10, Transport: 2}, Sales: 3},
+			Unanswered: []Unanswered{{Request: "order of 2 × hot by u7, key k7", Waited: 30 * time.Second}}}, "", VerdictError, "u7, key k7 waited 30s"},
+		{"no answers where it breaks anyway", Cell{Expected: Breaks, Summary: traffic.Summary{Counts: traffic.Counts{Requests: 10, Transport: 2}, Sales: 3},
+			Audit: storefront.Audit{OversoldUnits: 1}}, "", VerdictError, "2 requests got no answer"},
+		{"no answers where no claim is made", Cell{Expected: NoClaim, Summary: traffic.Summary{Counts: traffic.Counts{Requests: 10, Transport: 1}, Sales: 3}}, "", VerdictError, "no answer"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -211,39 +214,53 @@ func TestChartIsWellFormedSVG(t *testing.T) {
 
 // TestAgreement: the audit's oversales, lost updates and double bookings
 // and porcupine's verdict must say the same; where they do not, the cell
-// says so, and the report counts it where the curriculum makes a claim.
-// Stuck locks are no part of it.
+// says so, the report counts it, and the run fails on it unless the
+// curriculum declares why the rung's design lets them differ: where the
+// curriculum makes a claim always, elsewhere under -strict. Stuck locks
+// are no part of it.
 func TestAgreement(t *testing.T) {
 	yes, no := true, false
 	tests := []struct {
-		name     string
-		expected Outcome
-		audit    storefront.Audit
-		stuck    int
-		lin      *bool
-		disagree bool
-		counted  bool
+		name                 string
+		variant              string
+		expected             Outcome
+		audit                storefront.Audit
+		stuck                int
+		lin                  *bool
+		disagree, declared   bool
+		fails, failsStrictly bool
 	}{
-		{"both find nothing", Holds, storefront.Audit{}, 0, &yes, false, false},
-		{"both find a lost update", Breaks, storefront.Audit{LostUpdates: 2}, 0, &no, false, false},
-		{"the audit finds an oversale the history hides", Breaks, storefront.Audit{OversoldUnits: 1}, 0, &yes, true, true},
-		{"the history is not linearizable, the audit clean", Holds, storefront.Audit{}, 0, &no, true, true},
-		{"a disagreement where the curriculum claims nothing", Either, storefront.Audit{}, 0, &no, true, false},
-		{"a stuck lock is not the sale's data", Breaks, storefront.Audit{}, 1, &yes, false, false},
-		{"a check that ran out agrees with nothing", Holds, storefront.Audit{DoubleBookedSeats: 1}, 0, nil, false, false},
+		{"both find nothing", "lua", Holds, storefront.Audit{}, 0, &yes, false, false, false, false},
+		{"both find a lost update", "lua", Breaks, storefront.Audit{LostUpdates: 2}, 0, &no, false, false, false, false},
+		{"the audit finds an oversale the history hides", "lua", Breaks, storefront.Audit{OversoldUnits: 1}, 0, &yes, true, false, true, true},
+		{"the history is not linearizable, the audit clean", "lua", Holds, storefront.Audit{}, 0, &no, true, false, true, true},
+		{"a disagreement where the curriculum claims nothing", "lua", Either, storefront.Audit{}, 0, &no, true, false, false, true},
+		{"a disagreement the curriculum declares", "redis-stock", Holds, storefront.Audit{}, 0, &no, true, true, false, false},
+		{"a stuck lock is not the sale's data", "lua", Breaks, storefront.Audit{}, 1, &yes, false, false, false, false},
+		{"a check that ran out agrees with nothing", "lua", Holds, storefront.Audit{DoubleBookedSeats: 1}, 0, nil, false, false, false, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := Cell{Expected: tt.expected, Audit: tt.audit, StuckLocks: tt.stuck, Linearizable: tt.lin}
+			c := Cell{Variant: tt.variant, Expected: tt.expected, Verdict: VerdictOK, Audit: tt.audit, StuckLocks: tt.stuck, Linearizable: tt.lin}
 			c.agree()
-			if (c.Disagreement != "") != tt.disagree {
-				t.Fatalf("disagreement %q, want one: %v", c.Disagreement, tt.disagree)
+			if (c.Disagreement != "") != tt.disagree || (c.DisagreementDeclared != "") != tt.declared {
+				t.Fatalf("disagreement %q, declared %q; want one: %v, declared: %v", c.Disagreement, c.DisagreementDeclared, tt.disagree, tt.declared)
 			}
 			r := Report{Cells: []Cell{c}}
 			r.summarise()
-			if (r.Disagreements == 1) != tt.counted {
-				t.Fatalf("%d disagreements counted, want one: %v", r.Disagreements, tt.counted)
+			if r.Disagreements != b2i(tt.disagree && !tt.declared) || r.DeclaredDisagreements != b2i(tt.declared) {
+				t.Fatalf("%d disagreements, %d declared counted", r.Disagreements, r.DeclaredDisagreements)
+			}
+			if r.Failed(false) != tt.fails || r.Failed(true) != tt.failsStrictly {
+				t.Fatalf("failed %v, strictly %v; want %v, %v", r.Failed(false), r.Failed(true), tt.fails, tt.failsStrictly)
 			}
 		})
 	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"flashsale/internal/history"
@@ -74,14 +76,24 @@ type Variant struct {
 	Linear       *linear.Verdict `json:"linearizability,omitempty"`
 	HistoryFile  string          `json:"history_file,omitempty"`
 	Disagreement string          `json:"disagreement,omitempty"`
+	// DisagreementDeclared is why the curriculum lets porcupine and the
+	// data disagree for the rung, when it does.
+	DisagreementDeclared string `json:"disagreement_declared,omitempty"`
+	// Unanswered counts the requests the client gave up waiting for (a
+	// hang, never a fault's doing: a crashed instance refuses at once),
+	// and names the first of them.
+	Unanswered      int                   `json:"unanswered"`
+	UnansweredNamed []loadtest.Unanswered `json:"unanswered_requests,omitempty"`
 }
 
-// Failed reports whether a variant that must hold broke, porcupine and the
-// checker's data disagree on a variant the curriculum makes a claim of, or,
-// with strict, a variant expected to break held.
+// Failed reports whether a variant that must hold broke, a request went
+// unanswered, porcupine and the checker's data disagree as
+// loadtest.DisagreementFails fails them (the load runner's rule), or, with
+// strict, a variant expected to break held.
 func (r *Report) Failed(strict bool) bool {
-	for _, v := range r.Variants {
-		if !v.OK && (v.Expected == loadtest.Holds || strict) || v.Disagreement != "" && v.taught() {
+	for name, v := range r.Variants {
+		if !v.OK && (v.Expected == loadtest.Holds || strict) || v.Unanswered > 0 ||
+			v.Disagreement != "" && loadtest.DisagreementFails(name, v.Expected, strict) {
 			return true
 		}
 	}
@@ -126,7 +138,8 @@ func (r *Report) judge(ctx context.Context, dir string) error {
 }
 
 // Recheck judges a kept chaos run again from its directory (its
-// chaos.json, histories and database), with the checker as it is now.
+// chaos.json, histories and database), with the checker as it is now, and
+// has porcupine check the history every variant's shoppers saw again.
 func Recheck(ctx context.Context, dir string) (*Report, error) {
 	b, err := os.ReadFile(filepath.Join(dir, "chaos.json"))
 	if err != nil {
@@ -144,5 +157,15 @@ func Recheck(ctx context.Context, dir string) (*Report, error) {
 	if err := r.judge(ctx, dir); err != nil {
 		return nil, err
 	}
+	hs := map[string]*linear.History{}
+	for name := range r.Variants {
+		h, err := linear.ReadFile(historyFile(dir, name))
+		if err != nil {
+			return nil, fmt.Errorf("%s: porcupine's history: %w", name, err)
+		}
+		hs[name] = h
+	}
+	r.Notes = slices.DeleteFunc(r.Notes, func(n string) bool { return strings.Contains(n, historyNote) })
+	r.checkHistories(hs, dir)
 	return &r, nil
 }

@@ -36,14 +36,20 @@ func (r *Report) WriteText(w io.Writer) error {
 	for _, name := range r.order {
 		v := r.Variants[name]
 		if l := v.Linear; l != nil {
-			fmt.Fprintf(&b, "\n%s: porcupine: %s, %d ops (%d writes, %d of unknown outcome, %d reads), %d partitions, checked in %v",
-				name, l.Result, l.Ops, l.Writes, l.Maybe, l.Reads, l.Partitions, l.Took.Round(time.Millisecond))
+			fmt.Fprintf(&b, "\n%s: porcupine: %s, %d ops (%d writes, %d of unknown outcome, %d reads; %d orders of 2 or 3 units, %d contradicted by their own answers), %d partitions, checked in %v",
+				name, l.Result, l.Ops, l.Writes, l.Maybe, l.Reads, l.MultiUnit, l.Contradicted, l.Partitions, l.Took.Round(time.Millisecond))
 			if v.HistoryFile != "" {
 				fmt.Fprintf(&b, "; picture: %s", v.HistoryFile)
 			}
 		}
-		if v.Disagreement != "" {
+		if v.Disagreement != "" && v.DisagreementDeclared != "" {
+			fmt.Fprintf(&b, "\n  disagreement, declared (%s): %s", v.DisagreementDeclared, v.Disagreement)
+		} else if v.Disagreement != "" {
 			fmt.Fprintf(&b, "\n  DISAGREEMENT: %s", v.Disagreement)
+		}
+		fmt.Fprintf(&b, "\n  %d requests unanswered", v.Unanswered)
+		for _, u := range v.UnansweredNamed {
+			fmt.Fprintf(&b, "\n  UNANSWERED: %s, waited %v (%s)", u.Request, u.Waited.Round(time.Millisecond), u.Error)
 		}
 	}
 	b.WriteString("\n")

@@ -4,15 +4,18 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"flashsale/internal/clock"
+	"flashsale/loadtest"
 	"flashsale/loadtest/checker"
 	"flashsale/loadtest/linear"
 )
@@ -24,10 +27,14 @@ type clients struct {
 	bases []string
 	n     atomic.Uint64 // requests sent, for round-robin and unique keys
 
-	mu       sync.Mutex
-	out      io.Writer
-	counts   map[string]map[string]int // variant → status → answers
-	requests map[string]*atomic.Int64
+	mu     sync.Mutex
+	out    io.Writer
+	counts map[string]map[string]int // variant → status → answers
+	// unanswered are, per variant, the requests the client gave up
+	// waiting for, and how many.
+	unanswered map[string][]loadtest.Unanswered
+	hangs      map[string]int
+	requests   map[string]*atomic.Int64
 	// histories are what each variant's shoppers saw, for porcupine.
 	histories map[string]*linear.History
 }
@@ -46,8 +53,9 @@ var httpClient = &http.Client{
 const maxInFlight = 48
 
 // buy sends rate purchases a second until ctx ends: nine in ten of the
-// variant's hot SKU, the rest of its scarce one.
-func (c *clients) buy(ctx context.Context, variant string, skus []string, rate int, seed uint64) {
+// variant's hot SKU, the rest of its scarce one; a share multi of them for
+// 2 or 3 units, the rest for one.
+func (c *clients) buy(ctx context.Context, variant string, skus []string, rate int, multi float64, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, 7))
 	slots := make(chan struct{}, maxInFlight)
 	tick := time.NewTicker(time.Second / time.Duration(rate))
@@ -64,6 +72,10 @@ func (c *clients) buy(ctx context.Context, variant string, skus []string, rate i
 		if rng.IntN(10) == 0 {
 			sku = skus[1]
 		}
+		qty := 1
+		if multi > 0 && rng.Float64() < multi {
+			qty = 2 + rng.IntN(2)
+		}
 		select {
 		case slots <- struct{}{}:
 		default:
@@ -71,7 +83,7 @@ func (c *clients) buy(ctx context.Context, variant string, skus []string, rate i
 		}
 		wg.Go(func() {
 			defer func() { <-slots }()
-			c.send(variant, "order", "/api/orders", map[string]any{"sku": sku, "qty": 1}, linear.Request{SKU: sku, Qty: 1})
+			c.send(variant, "order", "/api/orders", map[string]any{"sku": sku, "qty": qty}, linear.Request{SKU: sku, Qty: int64(qty)})
 		})
 	}
 }
@@ -106,7 +118,7 @@ func (c *clients) send(variant, op, path string, body map[string]any, asked line
 	c.requests[variant].Add(1)
 	key := fmt.Sprintf("chaos-%d", n)
 	body["user"] = fmt.Sprintf("u%d", n)
-	asked.User = body["user"].(string)
+	asked.User, asked.Key = body["user"].(string), key
 	b, _ := json.Marshal(body) // strings and numbers always encode
 	base := c.bases[int(n)%len(c.bases)]
 	status := 0
@@ -128,8 +140,9 @@ func (c *clients) send(variant, op, path string, body map[string]any, asked line
 			}
 		}
 	}
+	waited := time.Since(call)
 	if h := c.histories[variant]; h != nil {
-		h.Answer(asked, call, time.Since(call), uint16(status), header, answer)
+		h.Answer(asked, call, waited, uint16(status), header, answer)
 	}
 	line, _ := json.Marshal(checker.Record{Time: time.Now(), Kind: "ack", Op: op, Variant: variant, Status: status, IdempotencyKey: key})
 	c.mu.Lock()
@@ -138,5 +151,13 @@ func (c *clients) send(variant, op, path string, body map[string]any, asked line
 		c.counts[variant] = map[string]int{}
 	}
 	c.counts[variant][fmt.Sprint(status)]++
+	if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+		if c.unanswered == nil {
+			c.unanswered, c.hangs = map[string][]loadtest.Unanswered{}, map[string]int{}
+		}
+		c.hangs[variant]++
+		c.unanswered[variant] = loadtest.NameUnanswered(c.unanswered[variant],
+			loadtest.Unanswered{Request: loadtest.DescribeRequest(asked) + " to " + base, Waited: waited, Error: err.Error()})
+	}
 	_, _ = c.out.Write(append(line, '\n')) // a lost line shows as a missing ack, never a false one
 }

@@ -30,6 +30,9 @@ type Config struct {
 	Seed uint64
 	// Rate is each variant's purchases per second. Default 30.
 	Rate int
+	// MultiShare is the share of purchases for 2 or 3 units; the rest are
+	// for one. The command's default is DefaultMultiShare.
+	MultiShare float64
 	// WorkMS is the business work inside every critical section: long
 	// enough that the hot lock is always wanted, so a fault that frees it
 	// early has a waiter to let in. Default 40.
@@ -57,6 +60,9 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// DefaultMultiShare is the command's share of purchases for 2 or 3 units.
+const DefaultMultiShare = loadtest.DefaultMultiShare
+
 func (c *Config) defaults() error {
 	var err error
 	if c.Variants, err = cli.Pick(strings.Join(c.Variants, ","), loadtest.Variants); err != nil {
@@ -70,6 +76,9 @@ func (c *Config) defaults() error {
 	}
 	if c.Seed == 0 {
 		c.Seed = 1
+	}
+	if c.MultiShare < 0 || c.MultiShare > 1 {
+		return fmt.Errorf("multi-share %v is not a share between 0 and 1", c.MultiShare)
 	}
 	if c.Rate <= 0 {
 		c.Rate = 30

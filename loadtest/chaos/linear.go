@@ -81,31 +81,40 @@ func readInto(ctx context.Context, api storefront.API, hs map[string]*linear.His
 	}
 }
 
-// checkHistories has porcupine check every variant's history, draws the
-// ones that are not linearizable under dir/histories, and compares each
-// verdict with the checker's data.
+// historyFile is where a run keeps the history porcupine was given for
+// variant, for Recheck.
+func historyFile(dir, variant string) string {
+	return filepath.Join(dir, "histories", output.FileName(variant)+".jsonl")
+}
+
+// historyNote marks the notes of drawing and writing histories, which a
+// recheck writes anew.
+const historyNote = ": the history"
+
+// checkHistories has porcupine check every variant's history, keeps each
+// under dir/histories, draws the ones that are not linearizable, and
+// compares each verdict with the checker's data.
 func (r *Report) checkHistories(hs map[string]*linear.History, dir string) {
 	for name, v := range r.Variants {
 		h := hs[name]
 		if h == nil {
 			continue
 		}
+		if err := h.WriteFile(historyFile(dir, name)); err != nil {
+			r.Notes = append(r.Notes, fmt.Sprintf("%s%s: writing it: %v", name, historyNote, err))
+		}
 		res := h.Check(checkTimeout)
 		v.Linear, v.Linearizable = &res, res.Linearizable()
+		v.HistoryFile = ""
 		if res.Result == linear.NotLinearizable {
 			rel := filepath.Join("histories", output.FileName(name)+".html")
 			if err := res.Visualize(filepath.Join(dir, rel), checkTimeout); err != nil {
-				r.Notes = append(r.Notes, fmt.Sprintf("%s: drawing the history: %v", name, err))
+				r.Notes = append(r.Notes, fmt.Sprintf("%s%s: drawing it: %v", name, historyNote, err))
 			} else {
 				v.HistoryFile = filepath.ToSlash(rel)
 			}
 		}
-		if res.Result != linear.Linearizable {
-			if err := h.WriteFile(filepath.Join(dir, "histories", output.FileName(name)+".jsonl")); err != nil {
-				r.Notes = append(r.Notes, fmt.Sprintf("%s: writing the history: %v", name, err))
-			}
-		}
-		v.agree()
+		v.agree(name)
 	}
 }
 
@@ -114,7 +123,8 @@ func (r *Report) checkHistories(hs map[string]*linear.History, dir string) {
 // is a history that is not linearizable, and the reverse. Lock overlaps,
 // stale writes and stuck locks are no part of it: a shopper cannot see
 // them in the stock or the seats.
-func (v *Variant) agree() {
+func (v *Variant) agree(name string) {
+	v.Disagreement, v.DisagreementDeclared = "", ""
 	if v.Linearizable == nil {
 		return
 	}
@@ -130,10 +140,10 @@ func (v *Variant) agree() {
 		}
 		v.Disagreement = fmt.Sprintf("the history the shoppers saw is not linearizable (%v), but the data shows no oversale, lost update, double booking or lost acknowledged order", where)
 	}
+	if v.Disagreement != "" {
+		v.DisagreementDeclared = loadtest.DeclaredDisagreement(name)
+	}
 }
-
-// taught reports whether the variant's expectation is a claim.
-func (v *Variant) taught() bool { return v.Expected == loadtest.Holds || v.Expected == loadtest.Breaks }
 
 // linearMark is porcupine's verdict as the tables show it.
 func (v *Variant) linearMark() string { return v.Linear.Mark() }

@@ -44,7 +44,7 @@ func TestVerdictJSON(t *testing.T) {
 			`"first_violation":` + violation + `,"violations":[` + violation + `]}`},
 		{"chaos.Variant", v, `{"verdict":"breaks","expected":"breaks","expected_breakers":["clock-jump"],"ok":true,` + counters +
 			`,"nemesis_events":{"clock-jump":2},"requests":14,"answers":{"201":12},"leases":9,"orders":12,"bookings":13,` +
-			`"first_violation":` + violation + `,"violations":[` + violation + `],"scope":{"variant":"lua","skus":["hot"]},"linearizable":false,"history_file":"histories/lua.html"}`},
+			`"first_violation":` + violation + `,"violations":[` + violation + `],"scope":{"variant":"lua","skus":["hot"]},"linearizable":false,"history_file":"histories/lua.html","unanswered":0}`},
 	} {
 		b, err := json.Marshal(tc.v)
 		if err != nil {

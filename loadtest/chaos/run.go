@@ -88,7 +88,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	rep.StuckLockKeys = rep.heal(ctx, cfg, local)
 	readInto(ctx, fleet[0], hs, scopes, event(scopes)) // what the sale left, after every answer
 	for _, h := range hs {
-		h.Resolve(func(user string) (bool, error) { return fleet[0].Ordered(ctx, user) })
+		h.Resolve(func(user string) (int, error) { return fleet[0].Orders(ctx, user) })
 	}
 	closeErr := local.Close() // the instances stop: their histories are complete
 	local = nil
@@ -102,6 +102,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		rep.Variants[v] = &Variant{
 			Expected: exp, ExpectedBreakers: by, NemesisEvents: nlog.counts,
 			Requests: int(cl.requests[v].Load()), Answers: cl.counts[v], Scope: scopes[v],
+			Unanswered: cl.hangs[v], UnansweredNamed: cl.unanswered[v],
 		}
 	}
 	if err := rep.judge(ctx, cfg.OutDir); err != nil {
@@ -162,7 +163,7 @@ func attack(ctx context.Context, cfg Config, cl *clients, n *nemesis, schedule [
 	wg.Go(func() { readDuring(runCtx, storefront.NewFleet(cl.bases, ""), cl.histories, scopes, event(scopes)) })
 	for i, v := range cfg.Variants {
 		sc := scopes[v]
-		wg.Go(func() { cl.buy(runCtx, v, sc.SKUs, cfg.Rate, cfg.Seed+uint64(i)) })
+		wg.Go(func() { cl.buy(runCtx, v, sc.SKUs, cfg.Rate, cfg.MultiShare, cfg.Seed+uint64(i)) })
 		wg.Go(func() { cl.grab(runCtx, v, sc.Event, sc.Seats, cfg.Duration) })
 	}
 	wg.Wait()

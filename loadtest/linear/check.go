@@ -23,15 +23,8 @@ const (
 type Verdict struct {
 	// Result is Linearizable, NotLinearizable or Unknown.
 	Result string `json:"result"`
-	// Ops counts the history's operations; Writes the orders and seat
-	// grabs among them, Maybe the writes whose outcome the shopper could
-	// not know, Reads the stock and seat reads; Dropped the answers left
-	// out because they say nothing took effect.
-	Ops     int `json:"ops"`
-	Writes  int `json:"writes"`
-	Maybe   int `json:"unknown_outcome"`
-	Reads   int `json:"reads"`
-	Dropped int `json:"left_out"`
+	// Figures are the history's sizes.
+	Figures
 	// Partitions is how many SKUs and seats the history has; Unchecked
 	// how many the time ran out before.
 	Partitions int `json:"partitions"`
@@ -79,10 +72,8 @@ func (v *Verdict) Mark() string {
 // otherwise makes the result Unknown.
 func (h *History) Check(timeout time.Duration) Verdict {
 	begin := time.Now()
-	ops := h.snapshot()
-	v := Verdict{Ops: len(ops), Timeout: timeout}
-	_, v.Writes, v.Maybe, v.Dropped = h.Size()
-	v.Reads = v.Ops - v.Writes
+	ops, f := h.ops()
+	v := Verdict{Figures: f, Timeout: timeout}
 	m := Model()
 	parts := m.Partition(ops)
 	v.Partitions = len(parts)

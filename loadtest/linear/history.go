@@ -20,6 +20,9 @@ type Request struct {
 	Qty         int64
 	Event, Seat string
 	User        string
+	// Key is the request's Idempotency-Key: a resend carries its order's,
+	// and an order and its resends are one operation. "" for none.
+	Key string
 }
 
 func (r Request) key() string {
@@ -38,11 +41,25 @@ type History struct {
 	start   time.Time
 	initial map[string]int64 // SKU → stock at the start
 
-	mu      sync.Mutex
-	ops     []porcupine.Operation
-	writes  int
-	maybe   int
+	mu sync.Mutex
+	// reads are the stock and seat reads, and the operations of a history
+	// read back from its file; writes every order and seat grab sent,
+	// each resend on its own until ops makes one operation of them.
+	reads   []porcupine.Operation
+	writes  []attempt
 	dropped int
+	// orders is how many orders the store kept of a user, as Resolve
+	// found them after the run.
+	orders map[string]int
+}
+
+// attempt is one send of a write and its answer.
+type attempt struct {
+	in        Input
+	idem      string // its Idempotency-Key; "" for none
+	out       Output
+	replay    bool // a 201 that answered with an earlier order of its key
+	call, ret int64
 }
 
 // New starts a history of a sale whose SKUs start with initial stock (every
@@ -53,17 +70,12 @@ func New(initial map[string]int64) *History {
 
 func (h *History) at(t time.Time) int64 { return int64(t.Sub(h.start)) }
 
-func (h *History) add(in Input, out Output, call, ret int64) {
-	h.mu.Lock()
-	h.ops = append(h.ops, porcupine.Operation{Input: in, Output: out, Call: call, Return: ret})
-	h.mu.Unlock()
-}
-
-// Answer records one write: its request, when it was sent and answered,
-// and the answer (code 0 when none came). An answer that says nothing
-// took effect (a 4xx other than sold out and seat taken, a 503 whose
-// contract says nothing was sold) is left out: it tells nothing of the
-// stock or the seat. So is a replayed answer: it is the earlier request's.
+// Answer records one send of a write: its request, when it was sent and
+// answered, and the answer (code 0 when none came). An answer that says
+// nothing took effect (a 4xx other than sold out and seat taken, a 503
+// whose contract says nothing was sold) is left out: it tells nothing of
+// the stock or the seat. Sends that share a user and an Idempotency-Key
+// are one operation (ops); a replayed answer without a key is left out.
 func (h *History) Answer(r Request, call time.Time, latency time.Duration, code uint16, header http.Header, body []byte) {
 	in := Input{Key: r.key(), Qty: r.Qty, User: r.User}
 	if r.SKU != "" {
@@ -71,35 +83,39 @@ func (h *History) Answer(r Request, call time.Time, latency time.Duration, code 
 	} else {
 		in.Kind = Grab
 	}
-	out := Output{Outcome: Maybe, Left: NotSaid}
-	c, ret := h.at(call), h.at(call.Add(latency))
+	a := attempt{in: in, idem: r.Key, out: Output{Outcome: Maybe, Left: NotSaid}, call: h.at(call), ret: h.at(call.Add(latency))}
 	switch {
 	case code == http.StatusCreated && header.Get("Idempotent-Replay") == "true":
-		h.drop()
-		return
+		a.out.Outcome, a.replay = Done, true
+		if r.Key == "" {
+			h.drop()
+			return
+		}
 	case code == http.StatusCreated:
-		out.Outcome = Done
+		a.out.Outcome = Done
 		var o struct {
 			Left *int64 `json:"stock_left"`
 		}
 		if json.Unmarshal(body, &o) == nil && o.Left != nil {
-			out.Left = *o.Left
+			a.out.Left = *o.Left
 		}
 	case code == 0 || code >= 500 && !nothingTaken(body):
-		ret = never
+		a.ret = never
 	case code == http.StatusConflict && (errorCode(body) == "sold_out" || errorCode(body) == "seat_taken"):
-		out.Outcome = Refused
+		a.out.Outcome = Refused
 	default:
 		h.drop()
 		return
 	}
 	h.mu.Lock()
-	h.writes++
-	if ret == never {
-		h.maybe++
-	}
+	h.writes = append(h.writes, a)
 	h.mu.Unlock()
-	h.add(in, out, c, ret)
+}
+
+func (h *History) read(in Input, out Output, call, ret int64) {
+	h.mu.Lock()
+	h.reads = append(h.reads, porcupine.Operation{Input: in, Output: out, Call: call, Return: ret})
+	h.mu.Unlock()
 }
 
 func (h *History) drop() {
@@ -134,45 +150,37 @@ func (h *History) Stock(call, ret time.Time, stock map[string]int64) {
 		if _, ok := h.initial[sku]; !ok {
 			continue
 		}
-		h.add(Input{Kind: StockRead, Key: "sku " + sku, Initial: h.initial[sku]}, Output{Left: n}, h.at(call), h.at(ret))
+		h.read(Input{Kind: StockRead, Key: "sku " + sku, Initial: h.initial[sku]}, Output{Left: n}, h.at(call), h.at(ret))
 	}
 }
 
 // Seats records a read of an event's seat map: seat → holder ("" free).
 func (h *History) Seats(call, ret time.Time, event string, holders map[string]string) {
 	for seat, who := range holders {
-		h.add(Input{Kind: SeatRead, Key: "seat " + event + "/" + seat}, Output{Holder: who}, h.at(call), h.at(ret))
+		h.read(Input{Kind: SeatRead, Key: "seat " + event + "/" + seat}, Output{Holder: who}, h.at(call), h.at(ret))
 	}
-}
-
-// Size is how many operations the history holds, how many of them are
-// writes, how many writes have an unknown outcome, and how many answers
-// were left out.
-func (h *History) Size() (ops, writes, maybe, dropped int) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return len(h.ops), h.writes, h.maybe, h.dropped
-}
-
-func (h *History) snapshot() []porcupine.Operation {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return append([]porcupine.Operation(nil), h.ops...)
 }
 
 // jsonOp is one operation as WriteJSON writes it; return is null when the
 // outcome is unknown.
 type jsonOp struct {
-	Kind    string `json:"op"`
+	Op      string `json:"op"`
 	Key     string `json:"key"`
 	User    string `json:"user,omitempty"`
 	Qty     int64  `json:"qty,omitempty"`
 	Outcome string `json:"outcome,omitempty"`
 	Left    *int64 `json:"stock,omitempty"`
 	Holder  string `json:"holder,omitempty"`
+	Why     string `json:"why,omitempty"`
+	Initial int64  `json:"initial,omitempty"`
 	Call    int64  `json:"call_ns"`
 	Return  *int64 `json:"return_ns"`
 }
+
+var (
+	kindNames    = [...]string{"buy", "read stock", "grab", "read seat"}
+	outcomeNames = [...]string{"done", "refused", "unknown", "contradicted"}
+)
 
 // WriteJSON writes the history, one operation a line, times in
 // nanoseconds from its start: what porcupine was given.
@@ -180,10 +188,10 @@ func (h *History) WriteJSON(w io.Writer) error {
 	enc := json.NewEncoder(w)
 	for _, op := range h.snapshot() {
 		in, out := op.Input.(Input), op.Output.(Output)
-		j := jsonOp{Kind: [...]string{"buy", "read stock", "grab", "read seat"}[in.Kind], Key: in.Key, User: in.User, Qty: in.Qty,
-			Holder: out.Holder, Call: op.Call}
+		j := jsonOp{Op: kindNames[in.Kind], Key: in.Key, User: in.User, Qty: in.Qty,
+			Holder: out.Holder, Why: out.Why, Initial: in.Initial, Call: op.Call}
 		if in.Kind == Buy || in.Kind == Grab {
-			j.Outcome = [...]string{"done", "refused", "unknown"}[out.Outcome]
+			j.Outcome = outcomeNames[out.Outcome]
 		}
 		if out.Left != NotSaid && in.Kind != Grab && in.Kind != SeatRead {
 			j.Left = &out.Left
@@ -216,41 +224,44 @@ func (h *History) WriteFile(path string) error {
 	return f.Close()
 }
 
-// Resolve settles the orders whose outcome the shopper could not know, as
-// etcd's robustness tests patch theirs from what the store kept: ordered
-// says, after the run, whether the store has an order of that user (every
-// request here has a user of its own). One found took effect at some
-// moment after its call (its return stays open); one not found never did,
-// and is left out. An order that cannot be looked up stays unknown. Without
-// this, a few hundred unknown writes can each explain any gap, and the
-// search tries their every subset.
-func (h *History) Resolve(ordered func(user string) (bool, error)) (took, never int) {
-	ops := h.snapshot()
-	kept := ops[:0]
-	for _, op := range ops {
-		in, out := op.Input.(Input), op.Output.(Output)
-		if in.Kind != Buy || out.Outcome != Maybe {
-			kept = append(kept, op)
-			continue
+// Resolve looks up, after the run, the orders of every order that went
+// without an answer at least once, as etcd's robustness tests patch their
+// histories from what the store kept: orders says how many orders the store
+// has of a user (every order here has a user of its own). An order none of
+// whose sends was answered took effect at some moment after its first send
+// when the store has it (its return stays open), and never when it has
+// not, and is then left out; one the store has twice was sold twice, a
+// contradiction whatever its answers. A user that cannot be looked up keeps
+// what the shoppers saw. Without this, a few hundred unknown writes can
+// each explain any gap, and the search tries their every subset.
+func (h *History) Resolve(orders func(user string) (int, error)) (took, gone int) {
+	h.mu.Lock()
+	var users []string
+	asked := map[string]bool{}
+	for _, a := range h.writes {
+		if a.in.Kind == Buy && a.ret == never && a.in.User != "" && !asked[a.in.User] {
+			asked[a.in.User] = true
+			users = append(users, a.in.User)
 		}
-		found, err := ordered(in.User)
-		switch {
-		case err != nil:
-			kept = append(kept, op)
-		case found:
-			out.Outcome = Done
-			op.Output = out
-			kept = append(kept, op)
-			took++
-		default:
-			never++
+	}
+	h.mu.Unlock()
+	found := map[string]int{}
+	for _, u := range users {
+		if n, err := orders(u); err == nil {
+			found[u] = n
 		}
 	}
 	h.mu.Lock()
-	h.ops = kept
-	h.maybe -= took + never
-	h.writes -= never
-	h.dropped += never
-	h.mu.Unlock()
-	return took, never
+	defer h.mu.Unlock()
+	h.orders = found
+	for _, g := range groups(h.writes) {
+		if n, ok := found[g[0].in.User]; ok && g[0].in.Kind == Buy && !answered(g) {
+			if n == 0 {
+				gone++
+			} else {
+				took++
+			}
+		}
+	}
+	return took, gone
 }

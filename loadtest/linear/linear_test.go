@@ -206,11 +206,14 @@ func TestResolve(t *testing.T) {
 	for _, u := range []string{"kept", "not-kept", "unreadable"} {
 		h.Answer(Request{SKU: "HOT", Qty: 1, User: u}, h.start, time.Millisecond, 0, nil, nil)
 	}
-	took, never := h.Resolve(func(user string) (bool, error) {
+	took, never := h.Resolve(func(user string) (int, error) {
 		if user == "unreadable" {
-			return false, os.ErrDeadlineExceeded
+			return 0, os.ErrDeadlineExceeded
 		}
-		return user == "kept", nil
+		if user == "kept" {
+			return 1, nil
+		}
+		return 0, nil
 	})
 	ops, writes, maybe, _ := h.Size()
 	if took != 1 || never != 1 || ops != 2 || writes != 2 || maybe != 1 {

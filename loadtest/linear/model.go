@@ -53,6 +53,11 @@ const (
 	Refused
 	// Maybe: no answer, or one that does not say whether it took effect.
 	Maybe
+	// Contradicted: the answers to an order and its resends break the
+	// store's promise on their own (sold twice under one Idempotency-Key,
+	// or replayed when no request of it could have made it); Output.Why
+	// says which. No state explains it.
+	Contradicted
 )
 
 // NotSaid is Output.Left when the answer did not say the stock left.
@@ -66,6 +71,8 @@ type Output struct {
 	Left int64
 	// Holder is who a SeatRead saw holding the seat; "" is free.
 	Holder string
+	// Why says how a Contradicted write's answers break the promise.
+	Why string
 }
 
 // state is one partition's: the stock left of a SKU, or the holder of a
@@ -76,11 +83,17 @@ type state struct {
 	seat   bool
 	stock  int64
 	holder string
-	// slack is how many units writes of unknown outcome, already placed,
-	// may still take: each may take its unit at any later moment, or
-	// never. An answer or read later says how many of them did by then.
-	slack int64
+	// pending counts the orders of unknown outcome already placed, by
+	// their units (pending[q-1] orders of q units): each may take all its
+	// units at any later moment, or none, never some. An answer or read
+	// later says which of them did by then.
+	pending [maxPendingQty]int32
 }
+
+// maxPendingQty is the most units of an order whose unknown outcome waits
+// in the state's pending: the API's largest order. A larger one decides
+// where it is placed, the slower way (next).
+const maxPendingQty = 10
 
 var seed = maphash.MakeSeed()
 
@@ -112,6 +125,9 @@ func Model() porcupine.Model {
 			case st.seat:
 				return "free"
 			}
+			if n := pendingUnits(st); n > 0 {
+				return fmt.Sprintf("%d left, %d units of unknown orders pending", st.stock, n)
+			}
 			return fmt.Sprintf("%d left", st.stock)
 		},
 	}
@@ -137,19 +153,22 @@ func next(s state, in Input, out Output) []any {
 	return nil
 }
 
-// nextStock steps the counter. A write of unknown outcome adds its units
-// to the slack rather than choosing now; every later operation first lets
-// j of the slack units go (they took effect just before it), for each j
-// it can explain. A sale that says the stock it left, and a read, leave
-// exactly one j, so the states stay one.
+// nextStock steps the counter. An order of unknown outcome joins the
+// pending orders rather than choosing now; every later operation first
+// lets some of them take effect whole (just before it), for every choice
+// it can explain. A sale that says the stock it left, and a read, pin how
+// many units went, so few choices survive.
 func nextStock(s state, in Input, out Output) []any {
 	if in.Kind == Buy && out.Outcome == Maybe {
-		s.slack += in.Qty
+		if in.Qty < 1 || in.Qty > maxPendingQty {
+			_, after := step(s, in, out)
+			return []any{s, after} // it took effect here, or never
+		}
+		s.pending[in.Qty-1]++
 		return []any{s}
 	}
 	var outs []any
-	for j := int64(0); j <= s.slack && j <= s.stock; j++ {
-		before := state{stock: s.stock - j, slack: s.slack - j}
+	for _, before := range released(s) {
 		if ok, after := step(before, in, out); ok {
 			outs = append(outs, after)
 		}
@@ -157,11 +176,41 @@ func nextStock(s state, in Input, out Output) []any {
 	return outs
 }
 
+// released is every state s can be in once any of its pending orders, each
+// whole, have taken effect: s itself among them.
+func released(s state) []state {
+	outs := []state{s}
+	for q := int64(maxPendingQty); q >= 1; q-- {
+		n := len(outs)
+		for _, o := range outs[:n] {
+			for j := int32(1); j <= o.pending[q-1] && int64(j)*q <= o.stock; j++ {
+				t := o
+				t.stock -= int64(j) * q
+				t.pending[q-1] -= j
+				outs = append(outs, t)
+			}
+		}
+	}
+	return outs
+}
+
+// pendingUnits is how many units the pending orders of s would take.
+func pendingUnits(s state) int64 {
+	var n int64
+	for i, c := range s.pending {
+		n += int64(i+1) * int64(c)
+	}
+	return n
+}
+
 // step is the specification: a counter that sells while stock remains, a
 // seat taken once, and reads that see what is there.
 func step(s state, in Input, out Output) (bool, state) {
 	if s.fresh {
 		s = state{stock: in.Initial, seat: in.Kind == Grab || in.Kind == SeatRead}
+	}
+	if out.Outcome == Contradicted {
+		return false, s
 	}
 	switch in.Kind {
 	case Buy:
@@ -216,6 +265,8 @@ func describe(in, out any) string {
 			return fmt.Sprintf("buy(%d) → sold, %d left", i.Qty, o.Left)
 		case Refused:
 			return fmt.Sprintf("buy(%d) → sold out", i.Qty)
+		case Contradicted:
+			return fmt.Sprintf("buy(%d) → %s", i.Qty, o.Why)
 		}
 		return fmt.Sprintf("buy(%d) → ?", i.Qty)
 	case StockRead:
@@ -226,6 +277,8 @@ func describe(in, out any) string {
 			return "grab(" + i.User + ") → booked"
 		case Refused:
 			return "grab(" + i.User + ") → taken"
+		case Contradicted:
+			return "grab(" + i.User + ") → " + o.Why
 		}
 		return "grab(" + i.User + ") → ?"
 	case SeatRead:

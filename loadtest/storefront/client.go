@@ -316,13 +316,14 @@ func (a API) Stock(ctx context.Context) (map[string]int64, error) {
 	return out, nil
 }
 
-// Ordered reports whether user has any order.
-func (a API) Ordered(ctx context.Context, user string) (bool, error) {
+// Orders is how many orders the store has of user: what became of
+// requests that got no answer, and whether a resend sold a second time.
+func (a API) Orders(ctx context.Context, user string) (int, error) {
 	var os []json.RawMessage
 	if err := a.do(ctx, "read a user's orders", http.MethodGet, "/api/orders?user="+url.QueryEscape(user), nil, &os, false); err != nil {
-		return false, err
+		return 0, err
 	}
-	return len(os) > 0, nil
+	return len(os), nil
 }
 
 // Holders reads an event's seat map: each seat's holder, "" when free.

@@ -132,7 +132,7 @@ func (t *Tally) Add(r *vegeta.Result) {
 	if a.Qty != nil {
 		c.qty = *a.Qty
 	} else if what == "order" {
-		c.qty = 1 // every order the runner sends is for one unit
+		c.qty = 1 // an order that does not say its units has at least one
 	}
 }
 

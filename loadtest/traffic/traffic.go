@@ -37,6 +37,9 @@ type Mix struct {
 	// DuplicateShare is the share of requests that resend an earlier
 	// request, same body and same Idempotency-Key, to prove idempotency.
 	DuplicateShare float64 `json:"duplicate_share"`
+	// MultiShare is the share of orders for 2 or 3 units (as many of
+	// each); the rest are for one.
+	MultiShare float64 `json:"multi_share"`
 }
 
 // Traffic generates one cell's requests: each one a distinct user u<N> with
@@ -134,15 +137,19 @@ func (t *Traffic) Targeter() vegeta.Targeter {
 			seat := t.mix.Seats[t.rng.IntN(len(t.mix.Seats))]
 			path = "/api/events/" + url.PathEscape(t.mix.Event) + "/seats/" + url.PathEscape(seat)
 			body, _ = json.Marshal(seatBody{User: user}) // a struct of strings always marshals
-			t.ask(key, linear.Request{Event: t.mix.Event, Seat: seat, User: user})
+			t.ask(key, linear.Request{Event: t.mix.Event, Seat: seat, User: user, Key: key})
 		} else {
 			sku := t.mix.HotSKU
 			if sku == "" || (len(t.mix.BulkSKUs) > 0 && t.rng.Float64() >= t.mix.HotShare) {
 				sku = t.mix.BulkSKUs[t.rng.IntN(len(t.mix.BulkSKUs))]
 			}
+			qty := 1
+			if t.mix.MultiShare > 0 && t.rng.Float64() < t.mix.MultiShare {
+				qty = 2 + t.rng.IntN(2)
+			}
 			path = "/api/orders"
-			body, _ = json.Marshal(orderBody{SKU: sku, Qty: 1, User: user})
-			t.ask(key, linear.Request{SKU: sku, Qty: 1, User: user})
+			body, _ = json.Marshal(orderBody{SKU: sku, Qty: qty, User: user})
+			t.ask(key, linear.Request{SKU: sku, Qty: int64(qty), User: user, Key: key})
 		}
 		*tgt = vegeta.Target{
 			Method: http.MethodPost,

@@ -130,3 +130,31 @@ func TestCappedPacer(t *testing.T) {
 		t.Errorf("rate %v, want 100", r)
 	}
 }
+
+// TestMultiUnitOrders: a share of the orders is for 2 or 3 units, both
+// come up, and what the history is told each request asked matches its
+// body and carries its key.
+func TestMultiUnitOrders(t *testing.T) {
+	mix := testMix()
+	mix.SeatShare, mix.DuplicateShare, mix.MultiShare = 0, 0, 0.3
+	tr, err := NewTraffic([]string{"http://127.0.0.1:1"}, []string{"lua"}, mix, 11, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr.KeepAsked()
+	byQty := map[int]int{}
+	for _, tg := range draw(t, tr, 1000) {
+		var body orderBody
+		if err := json.Unmarshal(tg.Body, &body); err != nil {
+			t.Fatal(err)
+		}
+		byQty[body.Qty]++
+		asked, ok := tr.Asked(tg.URL)
+		if !ok || asked.Qty != int64(body.Qty) || asked.Key != tg.Header.Get("Idempotency-Key") || asked.User != body.User {
+			t.Errorf("asked %+v for body %s, key %s", asked, tg.Body, tg.Header.Get("Idempotency-Key"))
+		}
+	}
+	if byQty[1]+byQty[2]+byQty[3] != 1000 || byQty[2] < 100 || byQty[3] < 100 || byQty[2]+byQty[3] > 400 {
+		t.Errorf("orders by units %v, want about 30%% for 2 or 3, as many of each", byQty)
+	}
+}

@@ -49,6 +49,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		duration  = fs.Duration("duration", 2*time.Minute, "how long the clients work while the nemesis strikes")
 		seed      = fs.Uint64("seed", 1, "seed of the nemesis's schedule and the traffic")
 		rate      = fs.Int("rate", 30, "purchases per second, per variant")
+		multi     = fs.Float64("multi-share", chaos.DefaultMultiShare, "share of purchases for 2 or 3 units; the rest are for one")
 		lockTTL   = fs.Duration("lock-ttl", 500*time.Millisecond, "lease TTL of the app instances; sizes the pauses, jumps and delays")
 		lockWait  = fs.Duration("lock-wait", time.Second, "how long the app instances wait for a busy lock")
 		workMS    = fs.Int("work-ms", 40, "business work inside every critical section, in milliseconds")
@@ -87,7 +88,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	rep, err := chaos.Run(ctx, chaos.Config{
-		Variants: cli.Split(*variants), Faults: cli.Split(*faults), Duration: *duration, Seed: *seed, Rate: *rate,
+		Variants: cli.Split(*variants), Faults: cli.Split(*faults), Duration: *duration, Seed: *seed, Rate: *rate, MultiShare: *multi,
 		LockTTL: *lockTTL, LockWait: *lockWait, WorkMS: *workMS, OutDir: *out, Logger: logger, Batch: *batch, Taught: !*fast, Unaware: !*aware,
 		Local: cluster.LocalConfig{Instances: *instances, Nodes: *nodes, AppBin: *appBin, Logger: logger},
 	})

@@ -18,6 +18,7 @@ func TestRunRefusesBadInput(t *testing.T) {
 		{[]string{"-variants", "mutex"}, 2, "unknown name"},
 		{[]string{"-faults", "meteor"}, 2, "unknown name"},
 		{[]string{"extra"}, 2, "unexpected arguments"},
+		{[]string{"-multi-share", "-0.1", "-out", t.TempDir()}, 2, "not a share between 0 and 1"},
 	} {
 		var stdout, stderr bytes.Buffer
 		if got := run(context.Background(), tc.args, &stdout, &stderr); got != tc.want || !strings.Contains(stderr.String(), tc.say) {

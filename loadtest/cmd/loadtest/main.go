@@ -58,6 +58,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		maxWorkers  = fs.Uint64("max-workers", 128, "most requests in flight")
 		seed        = fs.Uint64("seed", 1, "seed of the traffic and the faults")
 		quick       = fs.Bool("quick", false, "the short matrix: 200 req/s for 1.5s a cell (explicit -rate/-duration win)")
+		multiShare  = fs.Float64("multi-share", loadtest.DefaultMultiShare, "share of orders for 2 or 3 units; the rest are for one")
 		checkTO     = fs.Duration("check-timeout", loadtest.DefaultCheckTimeout, "most time porcupine may take to check one cell's history for linearizability; one that runs out is unknown, never a pass")
 		judgeAs     = fs.String("judge-as", "", "judge every cell against this variant's expected outcomes instead of its own (a rung being written: -variants attendee -judge-as lua)")
 		strict      = fs.Bool("strict", false, "also fail when a cell that must break held (the workshop guarantee)")
@@ -158,6 +159,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	if *progress {
 		cfg.Progress = stderr
+	}
+	if set["multi-share"] {
+		if *multiShare < 0 || *multiShare > 1 {
+			fmt.Fprintf(stderr, "loadtest: -multi-share %v is not a share between 0 and 1\n", *multiShare)
+			return 2
+		}
+		m := loadtest.DefaultMix()
+		m.MultiShare = *multiShare
+		cfg.Mix = &m
 	}
 	if *out != "" {
 		// The local environment (binary, database, logs) lives beside the

@@ -23,6 +23,7 @@ func TestRunRefusesBadInput(t *testing.T) {
 		{[]string{"-judge-as", "mutex"}, `judge as "mutex": not a variant`},
 		{[]string{"-targets", "http://example.com:8080", "-admin-token", "t"}, "not on loopback"},
 		{[]string{"-targets", "http://127.0.0.1:1"}, "admin token"},
+		{[]string{"-multi-share", "1.5"}, "not a share between 0 and 1"},
 	}
 	for _, tc := range cases {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
