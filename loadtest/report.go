@@ -152,12 +152,11 @@ type Settings struct {
 }
 
 func settingsOf(c Config) Settings {
-	s := Settings{
+	return Settings{
 		Rate: c.Rate, Duration: c.Duration, MaxRequests: c.MaxRequests, MaxWorkers: c.MaxWorkers,
 		Seed: c.Seed, LockTTL: c.LockTTL, LockWait: c.LockWait, Targets: c.Targets, Catalogue: *c.Catalogue, Mix: *c.Mix,
 		Instances: len(c.Targets), Nodes: len(c.RedisURLs),
 	}
-	return s
 }
 
 // Throughput compares the completed sales per second of two variants in
