@@ -388,8 +388,7 @@ func (r *Report) WriteText(w io.Writer) error {
 // WriteJSON writes the report as indented JSON.
 func (r *Report) WriteJSON(w io.Writer) error { return output.JSON(w, r) }
 
-// WriteFiles writes report.txt, report.json, report.html, oversold.svg and
-// lost-updates.svg into dir (vegeta's binary results are already there, under results/).
+// WriteFiles writes the reports and charts into dir, beside vegeta's results/.
 func (r *Report) WriteFiles(dir string) error {
 	return output.WriteFiles(dir,
 		output.File{Name: "report.txt", Write: r.WriteText},
