@@ -4,6 +4,7 @@ import (
 	"embed"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"flashsale/lock"
 )
@@ -26,8 +27,11 @@ type Lesson struct {
 	// one that breaks the rung before it.
 	ShowsWith string
 	// Why is the workshop's paragraph on the rung (why/<rung>.md): why it
-	// breaks, or why it holds.
-	Why string
+	// breaks, or why it holds. WhyZh is the same paragraph in Chinese
+	// (why/zh/<rung>.md), for a room that reads Chinese: rung names,
+	// commands, keys and numbers as in Why.
+	Why   string
+	WhyZh string
 
 	// Breaks are the matrix columns in which the rung breaks; Either are
 	// those where it may go either way, with why; NoClaim those where it is
@@ -56,7 +60,7 @@ type Lesson struct {
 	Chaos *ChaosClaim
 }
 
-//go:embed why/*.md
+//go:embed why/*.md why/zh/*.md
 var whyFiles embed.FS
 
 // ladder is every lesson in lock's ladder order, each joined with its
@@ -72,6 +76,7 @@ func join(rungs []lock.Rung) []Lesson {
 		out[i] = lessons[r.Name]
 		out[i].Rung = r
 		out[i].Why = why(r.Name)
+		out[i].WhyZh = whyZh(r.Name)
 	}
 	return out
 }
@@ -86,6 +91,30 @@ func why(rung string) string {
 	}
 	text := strings.ReplaceAll(strings.TrimSpace(string(b)), "\r\n", "\n")
 	return strings.ReplaceAll(text, "\n", " ")
+}
+
+// whyZh is the rung's paragraph in Chinese (why/zh/<rung>.md), one
+// paragraph: a line break between two Chinese characters joins them (Chinese
+// puts no space between words); one beside Latin text is a space, as in why.
+func whyZh(rung string) string {
+	b, err := whyFiles.ReadFile("why/zh/" + rung + ".md")
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.ReplaceAll(strings.TrimSpace(string(b)), "\r\n", "\n"), "\n")
+	var out strings.Builder
+	for i, line := range lines {
+		line = strings.TrimSpace(line)
+		if i > 0 {
+			prev, _ := utf8.DecodeLastRuneInString(out.String())
+			next, _ := utf8.DecodeRuneInString(line)
+			if prev < utf8.RuneSelf || next < utf8.RuneSelf {
+				out.WriteByte(' ')
+			}
+		}
+		out.WriteString(line)
+	}
+	return out.String()
 }
 
 // Lessons lists every rung's lesson in the ladder's teaching order.

@@ -3,6 +3,7 @@ package curriculum
 import (
 	"io/fs"
 	"maps"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -48,7 +49,7 @@ func TestTableIsTheLadder(t *testing.T) {
 // Every rung has its paragraph, and every paragraph is a rung's: a file
 // under why/ named for no rung would never be shown.
 func TestWhyFiles(t *testing.T) {
-	files, err := fs.Glob(whyFiles, "why/*")
+	files, err := fs.Glob(whyFiles, "why/*.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,4 +67,54 @@ func TestWhyFiles(t *testing.T) {
 			t.Errorf("%s: the paragraph is not one line of text: %q", l.Name, l.Why)
 		}
 	}
+}
+
+// Every paragraph has its Chinese, and only a rung's paragraph has one: a
+// room that reads Chinese sees no rung in English only. The Chinese names
+// what the English names, as written: the scenarios, the files, the
+// commands and the status codes stay as they are.
+func TestWhyInChinese(t *testing.T) {
+	files, err := fs.Glob(whyFiles, "why/zh/*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		name, _ := strings.CutSuffix(strings.TrimPrefix(f, "why/zh/"), ".md")
+		if _, ok := Find(name); !ok {
+			t.Errorf("%s is the Chinese paragraph of no rung", f)
+		}
+	}
+	kept := regexp.MustCompile(`\([a-z]+(?:-[a-z]+)+\)|\b[\w+]+\.go\b|\b[A-Z]{3,}\b|\b[45]\d\d\b|\b[a-z]+_[a-z_]+\b`)
+	han := regexp.MustCompile(`\p{Han}`)
+	names := regexp.MustCompile(`\b(?:` + strings.Join(quoted(lock.Names()), "|") + `)\b`)
+	for _, l := range Lessons() {
+		switch {
+		case l.WhyZh == "":
+			t.Errorf("%s: no Chinese paragraph (why/zh/%s.md)", l.Name, l.Name)
+			continue
+		case !han.MatchString(l.WhyZh):
+			t.Errorf("%s: the Chinese paragraph has no Chinese in it", l.Name)
+		case strings.Contains(l.WhyZh, "\n") || strings.Contains(l.WhyZh, "  "):
+			t.Errorf("%s: the Chinese paragraph is not one line of text: %q", l.Name, l.WhyZh)
+		}
+		for _, word := range kept.FindAllString(l.Why, -1) {
+			if word = strings.Trim(word, "()"); !strings.Contains(l.WhyZh, word) {
+				t.Errorf("%s: the English names %q and the Chinese does not", l.Name, word)
+			}
+		}
+		for _, rung := range names.FindAllString(l.Why, -1) {
+			if !names.MatchString(l.WhyZh) || !strings.Contains(l.WhyZh, rung) {
+				t.Errorf("%s: the English names the rung %s and the Chinese does not", l.Name, rung)
+			}
+		}
+	}
+}
+
+func quoted(names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = regexp.QuoteMeta(n)
+	}
+	slices.SortFunc(out, func(a, b string) int { return len(b) - len(a) }) // lua+fence before lua
+	return out
 }

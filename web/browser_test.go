@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -456,62 +455,4 @@ func TestBrowserWorkshopRun(t *testing.T) {
 		t.Errorf("on a phone-sized screen the workshop is %d px wider than the screen", w)
 	}
 	shot(t, tab, "03-phone")
-}
-
-// The whole ladder from one button: the page loads the sequence from the
-// server, runs it through the real runner (a short one here, chosen in the
-// page's address; a node scenario among it) and fills the table cell by
-// cell as each result arrives.
-func TestBrowserWholeLadder(t *testing.T) {
-	testsupport.Need(t, "redis-server", "the sequence starts Redis nodes of its own")
-	app := startApp(t)
-	tab := newTab(t, startBrowser(t), false)
-	only := "none/clean,lua/clean,redlock/node-down"
-	do(t, tab, "open the workshop",
-		chromedp.Navigate(app.base+"/workshop?only="+only),
-		waitJS(`document.querySelector("#w-ladder") !== null`, stepTimeout),
-		chromedp.SendKeys(chromedp.ID("w-token"), app.token),
-		// Each time a row of the ladder fills, note how many have: filled
-		// live, the counts climb one at a time.
-		js(`window.fills = []; new MutationObserver(() => {
-			const n = document.querySelectorAll('#ladder-body tr[data-state="done"]').length;
-			if (n && window.fills[window.fills.length - 1] !== n) window.fills.push(n);
-		}).observe(document.querySelector("#ladder-body"), {childList: true, subtree: true})`),
-		chromedp.Click(chromedp.ID("w-ladder")),
-		waitJS(`document.querySelectorAll("#ladder-body tr[data-step]").length === 3`, stepTimeout))
-	if note := eval[string](t, tab, `document.querySelector("#w-ladder-nodes").textContent`); !strings.Contains(note, "Node scenarios run") {
-		t.Errorf("the page says %q about node scenarios; this instance started its own nodes", note)
-	}
-	shot(t, tab, "01-ladder-started")
-	ctx, cancel := context.WithTimeout(tab, 4*time.Minute)
-	defer cancel()
-	if err := chromedp.Do(ctx, waitJS(outcomeHas("The ladder finished"), 4*time.Minute)); err != nil {
-		shot(t, tab, "failed-ladder")
-		t.Fatalf("the ladder never finished: %v; the page says %q", err, eval[string](t, tab, `document.querySelector("#outcome").textContent`))
-	}
-	shot(t, tab, "02-ladder-done")
-	if fills := eval[[]int](t, tab, `window.fills`); !slices.Equal(fills, []int{1, 2, 3}) {
-		t.Errorf("rows filled as %v, want one at a time [1 2 3]", fills)
-	}
-	rows := eval[[]string](t, tab, `[...document.querySelectorAll("#ladder-body tr")].map((tr) => tr.textContent)`)
-	for i, want := range [][2]string{{"none", "clean"}, {"lua", "clean"}, {"redlock", "node-down"}} {
-		if i >= len(rows) || !strings.Contains(rows[i], want[0]) || !strings.Contains(rows[i], want[1]) {
-			t.Errorf("row %d is not %s × %s: rows %q", i+1, want[0], want[1], rows)
-		}
-	}
-	// The audit decides what each row saw; a row that broke links the
-	// picture of its history, which porcupine found not linearizable.
-	for i, want := range []string{"breaks", "holds", "holds"} {
-		seen := eval[string](t, tab, fmt.Sprintf(`document.querySelectorAll('#ladder-body tr')[%d].querySelectorAll('td')[4]?.querySelector('span')?.textContent || ""`, i))
-		if seen != want {
-			t.Errorf("row %d: seen %q, want %q (rows %q)", i+1, seen, want, rows)
-		}
-		linked := eval[bool](t, tab, fmt.Sprintf(`!!document.querySelectorAll('#ladder-body tr')[%d].querySelector('td a.history-link')`, i))
-		if linked != (want == "breaks") {
-			t.Errorf("row %d (%s): a link to the history's picture = %v, want %v", i+1, want, linked, want == "breaks")
-		}
-	}
-	if n := eval[int](t, tab, `document.querySelectorAll("#ladder-body tr.mismatch").length`); n != 0 {
-		t.Errorf("%d rows did not do what the matrix expects", n)
-	}
 }

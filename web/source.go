@@ -23,6 +23,18 @@ type sourceView struct {
 	ReferenceDiffers []int  `json:"reference_differs"`
 	Why              string `json:"why"`
 	ShowsWith        string `json:"shows_with"`
+	// Lang is the language Why is written in: "en", or "zh" when the
+	// request asked for it (?lang=zh) and the rung has its Chinese.
+	Lang  string `json:"lang"`
+	whyZh string
+}
+
+// in is the view with its paragraph in the language asked for.
+func (v sourceView) in(lang string) sourceView {
+	if lang == "zh" && v.whyZh != "" {
+		v.Why, v.Lang = v.whyZh, "zh"
+	}
+	return v
 }
 
 // loadSources reads the variant files and diffs each against its reference
@@ -50,7 +62,7 @@ func loadSources(lockFiles, storeFiles fs.FS, log *slog.Logger) map[string]sourc
 			Variant: r.Name, File: r.File, Reference: r.Reference,
 			Source: string(text), Differs: onlyA,
 			ReferenceSource: string(ref), ReferenceDiffers: onlyB,
-			Why: r.Why, ShowsWith: r.ShowsWith,
+			Why: r.Why, ShowsWith: r.ShowsWith, Lang: "en", whyZh: r.WhyZh,
 		}
 	}
 	return out

@@ -6,7 +6,8 @@
 // The pages talk to the JSON API of docs/design.md only; this package serves
 // nothing but the pages and one read-only helper for the workshop, the source
 // of a lock variant with the lines that differ from the correct variant
-// (GET /workshop/source/{variant}). Mount the handler on every pattern that
+// and the workshop's paragraph on it, in English or, with ?lang=zh, in
+// Chinese (GET /workshop/source/{variant}). Mount the handler on every pattern that
 // Routes lists.
 package web
 
@@ -106,7 +107,7 @@ func Handler(opts Options) http.Handler {
 			return
 		}
 		w.Header().Set("Cache-Control", "no-cache")
-		writeJSON(w, http.StatusOK, s)
+		writeJSON(w, http.StatusOK, s.in(r.URL.Query().Get("lang")))
 	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -132,7 +133,7 @@ func loadAssets() map[string]asset {
 			return err
 		}
 		if path.Ext(p) == ".html" {
-			body = withVariants(body)
+			body = withStrings(withVariants(body))
 		}
 		sum := sha256.Sum256(body)
 		ct := mime.TypeByExtension(path.Ext(p))
@@ -159,6 +160,31 @@ func withVariants(page []byte) []byte {
 		fmt.Fprintf(&b, `<option value="%s">%s</option>`, html.EscapeString(name), html.EscapeString(name))
 	}
 	return bytes.ReplaceAll(page, []byte("<!-- lock variants -->"), []byte(b.String()))
+}
+
+// withStrings puts the pages' Chinese (static/zh.json) into a page as a
+// data block the scripts read before they write anything: no second request,
+// no inline script for the policy to refuse. The JSON is written again with
+// <, > and & escaped, so nothing in it can end the block.
+func withStrings(page []byte) []byte {
+	raw, err := static.ReadFile("static/zh.json")
+	if err != nil {
+		panic("web: reading the pages' Chinese: " + err.Error())
+	}
+	var strs zhStrings
+	if err := json.Unmarshal(raw, &strs); err != nil {
+		panic("web: the pages' Chinese is not valid JSON: " + err.Error())
+	}
+	block, _ := json.Marshal(strs) // maps of strings always marshal
+	return bytes.ReplaceAll(page, []byte("<!-- zh strings -->"),
+		[]byte(`<script type="application/json" id="zh-strings">`+string(block)+`</script>`))
+}
+
+// zhStrings is static/zh.json: the Chinese of every string the pages show,
+// keyed by its English, and of every error code the API answers with.
+type zhStrings struct {
+	Strings map[string]string `json:"strings"`
+	Errors  map[string]string `json:"errors"`
 }
 
 // serveAsset answers with an embedded file. The ETag is the content's hash,

@@ -159,19 +159,96 @@ window.FS = (function () {
     region.dataset.kind = kind;
   }
 
-  const moneyFmt = new Intl.NumberFormat("en-US", { style: "currency", currency: "USD" });
+  // ---- language ---------------------------------------------------------
+
+  // The pages read in English or in Chinese. The choice is kept per browser;
+  // ?lang=zh (or en) in the address picks it for a link and is kept too;
+  // without either, the browser's own language decides. The scripts and
+  // pages are written in English; zh.json, which the server puts into each
+  // page, holds every string's Chinese, and a test fails on a string that
+  // has only one of the two. Rung names, scenarios, commands, keys and
+  // numbers are never translated.
+  const KEY_LANG = "flashsale.lang";
+  const lang = (function () {
+    const asked = new URLSearchParams(location.search).get("lang");
+    if (asked === "en" || asked === "zh") {
+      store("local").set(KEY_LANG, asked);
+      return asked;
+    }
+    const kept = store("local").get(KEY_LANG, null);
+    if (kept === "en" || kept === "zh") return kept;
+    return /^zh\b/i.test(navigator.language || "") ? "zh" : "en";
+  })();
+  const zh = (function () {
+    if (lang !== "zh") return null;
+    const data = document.getElementById("zh-strings");
+    try {
+      return JSON.parse(data ? data.textContent : "");
+    } catch (_) {
+      return { strings: {}, errors: {} };
+    }
+  })();
+
+  // t is the page's string for an English one, with {name} filled from
+  // params. A string without its Chinese is shown in English and said on the
+  // console, where the browser tests see it.
+  function t(en, params) {
+    let s = en;
+    if (zh) {
+      s = zh.strings[en];
+      if (s === undefined) {
+        console.error("no Chinese for: " + en);
+        s = en;
+      }
+    }
+    return s.replace(/\{(\w+)\}/g, (m, k) => (params && params[k] !== undefined ? String(params[k]) : m));
+  }
+
+  // translatePage puts the page's own words into its language: the text of
+  // each element marked data-t and the attributes data-ta names. The other
+  // language's name goes on the switch, marked with its own lang.
+  function translatePage() {
+    document.documentElement.lang = lang === "zh" ? "zh-CN" : "en";
+    for (const node of document.querySelectorAll("[data-t]")) {
+      node.textContent = t(node.textContent.trim().replace(/\s+/g, " "));
+    }
+    for (const node of document.querySelectorAll("[data-ta]")) {
+      for (const name of node.dataset.ta.split(" ")) {
+        if (node.hasAttribute(name)) node.setAttribute(name, t(node.getAttribute(name)));
+      }
+    }
+    const sw = document.getElementById("lang-switch");
+    if (!sw) return;
+    const to = lang === "zh" ? "en" : "zh";
+    sw.textContent = to === "zh" ? "中文" : "English";
+    sw.lang = to === "zh" ? "zh-CN" : "en";
+    sw.dataset.to = to;
+    sw.addEventListener("click", () => {
+      store("local").set(KEY_LANG, to);
+      const u = new URL(location.href);
+      if (u.searchParams.has("lang")) {
+        u.searchParams.set("lang", to);
+        location.assign(u.href);
+      } else location.reload();
+    });
+  }
+  translatePage();
+
+  const moneyFmt = new Intl.NumberFormat(lang === "zh" ? "zh-CN" : "en-US", { style: "currency", currency: "USD" });
   function money(cents) {
     return moneyFmt.format((Number(cents) || 0) / 100);
   }
 
-  // errorText is the server's message for an error answer, or a plain one
-  // when the answer carried none.
+  // errorText is the server's message for an error answer (in Chinese, the
+  // page's own words for its code), or a plain one when it carried none.
   function errorText(r, fallback) {
-    if (r.status === 0) return "The store did not answer (" + (r.networkError || "network error") + ").";
-    if (r.data && r.data.message) return r.data.message;
-    if (r.data && r.data.error) return r.data.error;
-    return fallback || "The server answered " + r.status + ".";
+    if (r.status === 0) return t("The store did not answer ({why}).", { why: zh ? t("network error") : r.networkError || "network error" });
+    const code = r.data && r.data.error;
+    if (zh && code && zh.errors[code]) return zh.errors[code];
+    if (r.data && r.data.message && !zh) return r.data.message;
+    if (code) return zh ? t("The server answered {status} ({code}).", { status: r.status, code }) : code;
+    return fallback || t("The server answered {status}.", { status: r.status });
   }
 
-  return { el, svg, uuid, api, readSSE, store, say, money, errorText };
+  return { el, svg, uuid, api, readSSE, store, say, money, errorText, t, lang };
 })();

@@ -4,7 +4,7 @@
 "use strict";
 
 (function () {
-  const { el, uuid, api, store, say, money, errorText } = window.FS;
+  const { el, uuid, api, store, say, money, errorText, t, lang } = window.FS;
   const local = store("local");
   const KEY_USER = "flashsale.user";
   const KEY_VARIANT = "flashsale.variant";
@@ -54,7 +54,7 @@
   // needUser says so and moves focus to the name field when it is empty.
   function needUser() {
     if (userName()) return false;
-    say(ui.outcome, "error", "Bad input: enter your name first, so the order has someone to belong to.");
+    say(ui.outcome, "error", t("Bad input: enter your name first, so the order has someone to belong to."));
     ui.user.setAttribute("aria-invalid", "true");
     ui.user.focus();
     return true;
@@ -76,23 +76,23 @@
   function answer(r, what, retry) {
     const code = r.data && r.data.error;
     if (r.status === 0) {
-      say(ui.outcome, "error", `No answer from the store for ${what}: ${errorText(r)} Retrying is safe.`, { label: "Retry", run: retry });
+      say(ui.outcome, "error", t("No answer from the store for {what}: {why} Retrying is safe.", { what, why: errorText(r) }), { label: t("Retry"), run: retry });
       return;
     }
     if (r.status === 503) {
-      const wait = typeof r.retryAfter === "number" ? ` in ${r.retryAfter} s` : "";
-      say(ui.outcome, "warn", `Busy — retry${wait}. ${errorText(r)} (${what})`, { label: "Retry", run: retry });
+      const busy = typeof r.retryAfter === "number" ? t("Busy — retry in {s} s.", { s: r.retryAfter }) : t("Busy — retry.");
+      say(ui.outcome, "warn", `${busy} ${errorText(r)} (${what})`, { label: t("Retry"), run: retry });
       return;
     }
     if (r.status === 409 && code === "stale_fence") {
-      say(ui.outcome, "warn", `Not done: ${errorText(r)}`, { label: "Retry", run: retry });
+      say(ui.outcome, "warn", t("Not done: {why}", { why: errorText(r) }), { label: t("Retry"), run: retry });
       return;
     }
     if (r.status >= 400 && r.status < 500) {
-      say(ui.outcome, "error", `Bad input for ${what}: ${errorText(r)}`);
+      say(ui.outcome, "error", t("Bad input for {what}: {why}", { what, why: errorText(r) }));
       return;
     }
-    say(ui.outcome, "error", `The store failed on ${what}: ${errorText(r)}`, { label: "Retry", run: retry });
+    say(ui.outcome, "error", t("The store failed on {what}: {why}", { what, why: errorText(r) }), { label: t("Retry"), run: retry });
   }
 
   // ---- products ---------------------------------------------------------
@@ -111,7 +111,7 @@
     }
     ui.products.setAttribute("aria-busy", "false");
     if (r.status !== 200 || !Array.isArray(r.data)) {
-      ui.products.replaceChildren(el("li", { class: "muted", text: "Products could not be loaded: " + errorText(r) }));
+      ui.products.replaceChildren(el("li", { class: "muted", text: t("Products could not be loaded: {why}", { why: errorText(r) }) }));
       return;
     }
     const seen = new Set(r.data.map((p) => p.sku));
@@ -127,7 +127,7 @@
       renderStock(entry);
       list.push(entry.card);
     }
-    if (!list.length) list.push(el("li", { class: "muted", text: "Nothing is on sale right now." }));
+    if (!list.length) list.push(el("li", { class: "muted", text: t("Nothing is on sale right now.") }));
     // Only when the cards changed: moving a card would drop the keyboard
     // focus inside it.
     const now = [...ui.products.children];
@@ -143,10 +143,10 @@
     entry.qty = el("input", {
       id, name: "qty", type: "number", inputmode: "numeric", min: 1, max: 10, step: 1, value: 1, required: true,
     });
-    entry.buy = el("button", { type: "submit", class: "btn btn-primary", text: "Buy" });
+    entry.buy = el("button", { type: "submit", class: "btn btn-primary", text: t("Buy") });
     entry.name = el("h3", { text: p.name });
-    const form = el("form", { class: "buy", novalidate: true, "aria-label": "Buy " + p.name },
-      el("label", { for: id, text: "Quantity" }), entry.qty, entry.buy);
+    const form = el("form", { class: "buy", novalidate: true, "aria-label": t("Buy {name}", { name: p.name }) },
+      el("label", { for: id, text: t("Quantity") }), entry.qty, entry.buy);
     form.addEventListener("submit", (e) => {
       e.preventDefault();
       buy(entry);
@@ -170,12 +170,12 @@
     entry.card.classList.toggle("sold-out", stock <= 0);
     entry.card.classList.toggle("oversold", stock < 0);
     let tail;
-    if (stock < 0) tail = ` — oversold by ${-stock}: the lock let two buyers sell the same units`;
-    else if (stock === 0) tail = " — sold out";
-    else tail = ` left of ${initial}`;
+    if (stock < 0) tail = t(" — oversold by {n}: the lock let two buyers sell the same units", { n: -stock });
+    else if (stock === 0) tail = t(" — sold out");
+    else tail = t(" left of {initial}", { initial });
     entry.stockText.replaceChildren(entry.stock, tail);
     entry.buy.disabled = stock <= 0 || entry.busy === true;
-    entry.buy.textContent = stock <= 0 ? "Sold out" : entry.busy ? "Buying…" : "Buy";
+    entry.buy.textContent = stock <= 0 ? t("Sold out") : entry.busy ? t("Buying…") : t("Buy");
   }
 
   function setStock(sku, stock) {
@@ -194,7 +194,7 @@
     const qty = Number(entry.qty.value);
     const max = Number(entry.qty.max) || 10;
     if (!Number.isInteger(qty) || qty < 1 || qty > max) {
-      say(ui.outcome, "error", `Bad input: the quantity must be a whole number from 1 to ${max}.`);
+      say(ui.outcome, "error", t("Bad input: the quantity must be a whole number from 1 to {max}.", { max }));
       entry.qty.setAttribute("aria-invalid", "true");
       entry.qty.focus();
       return;
@@ -204,14 +204,15 @@
     const what = `${req.qty} × ${entry.p.name}`;
     entry.busy = true;
     renderStock(entry);
-    say(ui.outcome, "info", `Buying ${what}…`);
+    say(ui.outcome, "info", t("Buying {what}…", { what }));
     const r = await api("POST", "/api/orders", { sku: req.sku, qty: req.qty, user: req.user }, lockHeaders(req.key));
     entry.busy = false;
     renderStock(entry);
     if (r.status === 201 || r.status === 200) {
       const o = r.data || {};
-      const lock = o.lock ? `, lock ${o.lock}` + (o.fence != null ? ` fence ${o.fence}` : "") : "";
-      say(ui.outcome, "ok", `Bought ${what} for ${money(o.total_cents ?? entry.p.price_cents * req.qty)} (order #${o.id}${lock}).`);
+      const lock = o.lock ? `, ${t("lock")} ${o.lock}` + (o.fence != null ? ` ${t("fence")} ${o.fence}` : "") : "";
+      say(ui.outcome, "ok", t("Bought {what} for {total} (order #{id}{lock}).",
+        { what, total: money(o.total_cents ?? entry.p.price_cents * req.qty), id: o.id, lock }));
       remember({
         kind: "order", id: o.id, sku: req.sku, name: entry.p.name, qty: req.qty,
         total_cents: o.total_cents ?? entry.p.price_cents * req.qty, lock: o.lock, fence: o.fence,
@@ -219,8 +220,9 @@
       });
     } else if (r.status === 409 && r.data && r.data.error === "sold_out") {
       const left = Number(entry.p.stock);
-      const detail = left > 0 ? `only ${left} left, fewer than the ${req.qty} you asked for` : `${entry.p.name} is gone`;
-      say(ui.outcome, "warn", `Sold out: ${detail}. ${errorText(r)}`);
+      const detail = left > 0 ? t("only {left} left, fewer than the {qty} you asked for", { left, qty: req.qty })
+        : t("{name} is gone", { name: entry.p.name });
+      say(ui.outcome, "warn", t("Sold out: {detail}.", { detail }) + " " + errorText(r));
     } else {
       answer(r, what, () => buy(entry, req));
     }
@@ -232,7 +234,7 @@
   async function loadSeats() {
     const r = await api("GET", `/api/events/${encodeURIComponent(event)}/seats`);
     if (r.status !== 200 || !r.data || !Array.isArray(r.data.seats)) {
-      ui.seatmap.replaceChildren(el("p", { class: "muted", text: "The seat map could not be loaded: " + errorText(r) }));
+      ui.seatmap.replaceChildren(el("p", { class: "muted", text: t("The seat map could not be loaded: {why}", { why: errorText(r) }) }));
       return;
     }
     ui.eventName.textContent = "— " + (r.data.name || r.data.event || event);
@@ -269,7 +271,7 @@
       });
       grid.push(el("div", { class: "seat-row" }, el("span", { class: "row-label", "aria-hidden": "true", text: row }), buttons));
     }
-    if (!grid.length) grid.push(el("p", { class: "muted", text: "This event has no seats." }));
+    if (!grid.length) grid.push(el("p", { class: "muted", text: t("This event has no seats.") }));
     ui.seatmap.replaceChildren(...grid);
     if (!focusSeat || !seats.has(focusSeat)) focusSeat = seatOrder[0] || null;
     renderSeatStates();
@@ -289,11 +291,11 @@
       b.className = "seat seat-" + state;
       b.dataset.state = state;
       b.tabIndex = s.seat === focusSeat ? 0 : -1;
-      let label = `Seat ${s.seat}, `;
-      if (state === "free") label += "free";
-      else if (state === "mine") label += "yours";
-      else if (state === "double") label += `booked ${s.bookings} times`;
-      else label += s.user ? `taken by ${s.user}` : "taken";
+      let label;
+      if (state === "free") label = t("Seat {seat}, free", { seat: s.seat });
+      else if (state === "mine") label = t("Seat {seat}, yours", { seat: s.seat });
+      else if (state === "double") label = t("Seat {seat}, booked {n} times", { seat: s.seat, n: s.bookings });
+      else label = s.user ? t("Seat {seat}, taken by {user}", { seat: s.seat, user: s.user }) : t("Seat {seat}, taken", { seat: s.seat });
       b.setAttribute("aria-label", label);
       b.title = label;
     }
@@ -355,17 +357,17 @@
     if (needUser()) return;
     const s = seats.get(label);
     if (s && seatState(s) === "mine" && !again) {
-      say(ui.outcome, "info", `Seat ${label} is already yours.`);
+      say(ui.outcome, "info", t("Seat {seat} is already yours.", { seat: label }));
       return;
     }
     const req = again || { seat: label, user: userName(), key: uuid() };
-    say(ui.outcome, "info", `Grabbing seat ${label}…`);
+    say(ui.outcome, "info", t("Grabbing seat {seat}…", { seat: label }));
     const r = await api("POST", `/api/events/${encodeURIComponent(event)}/seats/${encodeURIComponent(label)}`,
       { user: req.user }, lockHeaders(req.key));
     if (r.status === 201 || r.status === 200) {
       const b = r.data || {};
-      const lock = b.lock ? ` (lock ${b.lock}` + (b.fence != null ? ` fence ${b.fence})` : ")") : "";
-      say(ui.outcome, "ok", `Seat ${label} is yours${lock}.`);
+      const lock = b.lock ? ` (${t("lock")} ${b.lock}` + (b.fence != null ? ` ${t("fence")} ${b.fence})` : ")") : "";
+      say(ui.outcome, "ok", t("Seat {seat} is yours{lock}.", { seat: label, lock }));
       if (s) {
         if (!s.taken) Object.assign(s, { taken: true, user: req.user, bookings: 1 });
         renderSeatStates();
@@ -373,10 +375,10 @@
       remember({ kind: "seat", id: b.id, event, seat: label, lock: b.lock, fence: b.fence, user: req.user,
         at: b.created_at || new Date().toISOString(), key: req.key });
     } else if (r.status === 409 && r.data && r.data.error === "seat_taken") {
-      say(ui.outcome, "warn", `Seat taken: ${label} already belongs to someone else — pick another seat.`);
+      say(ui.outcome, "warn", t("Seat taken: {seat} already belongs to someone else — pick another seat.", { seat: label }));
       loadSeats();
     } else {
-      answer(r, `seat ${label}`, () => grab(label, req));
+      answer(r, t("seat {seat}", { seat: label }), () => grab(label, req));
     }
   }
 
@@ -395,16 +397,16 @@
     const mine = local.get(KEY_ORDERS, []).filter((o) => o.user === me).reverse();
     ui.orders.replaceChildren(...mine.map((o) => {
       const when = new Date(o.at);
-      const time = el("time", { datetime: o.at, text: isNaN(when) ? "" : when.toLocaleTimeString() });
-      const lock = o.lock ? el("span", { class: "muted", text: ` · lock ${o.lock}${o.fence != null ? " fence " + o.fence : ""}` }) : null;
+      const time = el("time", { datetime: o.at, text: isNaN(when) ? "" : when.toLocaleTimeString(lang === "zh" ? "zh-CN" : "en-US") });
+      const lock = o.lock ? el("span", { class: "muted", text: ` · ${t("lock")} ${o.lock}${o.fence != null ? ` ${t("fence")} ${o.fence}` : ""}` }) : null;
       if (o.kind === "seat") {
-        return el("li", { class: "order" }, time, ` Seat ${o.seat} at ${o.event}`, lock);
+        return el("li", { class: "order" }, time, " " + t("Seat {seat} at {event}", { seat: o.seat, event: o.event }), lock);
       }
       return el("li", { class: "order" }, time, ` ${o.qty} × ${o.name} — ${money(o.total_cents)}`,
-        o.id != null ? el("span", { class: "muted", text: ` · order #${o.id}` }) : null, lock);
+        o.id != null ? el("span", { class: "muted", text: " · " + t("order #{id}", { id: o.id }) }) : null, lock);
     }));
     ui.ordersEmpty.hidden = mine.length > 0;
-    ui.ordersEmpty.textContent = me ? `Nothing bought yet under “${me}”.` : "Enter your name to see your orders.";
+    ui.ordersEmpty.textContent = me ? t("Nothing bought yet under “{me}”.", { me }) : t("Enter your name to see your orders.");
     ui.forget.hidden = mine.length === 0;
   }
 
@@ -412,7 +414,7 @@
     const me = userName();
     local.set(KEY_ORDERS, local.get(KEY_ORDERS, []).filter((o) => o.user !== me));
     renderOrders();
-    say(ui.outcome, "info", "This browser forgot your orders (the store still has them).");
+    say(ui.outcome, "info", t("This browser forgot your orders (the store still has them)."));
   });
   window.addEventListener("storage", (e) => {
     if (e.key === KEY_ORDERS) renderOrders();
@@ -443,14 +445,14 @@
 
   function connect() {
     if (!window.EventSource) {
-      setLive("off", "Live stock: not supported by this browser; reload to refresh.");
+      setLive("off", t("Live stock: not supported by this browser; reload to refresh."));
       return;
     }
     const es = new EventSource("/api/stream");
     let first = true;
     es.onopen = () => {
       liveOpen = true;
-      setLive("open", "Live stock: on");
+      setLive("open", t("Live stock: on"));
       // Whatever changed while we were away was not streamed to us.
       if (!first) {
         loadProducts();
@@ -460,7 +462,7 @@
     };
     es.onerror = () => {
       liveOpen = false;
-      setLive("reconnecting", "Live stock: reconnecting…");
+      setLive("reconnecting", t("Live stock: reconnecting…"));
     };
     const handle = (e) => {
       try {

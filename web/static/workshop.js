@@ -5,7 +5,7 @@
 "use strict";
 
 (function () {
-  const { el, svg, api, readSSE, store, say, errorText } = window.FS;
+  const { el, svg, api, readSSE, store, say, errorText, t, lang } = window.FS;
   const session = store("session");
   const local = store("local");
   const KEY_TOKEN = "flashsale.adminToken";
@@ -50,19 +50,19 @@
   };
 
   const scenarioDocs = {
-    "clean": "Concurrency only: a short critical section and no fault.",
-    "crash-between-steps": "Some acquires are abandoned right after step 1, as by a process dying there.",
-    "pause-between-release-steps": "Some releases pause longer than the TTL between their check and their delete.",
-    "pause-in-critical-section": "Some holders pause longer than the TTL between reading and writing stock.",
-    "node-down": "Mid-run, a minority of the Redis nodes is stopped (never the single-node variants' node).",
-    "node-restart": "Mid-run, a Redis node restarts without its data while leases hold a bare quorum.",
-    "node-restart-unaware": "As node-restart, with Redlock's restart awareness turned off (Redlock variants only).",
-    "clock-jump": "Again and again, the clocks of a majority of the nodes jump ahead (every lock key's TTL there cut short): leases expire under their holders.",
-    "network-delay": "Every reply from the nodes to one app instance arrives later than the lease TTL: a grant that comes after its lease ran out.",
-    "partition": "App instance 0 reaches only nodes 0–2, instance 1 only nodes 2–4 (Redlock variants only).",
-    "long-work": "Every critical section works twice the lease TTL, with no watchdog: every lease runs out under its holder.",
-    "long-work-watchdog": "As long-work, with the lease watchdog on: every lease is extended while its holder works.",
-    "pause-after-lease-check": "Some holders pause longer than the TTL after their last look at the lease, just before writing stock.",
+    "clean": t("Concurrency only: a short critical section and no fault."),
+    "crash-between-steps": t("Some acquires are abandoned right after step 1, as by a process dying there."),
+    "pause-between-release-steps": t("Some releases pause longer than the TTL between their check and their delete."),
+    "pause-in-critical-section": t("Some holders pause longer than the TTL between reading and writing stock."),
+    "node-down": t("Mid-run, a minority of the Redis nodes is stopped (never the single-node variants' node)."),
+    "node-restart": t("Mid-run, a Redis node restarts without its data while leases hold a bare quorum."),
+    "node-restart-unaware": t("As node-restart, with Redlock's restart awareness turned off (Redlock variants only)."),
+    "clock-jump": t("Again and again, the clocks of a majority of the nodes jump ahead (every lock key's TTL there cut short): leases expire under their holders."),
+    "network-delay": t("Every reply from the nodes to one app instance arrives later than the lease TTL: a grant that comes after its lease ran out."),
+    "partition": t("App instance 0 reaches only nodes 0–2, instance 1 only nodes 2–4 (Redlock variants only)."),
+    "long-work": t("Every critical section works twice the lease TTL, with no watchdog: every lease runs out under its holder."),
+    "long-work-watchdog": t("As long-work, with the lease watchdog on: every lease is extended while its holder works."),
+    "pause-after-lease-check": t("Some holders pause longer than the TTL after their last look at the lease, just before writing stock."),
   };
 
   // runs: newest first; each {id, variant, scenario, rate, duration_s,
@@ -110,7 +110,7 @@
   // needToken asks for the admin token before an admin action.
   function needToken() {
     if (token()) return false;
-    say(ui.outcome, "error", "This needs the admin token: enter it first (the server prints it at start-up).");
+    say(ui.outcome, "error", t("This needs the admin token: enter it first (the server prints it at start-up)."));
     ui.token.setAttribute("aria-invalid", "true");
     ui.token.focus();
     return true;
@@ -126,12 +126,12 @@
   function adminError(r, what) {
     if (r.status === 401 || r.status === 403) {
       ui.token.setAttribute("aria-invalid", "true");
-      return `The admin token was refused (${what}). Check it and try again.`;
+      return t("The admin token was refused ({what}). Check it and try again.", { what });
     }
     if (r.status === 404 && r.data && r.data.error === "not_found") {
-      return `This server has no workshop run API (${what} answered 404).`;
+      return t("This server has no workshop run API ({what} answered 404).", { what });
     }
-    return `${what}: ${errorText(r)}`;
+    return `${what}: ${errorText(r)}`; // what is already in the page's language
   }
 
   function readNumber(input, label) {
@@ -139,7 +139,7 @@
     const min = Number(input.min);
     const max = Number(input.max);
     if (!Number.isInteger(v) || v < min || v > max) {
-      say(ui.outcome, "error", `Bad input: ${label} must be a whole number from ${min} to ${max}.`);
+      say(ui.outcome, "error", t("Bad input: {label} must be a whole number from {min} to {max}.", { label, min, max }));
       input.setAttribute("aria-invalid", "true");
       input.focus();
       return null;
@@ -151,23 +151,23 @@
   ui.form.addEventListener("submit", async (e) => {
     e.preventDefault();
     if (running) {
-      say(ui.outcome, "warn", "A run is in progress; wait for its result.");
+      say(ui.outcome, "warn", t("A run is in progress; wait for its result."));
       return;
     }
-    const rate = readNumber(ui.rate, "the rate");
+    const rate = readNumber(ui.rate, t("the rate"));
     if (rate === null) return;
-    const duration = readNumber(ui.duration, "the duration");
+    const duration = readNumber(ui.duration, t("the duration"));
     if (duration === null) return;
     if (needToken()) return;
     const body = { variant: ui.variant.value, scenario: ui.scenario.value, rate, duration_s: duration, watchdog: ui.watchdog.checked, fast: ui.fast.checked };
     setRunning(true);
     ui.notes.replaceChildren();
-    setProgress(0, 1, `Starting ${body.variant} under ${body.scenario}…`);
+    setProgress(0, 1, t("Starting {variant} under {scenario}…", body));
     const r = await api("POST", RUNS, body, auth());
     if (r.status !== 202 && r.status !== 201 && r.status !== 200) {
       setRunning(false);
-      setProgress(0, 1, "Not started.");
-      say(ui.outcome, "error", "The run did not start. " + adminError(r, "starting the run"));
+      setProgress(0, 1, t("Not started."));
+      say(ui.outcome, "error", t("The run did not start.") + " " + adminError(r, t("starting the run")));
       return;
     }
     const run = Object.assign({}, body, r.data || {}, { state: "running", done: 0, total: 0 });
@@ -175,8 +175,9 @@
     runs = [run].concat(runs.filter((x) => String(x.id) !== String(run.id)));
     shown = run;
     renderRuns();
-    say(ui.outcome, "info", `Run ${run.id} started: ${body.variant} under ${body.scenario}` +
-      (body.watchdog ? " with the lease watchdog on" : "") + (body.fast ? "" : ", speed layer off") + `, ${rate} req/s for ${duration} s.`);
+    say(ui.outcome, "info", t("Run {id} started: {variant} under {scenario}", { id: run.id, variant: body.variant, scenario: body.scenario }) +
+      (body.watchdog ? t(" with the lease watchdog on") : "") + (body.fast ? "" : t(", speed layer off")) +
+      t(", {rate} req/s for {duration} s.", { rate, duration }));
     await follow(run);
     setRunning(false);
   });
@@ -184,7 +185,7 @@
   function setRunning(on) {
     running = on;
     ui.run.disabled = on;
-    ui.run.textContent = on ? "Running…" : "Run";
+    ui.run.textContent = on ? t("Running…") : t("Run");
     ui.run.setAttribute("aria-busy", on ? "true" : "false");
   }
 
@@ -218,7 +219,7 @@
       if (r.status === 200 && r.data) absorb(run, r.data);
       if (run.state === "running") {
         run.state = "lost";
-        run.error = "The progress stream ended before the result; reload to see the run when it finishes.";
+        run.error = t("The progress stream ended before the result; reload to see the run when it finishes.");
         say(ui.outcome, "warn", run.error);
       }
       renderRuns();
@@ -230,23 +231,23 @@
       case "progress":
         run.done = Number(msg.done) || 0;
         run.total = Number(msg.total) || 0;
-        setProgress(run.done, run.total, `Run ${run.id}: ${run.done} of ${run.total || "?"} requests`);
+        setProgress(run.done, run.total, t("Run {id}: {done} of {total} requests", { id: run.id, done: run.done, total: run.total || "?" }));
         renderRunRow(run);
         break;
       case "note":
-        ui.notes.append(el("li", { text: msg.message || "" }));
+        ui.notes.append(note(msg.message));
         break;
       case "result":
         absorb(run, { state: "done", cell: msg.cell });
-        setProgress(1, 1, `Run ${run.id} finished.`);
+        setProgress(1, 1, t("Run {id} finished.", { id: run.id }));
         announceResult(run);
         renderRuns();
         break;
       case "error":
         run.state = "failed";
-        run.error = msg.message || msg.error || "the run failed";
-        setProgress(0, 1, `Run ${run.id} failed.`);
-        say(ui.outcome, "error", `Run ${run.id} failed: ${run.error}`);
+        run.error = msg.message || msg.error || t("the run failed");
+        setProgress(0, 1, t("Run {id} failed.", { id: run.id }));
+        say(ui.outcome, "error", t("Run {id} failed: {why}", { id: run.id, why: run.error }));
         renderRuns();
         break;
     }
@@ -272,30 +273,29 @@
 
   function announceResult(run) {
     const c = run.cell || {};
-    const verdict = c.seen === "breaks" ? "broke" : "held";
-    const as = c.ok === false ? `, which is NOT what the matrix expects (${c.expected})` : `, as expected`;
+    const p = { id: run.id, variant: c.variant || run.variant, scenario: c.scenario || run.scenario, expected: verdictWord(c.expected) };
+    let text = c.seen === "breaks" ? t("Run {id}: {variant} broke under {scenario}", p) : t("Run {id}: {variant} held under {scenario}", p);
+    text += c.ok === false ? t(", which is NOT what the matrix expects ({expected}).", p) : t(", as expected.");
     const facts = [];
-    if (c.oversold_units) facts.push(`${c.oversold_units} units oversold`);
-    if (c.lost_updates) facts.push(`${c.lost_updates} lost updates`);
-    if (c.double_booked_seats) facts.push(`${c.double_booked_seats} seats double-booked`);
-    if (c.stuck_locks) facts.push(`${c.stuck_locks} stuck locks`);
-    say(ui.outcome, c.seen === "breaks" ? "warn" : "ok",
-      `Run ${run.id}: ${c.variant || run.variant} ${verdict} under ${c.scenario || run.scenario}${as}.` +
-      (facts.length ? " " + facts.join(", ") + "." : ""));
+    if (c.oversold_units) facts.push(t("{n} units oversold", { n: c.oversold_units }));
+    if (c.lost_updates) facts.push(t("{n} lost updates", { n: c.lost_updates }));
+    if (c.double_booked_seats) facts.push(t("{n} seats double-booked", { n: c.double_booked_seats }));
+    if (c.stuck_locks) facts.push(t("{n} stuck locks", { n: c.stuck_locks }));
+    say(ui.outcome, c.seen === "breaks" ? "warn" : "ok", text + (facts.length ? " " + facts.join(t(", ")) + t(".") : ""));
   }
 
   ui.reset.addEventListener("click", async () => {
     if (needToken()) return;
     const r = await api("POST", "/api/admin/reset", undefined, auth());
-    if (r.status >= 200 && r.status < 300) say(ui.outcome, "ok", "The sale was reset: stock restored, orders, bookings and locks cleared.");
-    else say(ui.outcome, "error", "Not reset. " + adminError(r, "resetting the sale"));
+    if (r.status >= 200 && r.status < 300) say(ui.outcome, "ok", t("The sale was reset: stock restored, orders, bookings and locks cleared."));
+    else say(ui.outcome, "error", t("Not reset.") + " " + adminError(r, t("resetting the sale")));
   });
 
   async function loadRuns() {
     if (!token()) return;
     const r = await api("GET", RUNS, undefined, auth());
     if (r.status !== 200) {
-      say(ui.outcome, "error", "Earlier runs could not be loaded. " + adminError(r, "listing runs"));
+      say(ui.outcome, "error", t("Earlier runs could not be loaded.") + " " + adminError(r, t("listing runs")));
       return;
     }
     const list = Array.isArray(r.data) ? r.data : (r.data && r.data.runs) || [];
@@ -336,9 +336,48 @@
   const num = (v, digits) => (v === undefined || v === null || v === "" ? dash
     : typeof v === "number" && digits !== undefined ? v.toFixed(digits) : String(v));
 
+  // verdictWord is an outcome ("holds", "breaks", "either") in the page's
+  // language; the cell keeps the value itself in data-verdict.
+  function verdictWord(v) {
+    switch (v) {
+      case "holds": return t("holds");
+      case "breaks": return t("breaks");
+      case "either": return t("either");
+      default: return v || dash;
+    }
+  }
+
+  // stateWord is a run's or a step's state in the page's language.
+  function stateWord(s) {
+    switch (s) {
+      case "lost": return t("lost");
+      case "failed": return t("failed");
+      case "skipped": return t("skipped");
+      default: return s || dash;
+    }
+  }
+
+  // serverText is words the runner wrote (its notes, why a step was
+  // skipped): shown as they came, in English, marked so for the reader's
+  // screen reader; the page's own words around them are translated.
+  function serverText(text) {
+    return el("span", { lang: "en", class: "server-text", text: text || "" });
+  }
+
+  // note is one line of the runner's notes, the page's own words when it
+  // has them for the line.
+  function note(message) {
+    const known = noteWords[message || ""];
+    return el("li", {}, known ? known() : serverText(message));
+  }
+  const noteWords = {
+    "starting the sequence's own environment: 5 Redis nodes and 3 app instances":
+      () => t("starting the sequence's own environment: 5 Redis nodes and 3 app instances"),
+  };
+
   function outcomeCell(value) {
     if (!value) return el("td", { text: dash });
-    return el("td", { class: "verdict verdict-" + value }, el("span", { text: value }));
+    return el("td", { class: "verdict verdict-" + value }, el("span", { "data-verdict": value, text: verdictWord(value) }));
   }
 
   // seenCell is a done cell's outcome and, when the history its shoppers
@@ -351,8 +390,8 @@
       c.historyURL = c.historyURL || URL.createObjectURL(new Blob([c.history_html], { type: "text/html" }));
       const url = c.historyURL;
       td.append(" ", el("a", { class: "history-link", href: url, download: `history-${c.variant}-${c.scenario}.html`,
-        title: "porcupine's picture of the history the shoppers saw: no order of its operations tells a story one shop counter could have told",
-        text: "not linearizable: picture" }));
+        title: t("porcupine's picture of the history the shoppers saw: no order of its operations tells a story one shop counter could have told"),
+        text: t("not linearizable: picture") }));
     }
     return td;
   }
@@ -377,7 +416,7 @@
     if (shown === run) tr.classList.add("shown");
     const pick = el("button", {
       type: "button", class: "btn btn-small run-pick", text: String(run.id),
-      "aria-label": `Run ${run.id}: show its lock timeline`, "aria-pressed": shown === run ? "true" : "false",
+      "aria-label": t("Run {id}: show its lock timeline", { id: run.id }), "aria-pressed": shown === run ? "true" : "false",
     });
     pick.addEventListener("click", () => {
       shown = run;
@@ -389,12 +428,12 @@
     if (c) seen = seenCell(c);
     else if (run.state === "running") {
       const pct = run.total ? Math.round((100 * run.done) / run.total) : 0;
-      seen = el("td", { class: "pending", text: `running ${pct}%` });
-    } else seen = el("td", { class: "failed", text: run.error ? `failed: ${run.error}` : run.state });
+      seen = el("td", { class: "pending", text: t("running {pct}%", { pct }) });
+    } else seen = el("td", { class: "failed", text: run.error ? t("failed: {why}", { why: run.error }) : stateWord(run.state) });
     tr.append(
       el("th", { scope: "row" }, pick),
       el("td", { text: (c && c.variant) || run.variant || dash }),
-      el("td", { text: ((c && c.scenario) || run.scenario || dash) + (run.watchdog ? " (watchdog on)" : "") + (run.fast === false ? " (speed layer off)" : "") }),
+      el("td", { text: ((c && c.scenario) || run.scenario || dash) + (run.watchdog ? t(" (watchdog on)") : "") + (run.fast === false ? t(" (speed layer off)") : "") }),
       el("td", { class: "num", text: load }),
       outcomeCell(c && c.expected),
       seen,
@@ -419,7 +458,7 @@
   function renderRuns() {
     if (!runs.length) {
       ui.runsBody.replaceChildren(el("tr", { class: "empty" },
-        el("td", { colspan: 18, text: token() ? "No runs yet." : "No runs yet. Enter the admin token to see earlier runs." })));
+        el("td", { colspan: 18, text: token() ? t("No runs yet.") : t("No runs yet. Enter the admin token to see earlier runs.") })));
     } else {
       ui.runsBody.replaceChildren(...runs.map(runRow));
     }
@@ -434,7 +473,7 @@
     const label = ui.metric.selectedOptions[0].textContent;
     const done = runs.filter((r) => r.cell).slice(0, 12);
     if (!done.length) {
-      ui.chart.replaceChildren(el("p", { class: "muted", text: "Results appear here as runs finish." }));
+      ui.chart.replaceChildren(el("p", { class: "muted", text: t("Results appear here as runs finish.") }));
       return;
     }
     // Drawn at the box's own width, so the text stays readable on a phone;
@@ -453,7 +492,8 @@
     const scale = (W - labelW - right) / peak;
     const root = svg("svg", {
       viewBox: `0 0 ${W} ${H}`, width: W, height: H, class: "bar-chart", role: "img",
-      "aria-label": `${label} per run: ` + done.map((r, i) => `run ${r.id} ${r.cell.variant} ${r.cell.scenario} ${values[i]}`).join("; "),
+      "aria-label": t("{label} per run: ", { label }) + done.map((r, i) => t("run {id} {variant} {scenario} {value}",
+        { id: r.id, variant: r.cell.variant, scenario: r.cell.scenario, value: values[i] })).join(t("; ")),
     });
     done.forEach((r, i) => {
       const y = top + i * rowH + labelH;
@@ -462,7 +502,8 @@
       const g = svg("g", { class: "bar bar-" + seen + (r.cell.ok === false ? " bar-mismatch" : "") + (r === shown ? " bar-shown" : "") });
       const name = `${r.id} · ${r.cell.variant} · ${r.cell.scenario}`;
       g.append(
-        svg("title", {}, `Run ${r.id}: ${r.cell.variant} / ${r.cell.scenario} — ${label} ${v} (${seen}, expected ${r.cell.expected})`),
+        svg("title", {}, t("Run {id}: {variant} / {scenario} — {label} {value} ({seen}, expected {expected})",
+          { id: r.id, variant: r.cell.variant, scenario: r.cell.scenario, label, value: v, seen: verdictWord(seen), expected: verdictWord(r.cell.expected) })),
         narrow
           ? svg("text", { x: 0, y: y - 3, class: "bar-label" }, name)
           : svg("text", { x: labelW - 8, y: y + barH - 4, "text-anchor": "end", class: "bar-label" }, name),
@@ -537,15 +578,16 @@
     ui.overlaps.hidden = true;
     if (!run) {
       ui.timelineOf.textContent = "";
-      ui.timeline.replaceChildren(el("p", { class: "muted", text: "Run something to see who held the lock." }));
+      ui.timeline.replaceChildren(el("p", { class: "muted", text: t("Run something to see who held the lock.") }));
       ui.timelineSummary.textContent = "";
       return;
     }
     const c = run.cell;
-    ui.timelineOf.textContent = `— run ${run.id}, ${c.variant} under ${c.scenario}` + (c.timeline_key ? ` (${c.timeline_key})` : "");
+    ui.timelineOf.textContent = t("— run {id}, {variant} under {scenario}", { id: run.id, variant: c.variant, scenario: c.scenario }) +
+      (c.timeline_key ? ` (${c.timeline_key})` : "");
     const tl = Array.isArray(c.timeline) ? c.timeline : [];
     if (!tl.length) {
-      ui.timeline.replaceChildren(el("p", { class: "muted", text: "This result has no timeline of lock holders." }));
+      ui.timeline.replaceChildren(el("p", { class: "muted", text: t("This result has no timeline of lock holders.") }));
       ui.timelineSummary.textContent = "";
       return;
     }
@@ -564,31 +606,31 @@
     const x = (ms) => left + ((W - left - 24) * ms) / end;
     const root = svg("svg", {
       viewBox: `0 0 ${W} ${H}`, width: W, height: H, class: "timeline-svg", role: "img",
-      "aria-label": `Lock holders over ${Math.round(end)} ms: ${hs.length} holds in ${lanes} lane${lanes === 1 ? "" : "s"}, ` +
-        `${overlaps.length} overlap${overlaps.length === 1 ? "" : "s"}.`,
+      "aria-label": t("Lock holders over {ms} ms: {holds} holds in {lanes} lanes, {overlaps} overlaps.",
+        { ms: Math.round(end), holds: hs.length, lanes, overlaps: overlaps.length }),
     });
     for (let i = 0; i < shownLanes; i++) {
       const y = top + i * laneH;
       root.append(
         svg("rect", { x: left, y, width: W - left - 24, height: laneH, class: i % 2 ? "lane lane-odd" : "lane" }),
         svg("text", { x: left - 6, y: y + laneH - 6, "text-anchor": "end", class: "tick" },
-          i === 7 && lanes > 8 ? `${i + 1}+` : `lane ${i + 1}`),
+          i === 7 && lanes > 8 ? `${i + 1}+` : t("lane {n}", { n: i + 1 })),
       );
     }
     for (const b of bands) {
       root.append(svg("rect", {
         x: x(b.from), y: top, width: Math.max(x(b.to) - x(b.from), 2), height: plotH, class: "overlap-band",
-      }, svg("title", {}, `two holders at once: ${Math.round(b.from)}–${Math.round(b.to)} ms`)));
+      }, svg("title", {}, t("two holders at once: {from}–{to} ms", { from: Math.round(b.from), to: Math.round(b.to) }))));
     }
     for (const h of hs) {
       const lane = Math.min(h.lane, 7);
       const to = h.to === null ? end : h.to;
       const y = top + lane * laneH + 3;
       const cls = "hold" + (h.lane > 0 ? " hold-second" : "") + (h.to === null ? " hold-stuck" : "");
-      const tok = h.token !== undefined && h.token !== null && h.token !== "" ? `, token ${h.token}` : "";
+      const tok = h.token !== undefined && h.token !== null && h.token !== "" ? t(", token {token}", { token: h.token }) : "";
       root.append(svg("rect", {
         x: x(h.from), y, width: Math.max(x(to) - x(h.from), 1.5), height: laneH - 6, rx: 2, class: cls,
-      }, svg("title", {}, `${h.owner}${tok}: ${Math.round(h.from)}–${h.to === null ? "never released" : Math.round(to) + " ms"}`)));
+      }, svg("title", {}, `${h.owner}${tok}: ${Math.round(h.from)}–${h.to === null ? t("never released") : Math.round(to) + " ms"}`)));
     }
     // time axis with about six ticks at round numbers
     const axisY = top + plotH + 4;
@@ -604,17 +646,21 @@
 
     const stuck = hs.filter((h) => h.to === null).length;
     const longest = overlaps.reduce((m, o) => Math.max(m, o.to - o.from), 0);
-    let text = `${hs.length} holds of the lock in ${(end / 1000).toFixed(1)} s. `;
-    text += overlaps.length
-      ? `${overlaps.length} time${overlaps.length === 1 ? "" : "s"} two holders held it at once (longest ${Math.round(longest)} ms).`
-      : "Never two holders at once.";
-    if (stuck) text += ` ${stuck} never released.`;
+    let text = t("{holds} holds of the lock in {s} s.", { holds: hs.length, s: (end / 1000).toFixed(1) }) + " ";
+    const o = { n: overlaps.length, longest: Math.round(longest) };
+    if (!overlaps.length) text += t("Never two holders at once.");
+    else if (overlaps.length === 1) text += t("Once two holders held it at once ({longest} ms).", o);
+    else text += t("{n} times two holders held it at once (longest {longest} ms).", o);
+    if (stuck) text += " " + t("{n} never released.", { n: stuck });
     ui.timelineSummary.textContent = text;
     ui.timelineSummary.className = "timeline-summary " + (overlaps.length || stuck ? "bad" : "good");
     if (overlaps.length) {
       ui.overlapList.replaceChildren(...overlaps.slice(0, 50).map((o) => el("li", {
-        text: `${Math.round(o.from)}–${Math.round(o.to)} ms: ${o.a.owner}${o.a.token != null ? ` (token ${o.a.token})` : ""} and ` +
-          `${o.b.owner}${o.b.token != null ? ` (token ${o.b.token})` : ""}`,
+        text: t("{from}–{to} ms: {a} and {b}", {
+          from: Math.round(o.from), to: Math.round(o.to),
+          a: o.a.owner + (o.a.token != null ? t(" (token {token})", { token: o.a.token }) : ""),
+          b: o.b.owner + (o.b.token != null ? t(" (token {token})", { token: o.b.token }) : ""),
+        }),
       })));
       ui.overlaps.hidden = false;
     }
@@ -647,11 +693,11 @@
   async function loadSource(variant) {
     const mine = ++sourceReq;
     ui.srcFile.textContent = variant;
-    const r = await api("GET", `/workshop/source/${encodeURIComponent(variant)}`);
+    const r = await api("GET", `/workshop/source/${encodeURIComponent(variant)}?lang=${lang}`);
     if (mine !== sourceReq) return; // a later pick won
     if (r.status !== 200 || !r.data) {
       ui.srcCompare.textContent = "";
-      ui.srcWhy.textContent = "The source of this variant is not available: " + errorText(r);
+      ui.srcWhy.textContent = t("The source of this variant is not available: {why}", { why: errorText(r) });
       ui.srcCode.replaceChildren();
       ui.srcTry.hidden = true;
       ui.srcRef.hidden = true;
@@ -662,9 +708,10 @@
     const n = (s.differs || []).length;
     ui.srcCompare.textContent = s.file === s.reference
       ? (s.file.startsWith("inventory/")
-        ? "This variant takes no lock: this is the store's own code that guards the sale instead."
-        : `This is the correct ${s.reference === "redlock.go" ? "multi-node" : "single-node"} variant's own file.`)
-      : `Compared with ${s.reference}: ${n} highlighted line${n === 1 ? "" : "s"} differ (comments in a lighter shade).`;
+        ? t("This variant takes no lock: this is the store's own code that guards the sale instead.")
+        : s.reference === "redlock.go" ? t("This is the correct multi-node variant's own file.") : t("This is the correct single-node variant's own file."))
+      : n === 1 ? t("Compared with {file}: 1 highlighted line differs (comments in a lighter shade).", { file: s.reference })
+        : t("Compared with {file}: {n} highlighted lines differ (comments in a lighter shade).", { file: s.reference, n });
     ui.srcWhy.textContent = s.why || "";
     ui.srcScenario.textContent = s.shows_with || "";
     ui.srcTry.hidden = !s.shows_with;
@@ -702,13 +749,14 @@
     const r = await api("GET", SEQUENCE, undefined, auth());
     if (r.status !== 200 || !r.data) {
       ladder.body.replaceChildren(el("tr", { class: "empty" },
-        el("td", { colspan: 11, text: "The sequence could not be loaded. " + adminError(r, "loading the sequence") })));
+        el("td", { colspan: 11, text: t("The sequence could not be loaded.") + " " + adminError(r, t("loading the sequence")) })));
       return false;
     }
     steps = (r.data.steps || []).filter((s) => !only.length || only.includes(`${s.variant}/${s.scenario}`));
-    ladder.nodes.textContent = r.data.node_scenarios
-      ? "Node scenarios run too: the sequence starts Redis nodes and app instances of its own."
-      : "Node scenarios cannot run here and are skipped: " + (r.data.why_no_nodes || "this instance did not start its own Redis nodes") + ".";
+    ladder.nodes.replaceChildren(r.data.node_scenarios
+      ? t("Node scenarios run too: the sequence starts Redis nodes and app instances of its own.")
+      : t("Node scenarios cannot run here and are skipped:") + " ",
+    r.data.node_scenarios ? "" : serverText(r.data.why_no_nodes || t("this instance did not start its own Redis nodes")));
     ladder.nodes.className = r.data.node_scenarios ? "hint" : "hint warn";
     renderLadder();
     return true;
@@ -720,9 +768,9 @@
     if (c && c.ok === false) tr.classList.add("mismatch");
     let seen;
     if (c) seen = seenCell(c);
-    else if (s.state === "running") seen = el("td", { class: "pending", text: "running…" });
-    else if (s.state === "skipped" || s.state === "failed") seen = el("td", { class: "failed", text: `${s.state}: ${s.error || ""}` });
-    else seen = el("td", { class: "muted", text: s.nodes && steps.length ? "waiting (node scenario)" : "waiting" });
+    else if (s.state === "running") seen = el("td", { class: "pending", text: t("running…") });
+    else if (s.state === "skipped" || s.state === "failed") seen = el("td", { class: "failed" }, stateWord(s.state) + t(": "), serverText(s.error || ""));
+    else seen = el("td", { class: "muted", text: s.nodes && steps.length ? t("waiting (node scenario)") : t("waiting") });
     tr.append(
       el("th", { scope: "row", text: String(i + 1) }),
       el("td", { text: s.variant }),
@@ -737,7 +785,7 @@
 
   function renderLadder() {
     if (!steps.length) {
-      ladder.body.replaceChildren(el("tr", { class: "empty" }, el("td", { colspan: 11, text: "The sequence has no steps." })));
+      ladder.body.replaceChildren(el("tr", { class: "empty" }, el("td", { colspan: 11, text: t("The sequence has no steps.") })));
       return;
     }
     ladder.body.replaceChildren(...steps.map(ladderRow));
@@ -748,12 +796,14 @@
     steps[i] = step;
     const old = ladder.body.querySelector(`tr[data-step="${i}"]`);
     if (old) old.replaceWith(ladderRow(step, i));
-    if (step.state === "running") setProgress(i, steps.length, `Ladder: ${step.variant} under ${step.scenario} (${i + 1} of ${steps.length})`);
+    if (step.state === "running") {
+      setProgress(i, steps.length, t("Ladder: {variant} under {scenario} ({n} of {of})", { variant: step.variant, scenario: step.scenario, n: i + 1, of: steps.length }));
+    }
   }
 
   ladder.button.addEventListener("click", async () => {
     if (running) {
-      say(ui.outcome, "warn", "A run is in progress; wait for its result.");
+      say(ui.outcome, "warn", t("A run is in progress; wait for its result."));
       return;
     }
     if (needToken()) return;
@@ -765,11 +815,11 @@
     if (r.status !== 202 || !r.data || r.data.id == null) {
       setRunning(false);
       ladder.button.disabled = false;
-      say(ui.outcome, "error", "The ladder did not start. " + adminError(r, "starting the ladder"));
+      say(ui.outcome, "error", t("The ladder did not start.") + " " + adminError(r, t("starting the ladder")));
       return;
     }
     const id = r.data.id;
-    say(ui.outcome, "info", `The ladder started (run ${id}): ${steps.length} cells, one at a time.`);
+    say(ui.outcome, "info", t("The ladder started (run {id}): {n} cells, one at a time.", { id, n: steps.length }));
     let ended = false;
     const onEvent = (msg) => {
       switch (msg.type) {
@@ -777,21 +827,21 @@
           onStep(Number(msg.index), msg.step);
           break;
         case "note":
-          ui.notes.append(el("li", { text: msg.message || "" }));
+          ui.notes.append(note(msg.message));
           break;
         case "result": {
           ended = true;
           (msg.steps || []).forEach((s, i) => onStep(i, s));
           const off = steps.filter((s) => s.cell && s.cell.ok === false).length;
           const done = steps.filter((s) => s.cell).length;
-          setProgress(1, 1, "The ladder finished.");
-          say(ui.outcome, off ? "warn" : "ok", `The ladder finished: ${done} of ${steps.length} cells ran, ` +
-            (off ? `${off} did NOT do what the matrix expects.` : "every one as the matrix expects."));
+          setProgress(1, 1, t("The ladder finished."));
+          say(ui.outcome, off ? "warn" : "ok", t("The ladder finished: {done} of {n} cells ran, ", { done, n: steps.length }) +
+            (off ? t("{off} did NOT do what the matrix expects.", { off }) : t("every one as the matrix expects.")));
           break;
         }
         case "error":
           ended = true;
-          say(ui.outcome, "error", `The ladder failed: ${msg.message || "unknown error"}`);
+          say(ui.outcome, "error", t("The ladder failed: {why}", { why: msg.message || t("unknown error") }));
           break;
       }
     };
@@ -806,7 +856,7 @@
     if (!ended) {
       const rec = await api("GET", `${RUNS}/${encodeURIComponent(id)}`, undefined, auth());
       if (rec.status === 200 && rec.data && rec.data.steps) rec.data.steps.forEach((s, i) => onStep(i, s));
-      say(ui.outcome, "warn", "The progress stream ended before the ladder did; reload to see the rest.");
+      say(ui.outcome, "warn", t("The progress stream ended before the ladder did; reload to see the rest."));
     }
     setRunning(false);
     ladder.button.disabled = false;
