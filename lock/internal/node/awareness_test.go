@@ -43,7 +43,7 @@ func TestAwarenessTransitions(t *testing.T) {
 		if _, err := inc.met(old(t0, "abc"), ttl, t0); err != nil {
 			return err
 		}
-		inc.lost(connTag("abc", 1000, true), ttl, t0)
+		inc.lost(connTag("abc", 1000, "0", true), ttl, t0)
 		return nil
 	}
 	for _, tc := range []struct {
@@ -102,7 +102,7 @@ func TestAwarenessTransitions(t *testing.T) {
 			if _, err := inc.met(old(t0, "abc"), ttl, t0); err != nil {
 				return err
 			}
-			inc.lost(connTag("abc", 1000, true), ttl, t0.Add(2*time.Millisecond))
+			inc.lost(connTag("abc", 1000, "0", true), ttl, t0.Add(2*time.Millisecond))
 			// Read at t0+1ms, before the flush: the seeded marker still named
 			// the incarnation. It must not cancel the re-seed the loss needs.
 			_, err := inc.met(old(t0.Add(time.Millisecond), "abc"), ttl, t0.Add(3*time.Millisecond))
@@ -115,7 +115,7 @@ func TestAwarenessTransitions(t *testing.T) {
 			if _, err := inc.met(old(t0, "abc"), ttl, t0); err != nil {
 				return err
 			}
-			inc.lost(connTag("abc", 1000, true), ttl, t0.Add(2*time.Millisecond))
+			inc.lost(connTag("abc", 1000, "0", true), ttl, t0.Add(2*time.Millisecond))
 			rd := flushed(t0.Add(3*time.Millisecond), 0)
 			rd.seeded = "abc"
 			_, err := inc.met(rd, ttl, t0.Add(3*time.Millisecond))
@@ -125,7 +125,7 @@ func TestAwarenessTransitions(t *testing.T) {
 			if _, err := inc.met(old(t0, ""), ttl, t0); err != nil {
 				return err
 			}
-			inc.lost(connTag("abc", 1000, true), ttl, t0.Add(2*time.Millisecond))
+			inc.lost(connTag("abc", 1000, "0", true), ttl, t0.Add(2*time.Millisecond))
 			inc.seeded("abc", t0.Add(time.Millisecond), ttl)
 			return nil
 		}, after, unseeded},
@@ -167,7 +167,7 @@ func TestAwarenessSitsOutTheLargestTTL(t *testing.T) {
 	if _, err := inc.met(rd, time.Second, t0); err != nil {
 		t.Fatal(err)
 	}
-	inc.lost(connTag("abc", 1, true), time.Second, t0)
+	inc.lost(connTag("abc", 1, "0", true), time.Second, t0)
 	inc.seeded("abc", t0.Add(time.Millisecond), 10*time.Second) // another client's TTL, learnt from the peers
 	if inc.counts("", t0.Add(sitOut(time.Second)+time.Second)) {
 		t.Error("the node counts once this client's TTL passed, before the largest in use")
@@ -182,7 +182,7 @@ func TestAwarenessSitsOutTheLargestTTL(t *testing.T) {
 // eviction policy that may drop lock keys fails it.
 func TestMeetingReadsFailClosed(t *testing.T) {
 	info := infoOf("abc", 3600)
-	born := []any{int64(1000), int64(5000)}
+	born := []any{int64(1000), int64(5000), "0"}
 	for _, tc := range []struct {
 		name    string
 		replies []any
