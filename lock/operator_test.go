@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -224,44 +225,81 @@ func TestEvictionUnderOpenConnections(t *testing.T) {
 // over. One cluster for all, one after another; the recovery time of each
 // is logged (docs/design.md quotes it).
 func TestOperatorActionsGrantNoLockTwice(t *testing.T) {
-	c := testsupport.Redis(t, 5, localredis.Options{Args: []string{"--enable-debug-command", "yes"}})
+	opts := localredis.Options{AOF: true, AppendFsync: "always", Args: []string{"--enable-debug-command", "yes"}}
+	c := testsupport.Redis(t, 5, opts)
+	spare := testsupport.Redis(t, 1, opts).Nodes[0] // a server outside the set, to replicate with
 	const ttl = time.Second
 	first := newEnv(t, c, lock.WithTTL(ttl))
 	first.aged(c)
 	second := first.startOther(ttl)
 	ctx := context.Background()
 	node2 := first.raw[2]
-	do := func(args ...any) func(t *testing.T) {
+	spareAt := redis.NewClient(&redis.Options{Addr: spare.Addr()})
+	t.Cleanup(func() { _ = spareAt.Close() })
+	on := func(rdb *redis.Client, args ...any) func(t *testing.T) {
 		return func(t *testing.T) {
-			if err := node2.Do(ctx, args...).Err(); err != nil {
+			if err := rdb.Do(ctx, args...).Err(); err != nil {
 				t.Fatalf("%v: %v", args, err)
 			}
 		}
 	}
+	do := func(args ...any) func(t *testing.T) { return on(node2, args...) }
+	host, port, _ := strings.Cut(spare.Addr(), ":")
+	host2, port2, _ := strings.Cut(first.nodes[2].Addr, ":")
+	replica := func(t *testing.T) {
+		on(spareAt, "REPLICAOF", host2, port2)(t)
+		waitInfo(t, spareAt, "replication", "master_link_status:up")
+	}
+	failover := func(t *testing.T) {
+		do("FAILOVER")(t)
+		waitInfo(t, node2, "replication", "role:slave")
+	}
+	promote := func(t *testing.T) {
+		do("REPLICAOF", "NO", "ONE")(t)
+		on(spareAt, "REPLICAOF", "NO", "ONE")(t)
+	}
 	for _, tc := range []struct {
-		name       string
-		act, after func(t *testing.T)
+		name               string
+		act, after, before func(t *testing.T)
 	}{
-		{"FLUSHALL", do("FLUSHALL"), nil},
-		{"FLUSHALL ASYNC", do("FLUSHALL", "ASYNC"), nil},
-		{"FLUSHDB", do("FLUSHDB"), nil},
-		{"FLUSHDB ASYNC", do("FLUSHDB", "ASYNC"), nil},
-		{"SWAPDB", do("SWAPDB", "0", "1"), do("SWAPDB", "0", "1")},
-		{"DEBUG RELOAD NOSAVE", do("DEBUG", "RELOAD", "NOSAVE"), nil},
-		{"eviction switched on", func(t *testing.T) { first.evict(2, "k") }, func(t *testing.T) { first.endEviction(2) }},
-		{"SCRIPT FLUSH", do("SCRIPT", "FLUSH"), nil},
-		{"ACL SETUSER takes INFO away", do("ACL", "SETUSER", "default", "-info"), do("ACL", "SETUSER", "default", "+info")},
-		{"notifications off", do("CONFIG", "SET", "notify-keyspace-events", ""), do("CONFIG", "SET", "notify-keyspace-events", "Kgx")},
-		{"CLIENT KILL of every client", do("CLIENT", "KILL", "TYPE", "normal"), nil},
+		{"FLUSHALL", do("FLUSHALL"), nil, nil},
+		{"FLUSHALL ASYNC", do("FLUSHALL", "ASYNC"), nil, nil},
+		{"FLUSHDB", do("FLUSHDB"), nil, nil},
+		{"FLUSHDB ASYNC", do("FLUSHDB", "ASYNC"), nil, nil},
+		{"SWAPDB", do("SWAPDB", "0", "1"), do("SWAPDB", "0", "1"), nil},
+		{"DEBUG RELOAD NOSAVE", do("DEBUG", "RELOAD", "NOSAVE"), nil, nil},
+		{"eviction switched on", func(t *testing.T) { first.evict(2, "k") }, func(t *testing.T) { first.endEviction(2) }, nil},
+		{"SCRIPT FLUSH", do("SCRIPT", "FLUSH"), nil, nil},
+		{"ACL SETUSER takes INFO away", do("ACL", "SETUSER", "default", "-info"), do("ACL", "SETUSER", "default", "+info"), nil},
+		{"notifications off", do("CONFIG", "SET", "notify-keyspace-events", ""), do("CONFIG", "SET", "notify-keyspace-events", "Kgx"), nil},
+		{"CLIENT KILL of every client", do("CLIENT", "KILL", "TYPE", "normal"), nil, nil},
+		{"DEBUG LOADAOF", do("DEBUG", "LOADAOF"), nil, nil},
+		{"REPLICAOF host port (a full resync)", do("REPLICAOF", host, port), promote, nil},
+		{"FAILOVER", failover, promote, replica},
+		{"a restart without its data", func(t *testing.T) {
+			if err := c.Nodes[2].Restart(ctx, false); err != nil {
+				t.Fatal(err)
+			}
+		}, nil, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// An older copy of the data for DEBUG RELOAD NOSAVE to load.
 			if err := node2.Save(ctx).Err(); err != nil {
 				t.Fatal(err)
 			}
+			if tc.before != nil {
+				tc.before(t)
+			}
 			first.aged(c)
 			held := first.bareQuorum("k", 3, 4) // nodes 0–2
+			after := sync.OnceFunc(func() {
+				if tc.after != nil {
+					tc.after(t)
+				}
+			})
+			defer after() // the next action needs the node as it was
 			tc.act(t)
+			ended := time.Now()
 			at, tries := second.tryUntil(t, "k", held.ValidUntil())
 			if !at.IsZero() {
 				t.Fatalf("the second process was granted k %v before the first lease ran out", held.ValidUntil().Sub(at).Round(time.Millisecond))
@@ -270,9 +308,9 @@ func TestOperatorActionsGrantNoLockTwice(t *testing.T) {
 				t.Fatalf("only %d tries inside the first lease: the test proves nothing", tries)
 			}
 			if tc.after != nil {
-				tc.after(t)
+				after()
+				ended = time.Now()
 			}
-			ended := time.Now()
 			_ = held.Release(ctx)
 			t.Logf("%s: node 2 votes again %v after the action ended", tc.name, first.needsNode2("r", 10*time.Second).Sub(ended).Round(10*time.Millisecond))
 		})
@@ -298,6 +336,21 @@ func (e *env) needsNode2(key string, within time.Duration) time.Time {
 		}
 		if time.Now().After(deadline) {
 			e.t.Fatalf("node 2 does not vote %v after the action", within)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waitInfo waits until rdb's INFO section holds want.
+func waitInfo(t *testing.T, rdb *redis.Client, section, want string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if info, _ := rdb.Info(context.Background(), section).Result(); strings.Contains(info, want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("INFO %s never showed %s", section, want)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
