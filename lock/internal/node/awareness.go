@@ -60,7 +60,6 @@ type incarnation struct {
 	warned    bool            // its refusals were logged
 	evicts    bool            // its eviction policy was logged
 	notified  bool            // keyspace notifications turned on for this incarnation
-	told      bool            // some meeting read all it asked: refusals later fail closed
 
 	sitOut func(ttl time.Duration) time.Duration // Config.SitOut
 }
@@ -141,7 +140,6 @@ func (inc *incarnation) met(rd reading, ttl time.Duration, now time.Time) (meeti
 		}
 		inc.reseed = inc.seededFor != id
 	}
-	inc.told = inc.told || (len(rd.refused) == 0 && rd.age.known && !inc.blind)
 	m.warn = len(rd.refused) > 0 && !inc.warned
 	inc.warned = inc.warned || m.warn
 	m.young, m.back, m.ttl = now.Before(inc.back), inc.back, inc.ttl
@@ -207,14 +205,6 @@ func (inc *incarnation) counts(tag string, now time.Time) bool {
 	}
 	s := inc.state(now)
 	return s == voting || s == blind
-}
-
-// wasTold reports whether a meeting of any incarnation read everything it
-// asked: the node is not blind by nature, so a refusal is a change.
-func (inc *incarnation) wasTold() bool {
-	inc.mu.Lock()
-	defer inc.mu.Unlock()
-	return inc.told
 }
 
 // firstEviction reports whether this is the first meeting that found the

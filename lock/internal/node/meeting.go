@@ -113,7 +113,7 @@ func (n *Node) read(at time.Time, replies []any) (reading, error) {
 		if !refusedForGood(se) {
 			return rd, fmt.Errorf("%w: %w", errNotReady, se)
 		}
-		if n.inc.wasTold() {
+		if n.told.Load() {
 			return rd, fmt.Errorf("%w: %s: %w", errTakenAway, meetingReads[i], se)
 		}
 		rd.refused = append(rd.refused, fmt.Sprintf("%s: %s", meetingReads[i], se))
