@@ -94,6 +94,9 @@ func (n *Node) greet(ctx context.Context, ex exchange) (string, error) {
 	if err := n.meet(rd); err != nil {
 		return "", err
 	}
+	if len(rd.refused) == 0 && rd.age.known && rd.id() != "" {
+		n.told.Store(true)
+	}
 	if err := n.notify(ctx, ex, rd.id()); err != nil {
 		return "", err
 	}

@@ -37,9 +37,6 @@ func (n *Node) meet(rd reading) error {
 	if err != nil {
 		return err
 	}
-	if len(rd.refused) == 0 && rd.age.known && rd.id() != "" {
-		n.told.Store(true)
-	}
 	if !n.cfg.RestartAware {
 		return nil
 	}
