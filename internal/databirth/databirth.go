@@ -42,14 +42,16 @@ const Key = "flashsale:data-born"
 // failover (a full resync replaces the data), DEBUG (RELOAD NOSAVE and
 // LOADAOF load an older copy), CONFIG SET (an eviction policy, keyspace
 // notifications off), CONFIG RESETSTAT (which resets these counts), SCRIPT
-// FLUSH, ACL changes and CLIENT KILL. Their call counts, read from INFO
+// FLUSH and ACL changes. Their call counts, read from INFO
 // commandstats, are the node's operator ledger (Ledger): a node whose
 // ledger moved may have lost keys that no marker shows, so it counts as
-// born anew. A restart or SHUTDOWN needs no entry: it changes the run_id.
+// born anew. A restart or SHUTDOWN needs no entry: it changes the run_id;
+// nor does CLIENT KILL, which loses no key and breaks the connections it
+// kills, so they meet the node again.
 var Watched = []string{
 	"flushall", "flushdb", "swapdb", "replicaof", "slaveof", "failover", "debug",
 	"config|set", "config|resetstat", "script|flush",
-	"acl|setuser", "acl|deluser", "acl|load", "client|kill",
+	"acl|setuser", "acl|deluser", "acl|load",
 }
 
 // Ledger is the operator ledger in an INFO commandstats reply: the calls of
