@@ -76,7 +76,7 @@ var lessons = map[string]Lesson{
 		// without the lease) votes at once.
 		Chaos: &ChaosClaim{
 			Breakers: []string{"app-pause", "clock-jump"},
-			Unaware:  []string{"node-wipe", "node-crash", "node-flush", "node-failover"},
+			Unaware:  []string{"node-wipe", "node-crash", "node-flush", "node-operator", "node-failover"},
 		},
 	},
 	lock.LuaCheck: {
@@ -170,7 +170,7 @@ var lessons = map[string]Lesson{
 		},
 		Quorum: true,
 		Chaos: &ChaosClaim{
-			Breakers: []string{"app-pause", "clock-jump", "node-wipe", "node-crash", "node-flush", "node-failover"},
+			Breakers: []string{"app-pause", "clock-jump", "node-wipe", "node-crash", "node-flush", "node-operator", "node-failover"},
 		},
 	},
 	// Last, past the ladder: the attendees' own single-node rung, read

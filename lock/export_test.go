@@ -26,3 +26,7 @@ func (s *Lockers) VotesOpen(ctx context.Context) error {
 	}
 	return nil
 }
+
+// RaiseFenceScript is the source of the fence's write-back, for a test's
+// proxy to recognise it on the wire.
+var RaiseFenceScript = raiseFence.src

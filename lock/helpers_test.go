@@ -27,6 +27,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if spec := os.Getenv(helperEnv); spec != "" {
+		os.Exit(secondProcess(spec))
+	}
 	code := m.Run()
 	if sharedCluster != nil {
 		_ = sharedCluster.Stop()

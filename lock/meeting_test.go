@@ -33,8 +33,10 @@ func TestMeetingFailsClosed(t *testing.T) {
 		{"control: a quiet meeting", func(_ *testing.T, _ *localredis.Cluster, meet func()) { meet() }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			// Loading that takes seconds, answering LOADING meanwhile.
-			c := testsupport.Redis(t, 5, localredis.Options{Args: []string{"--key-load-delay", "100", "--loading-process-events-interval-bytes", "1024"}})
+			// Loading that takes seconds, answering LOADING meanwhile; BUSY
+			// after a script's 20 ms (set at start: a CONFIG SET later is an
+			// operator command, which keeps the node out for a sit-out).
+			c := testsupport.Redis(t, 5, localredis.Options{Args: []string{"--key-load-delay", "100", "--loading-process-events-interval-bytes", "1024", "--busy-reply-threshold", "20"}})
 			const ttl = 4 * time.Second
 			first := newEnv(t, c, lock.WithTTL(ttl))
 			first.aged(c) // marks every node's data, and waits until they are old
@@ -65,9 +67,6 @@ func meetWhileBusy(t *testing.T, c *localredis.Cluster, meet func()) {
 	ctx := context.Background()
 	admin := redis.NewClient(&redis.Options{Addr: c.Nodes[2].Addr()})
 	defer admin.Close()
-	if err := admin.ConfigSet(ctx, "busy-reply-threshold", "20").Err(); err != nil {
-		t.Fatal(err)
-	}
 	looper := redis.NewClient(&redis.Options{Addr: c.Nodes[2].Addr(), ReadTimeout: -1})
 	defer looper.Close()
 	ended := make(chan error, 1)

@@ -66,7 +66,7 @@ func (r redlockFence) fenced(ctx context.Context, at gap, k keys, value string, 
 	raise := raiseFence.call([]string{k.fence}, strconv.FormatUint(g.token, 10))
 	for _, v := range drawn {
 		if v.yes && v.counts && uint64(v.num) < g.token {
-			v.n.Send(context.Background(), raise, func(node.Answer) {})
+			writeBack(v.n, raise, time.Now().Add(2*ttl), 0)
 		}
 	}
 	return g, nil
@@ -82,3 +82,20 @@ if n < tonumber(ARGV[1]) then
 	return tonumber(ARGV[1])
 end
 return n`)
+
+// writeBack sends raise to n after wait, and again on the next connection
+// while the one it went out on broke before it was answered (at once the
+// first time, then every 20 ms, so a node that is down costs no spin), until
+// until:
+// a write-back lost with its connection would leave the counter behind
+// for every later holder whose quorum meets ours only there, each refused
+// in turn until the counters caught up. Sent again, it lands before or
+// just after the release that went out on the new connection, so the gap
+// costs one refusal at most.
+func writeBack(n *node.Node, raise node.Command, until time.Time, wait time.Duration) {
+	n.Send(context.Background(), raise, func(a node.Answer) {
+		if a.Err != nil && time.Now().Before(until) {
+			time.AfterFunc(wait, func() { writeBack(n, raise, until, 20*time.Millisecond) })
+		}
+	})
+}

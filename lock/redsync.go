@@ -14,12 +14,19 @@ import (
 // own defaults over go-redis pools to the same nodes: a lease is a Mutex
 // named after the lock key, with the lease's TTL as its expiry and the
 // lease's owner value as its value. Its acquire sends SET NX PX to every
-// node at once under a per-node timeout of 5% of the TTL, counts a majority
+// node at once under a context deadline of 5% of the TTL, counts a majority
 // and the validity (TTL − elapsed − 1% drift), and on a miss unlocks every
 // node; its release and extend are compare-and-delete and compare-and-
 // pexpire scripts. The waiting is the library's too: its tries, 50–250 ms
 // apart, until the caller's lock-wait budget (ctx's deadline) runs out; a
 // caller without a deadline gets one try.
+//
+// That deadline is not a per-node timeout on the wire: go-redis honours a
+// context's deadline on the socket only with ContextTimeoutEnabled, which
+// redsync's users (and so its clients here) leave off, so a frozen node
+// costs a try go-redis's 3 s read timeout. The adapter keeps the clients as
+// users make them, and returns at the caller's deadline all the same: a try
+// still out then is released when it ends.
 //
 // Where it breaks: it is a careful Redlock without restart awareness, so a
 // node that comes back without its data votes at once for a second client
@@ -48,7 +55,7 @@ func (v redsyncLock) acquire(ctx context.Context, at gap, k keys, value string, 
 	} else {
 		m = v.mutex(k, value, ttl, redsync.WithTries(1)) // no budget: one try (TryAcquire)
 	}
-	if err := m.LockContext(ctx); err != nil {
+	if err := lockWithin(ctx, m); err != nil {
 		return grant{}, redsyncErr(err)
 	}
 	// One call took the lock everywhere it could: a crash here leaves keys
@@ -75,6 +82,25 @@ func (v redsyncLock) extend(ctx context.Context, k keys, value string, ttl time.
 		return 0, redsyncReleaseErr(err)
 	}
 	return m.Until().Sub(start), nil
+}
+
+// lockWithin is m.LockContext(ctx), answered by ctx's deadline at the
+// latest: a try that outlives it (a frozen node, read with go-redis's own
+// timeout) is left to end by itself and undone if it took the lock.
+func lockWithin(ctx context.Context, m *redsync.Mutex) error {
+	done := make(chan error, 1)
+	go func() { done <- m.LockContext(ctx) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		go func() {
+			if <-done == nil {
+				_, _ = m.UnlockContext(context.Background())
+			}
+		}()
+		return ctx.Err()
+	}
 }
 
 // redsyncErr reads a failed acquire: busy, unless a node failed to answer

@@ -6,8 +6,9 @@
 // otherwise the first client that meets it does.
 //
 // The marker is one key, outside every lock namespace because the data are
-// the node's, not one application's: Key = "<run_id> <birth ms>", the
-// node's own run_id and its own clock. It is a datum like the locks:
+// the node's, not one application's: Key = "<run_id> <birth ms> <ledger>",
+// the node's own run_id, its own clock and its operator ledger (Ledger).
+// It is a datum like the locks:
 //   - it survives what the locks survive (an AOF or RDB reload), but a
 //     reloaded node has a new run_id, so the first meeting re-marks it: a
 //     reload may have lost the last writes before the stop;
@@ -17,32 +18,85 @@
 //     writes replication held back are covered;
 //   - another server at the same address has its own run_id, and no
 //     marker of ours or one with its own run_id: it is marked, or counts
-//     from when it was marked, on its own data.
+//     from when it was marked, on its own data;
+//   - an operator command that can remove, roll back or hide keys without
+//     touching the marker (an eviction policy switched on, DEBUG RELOAD
+//     NOSAVE, a full resync) moves the ledger, so the node is re-marked.
 //
 // Ages are read on the node's clock alone (the birth and now both come
 // from its TIME): no client's clock is compared with the node's. A jump of
 // the node's clock changes the age all the same; nothing here can see it.
 package databirth
 
+import (
+	"cmp"
+	"strings"
+)
+
 // Key is where the marker lives on every node.
 const Key = "flashsale:data-born"
 
-// Script marks the node if its marker is missing or names another run_id
-// (its data may have lost keys: they are complete from now on), and
-// returns {birth ms, now ms} on the node's clock; its age is their
-// difference. KEYS[1] is Key. It needs INFO and TIME in scripts (Redis 5
-// and later replicate a script's effects, so a script may read the clock
-// and then write).
-const Script = `
+// Watched are the commands by which an operator can remove, roll back or
+// hide keys on a running node, or take away what the lock reads there,
+// without breaking a connection: flushes, SWAPDB, replication and
+// failover (a full resync replaces the data), DEBUG (RELOAD NOSAVE and
+// LOADAOF load an older copy), CONFIG SET (an eviction policy, keyspace
+// notifications off), CONFIG RESETSTAT (which resets these counts), SCRIPT
+// FLUSH and ACL changes. Their call counts, read from INFO
+// commandstats, are the node's operator ledger (Ledger): a node whose
+// ledger moved may have lost keys that no marker shows, so it counts as
+// born anew. A restart or SHUTDOWN needs no entry: it changes the run_id;
+// nor does CLIENT KILL, which loses no key and breaks the connections it
+// kills, so they meet the node again.
+var Watched = []string{
+	"flushall", "flushdb", "swapdb", "replicaof", "slaveof", "failover", "debug",
+	"config|set", "config|resetstat", "script|flush",
+	"acl|setuser", "acl|deluser", "acl|load",
+}
+
+// Ledger is the operator ledger in an INFO commandstats reply: the calls of
+// each Watched command, in that order, joined by dots.
+func Ledger(commandstats string) string {
+	calls := make(map[string]string, len(Watched))
+	for _, row := range strings.Split(commandstats, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimPrefix(row, "cmdstat_"), ":calls=")
+		if !ok {
+			continue
+		}
+		n, _, _ := strings.Cut(rest, ",")
+		calls[name] = strings.TrimSpace(n)
+	}
+	out := make([]string, len(Watched))
+	for i, name := range Watched {
+		out[i] = cmp.Or(calls[name], "0")
+	}
+	return strings.Join(out, ".")
+}
+
+// Script marks the node if its marker is missing, names another run_id or
+// another operator ledger (its data may have lost keys: they are complete
+// from now on), and returns {birth ms, now ms, ledger} on the node's clock;
+// its age is the difference of the first two. The marker's value is
+// "<run_id> <birth ms> <ledger>". KEYS[1] is Key. It needs INFO and TIME in
+// scripts (Redis 5 and later replicate a script's effects, so a script may
+// read the clock and then write).
+var Script = `
+local watched = {"` + strings.Join(Watched, `", "`) + `"}
+local stats = redis.call("info", "commandstats")
+local calls = {}
+for i, name in ipairs(watched) do
+	calls[i] = string.match(stats, "cmdstat_" .. name .. ":calls=(%d+)") or "0"
+end
+local ledger = table.concat(calls, ".")
 local id = string.match(redis.call("info", "server"), "run_id:(%x+)")
 local t = redis.call("time")
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local v = redis.call("get", KEYS[1])
 if v then
-	local was, born = string.match(v, "^(%x+) (%d+)$")
-	if was == id then
-		return {tonumber(born), now}
+	local was, born, led = string.match(v, "^(%x+) (%d+) (%S+)$")
+	if was == id and led == ledger then
+		return {tonumber(born), now, ledger}
 	end
 end
-redis.call("set", KEYS[1], id .. " " .. now)
-return {now, now}`
+redis.call("set", KEYS[1], id .. " " .. now .. " " .. ledger)
+return {now, now, ledger}`

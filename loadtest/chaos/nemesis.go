@@ -164,6 +164,15 @@ func (n *nemesis) play(ctx context.Context, e NemesisEvent) {
 		if node, err = n.node(ctx, e.Nodes[0]); err == nil {
 			err = flushNode(ctx, node.URL())
 		}
+	case NodeOperator:
+		var node *localredis.Node
+		var undoOp func(context.Context) error
+		if node, err = n.node(ctx, e.Nodes[0]); err == nil {
+			undoOp, detail, err = operate(ctx, node.URL(), e.Action)
+		}
+		if undoOp != nil {
+			undo = func() error { return undoOp(undoCtx) }
+		}
 	case NodeFailover:
 		// Logged as begun before its steps, which take seconds: a second
 		// holder it lets in must find it begun. Played to its end even if

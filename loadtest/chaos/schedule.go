@@ -27,6 +27,11 @@ const (
 	// the same process, the same uptime, no data. Never node 0, for the
 	// reason NodeWipe gives.
 	NodeFlush = "node-flush"
+	// NodeOperator runs one operator action, drawn at random from
+	// OperatorActions, on a Redis node that keeps running, and undoes it
+	// at its end where it has an undo. Never node 0, for the reason
+	// NodeWipe gives.
+	NodeOperator = "node-operator"
 	// NodeFailover fails node 0 over: for the whole run it is a
 	// Sentinel-managed master with one replica, reached through the
 	// sentinels (the app's -redis-sentinel); the fault cuts the instances
@@ -73,12 +78,12 @@ const (
 // leave it alone (a partition cuts instance B off node 1 only). Node
 // crashes and pauses spare it too: its servers keep no AOF, so a crash
 // would be a wipe, and a long pause a failover of its own.
-var FaultKinds = []string{NodeCrash, NodeWipe, NodeFlush, NodeFailover, NodePause, NodePauseFirst, loadtest.ClockJump, AppPause, AppCrash, NetLatency, NetDelay, loadtest.Partition}
+var FaultKinds = []string{NodeCrash, NodeWipe, NodeFlush, NodeOperator, NodeFailover, NodePause, NodePauseFirst, loadtest.ClockJump, AppPause, AppCrash, NetLatency, NetDelay, loadtest.Partition}
 
 // nodeLane are the kinds that hit Redis nodes; the others hit app
 // processes and the network. Each lane runs one fault at a time, and the
 // two lanes overlap: a node can be down while an app is paused.
-var nodeLane = []string{NodeCrash, NodeWipe, NodeFlush, NodeFailover, NodePause, NodePauseFirst, loadtest.ClockJump}
+var nodeLane = []string{NodeCrash, NodeWipe, NodeFlush, NodeOperator, NodeFailover, NodePause, NodePauseFirst, loadtest.ClockJump}
 
 // failoverTakes is about how long a failover itself takes, before its
 // event's own duration: the sentinels call a silent master down after
@@ -99,6 +104,8 @@ type NemesisEvent struct {
 	Apps  []int `json:"apps,omitempty"`
 	// Size is the clock jump or the network delay.
 	Size time.Duration `json:"size_ns,omitempty"`
+	// Action is the operator action of a NodeOperator event.
+	Action string `json:"action,omitempty"`
 }
 
 // Target names the event's targets for the log.
@@ -161,6 +168,9 @@ func Schedule(seed uint64, d, ttl time.Duration, kinds []string, apps, nodes int
 				e.Nodes, e.For = []int{1 + rng.IntN(nodes-1)}, between(ttl/2, 3*ttl)
 			case NodeFlush:
 				e.Nodes = []int{1 + rng.IntN(nodes-1)}
+			case NodeOperator:
+				e.Nodes, e.Action = []int{1 + rng.IntN(nodes-1)}, OperatorActions[rng.IntN(len(OperatorActions))].Name
+				e.For = between(ttl/2, 2*ttl)
 			case NodeFailover:
 				e.Nodes, e.For = []int{0}, failoverTakes+between(ttl, 3*ttl)
 			case loadtest.ClockJump:

@@ -43,7 +43,7 @@ func TestAwarenessTransitions(t *testing.T) {
 		if _, err := inc.met(old(t0, "abc"), ttl, t0); err != nil {
 			return err
 		}
-		inc.lost(connTag("abc", 1000, true), ttl, t0)
+		inc.lost(connTag("abc", 1000, "0", true), ttl, t0)
 		return nil
 	}
 	for _, tc := range []struct {
@@ -102,7 +102,7 @@ func TestAwarenessTransitions(t *testing.T) {
 			if _, err := inc.met(old(t0, "abc"), ttl, t0); err != nil {
 				return err
 			}
-			inc.lost(connTag("abc", 1000, true), ttl, t0.Add(2*time.Millisecond))
+			inc.lost(connTag("abc", 1000, "0", true), ttl, t0.Add(2*time.Millisecond))
 			// Read at t0+1ms, before the flush: the seeded marker still named
 			// the incarnation. It must not cancel the re-seed the loss needs.
 			_, err := inc.met(old(t0.Add(time.Millisecond), "abc"), ttl, t0.Add(3*time.Millisecond))
@@ -115,7 +115,7 @@ func TestAwarenessTransitions(t *testing.T) {
 			if _, err := inc.met(old(t0, "abc"), ttl, t0); err != nil {
 				return err
 			}
-			inc.lost(connTag("abc", 1000, true), ttl, t0.Add(2*time.Millisecond))
+			inc.lost(connTag("abc", 1000, "0", true), ttl, t0.Add(2*time.Millisecond))
 			rd := flushed(t0.Add(3*time.Millisecond), 0)
 			rd.seeded = "abc"
 			_, err := inc.met(rd, ttl, t0.Add(3*time.Millisecond))
@@ -125,7 +125,7 @@ func TestAwarenessTransitions(t *testing.T) {
 			if _, err := inc.met(old(t0, ""), ttl, t0); err != nil {
 				return err
 			}
-			inc.lost(connTag("abc", 1000, true), ttl, t0.Add(2*time.Millisecond))
+			inc.lost(connTag("abc", 1000, "0", true), ttl, t0.Add(2*time.Millisecond))
 			inc.seeded("abc", t0.Add(time.Millisecond), ttl)
 			return nil
 		}, after, unseeded},
@@ -167,7 +167,7 @@ func TestAwarenessSitsOutTheLargestTTL(t *testing.T) {
 	if _, err := inc.met(rd, time.Second, t0); err != nil {
 		t.Fatal(err)
 	}
-	inc.lost(connTag("abc", 1, true), time.Second, t0)
+	inc.lost(connTag("abc", 1, "0", true), time.Second, t0)
 	inc.seeded("abc", t0.Add(time.Millisecond), 10*time.Second) // another client's TTL, learnt from the peers
 	if inc.counts("", t0.Add(sitOut(time.Second)+time.Second)) {
 		t.Error("the node counts once this client's TTL passed, before the largest in use")
@@ -178,28 +178,32 @@ func TestAwarenessSitsOutTheLargestTTL(t *testing.T) {
 }
 
 // The meeting's replies (meeting.go): an error the node may not give next
-// time fails the connection; one it gives for good is noted and logged; an
-// eviction policy that may drop lock keys fails it.
+// time fails the connection; one it gives for good is noted and logged,
+// unless the node answered it to this process before (an ACL changed since:
+// it fails closed); an eviction policy that may drop lock keys fails it.
 func TestMeetingReadsFailClosed(t *testing.T) {
 	info := infoOf("abc", 3600)
-	born := []any{int64(1000), int64(5000)}
+	born := []any{int64(1000), int64(5000), "0"}
 	for _, tc := range []struct {
 		name    string
 		replies []any
 		err     error
 		refused int
+		told    bool // a meeting read everything on this node before
 	}{
-		{"every read answered", []any{info, "maxmemory_policy:noeviction\r\n", born, "abc", int64(2000)}, nil, 0},
-		{"BUSY on INFO", []any{wire.ServerError("BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSCRIPT."), "", born, "abc", int64(2000)}, errNotReady, 0},
-		{"LOADING on the data-birth script", []any{info, "", wire.ServerError("LOADING Redis is loading the dataset in memory"), nil, int64(0)}, errNotReady, 0},
-		{"OOM on the TTL record", []any{info, "", born, "abc", wire.ServerError("OOM command not allowed when used memory > 'maxmemory'.")}, errNotReady, 0},
-		{"an ACL without INFO and scripts", []any{wire.ServerError("NOPERM this user has no permissions to run the 'info' command"), wire.ServerError("NOPERM this user has no permissions to run the 'info' command"), wire.ServerError("NOPERM this user has no permissions to run the 'eval' command"), "abc", wire.ServerError("NOPERM this user has no permissions to run the 'eval' command")}, nil, 4},
-		{"a server without the INFO sections (miniredis)", []any{wire.ServerError("section (server) is not supported"), wire.ServerError("section (memory) is not supported"), wire.ServerError("ERR Error compiling script (new function): :2: section (server) is not supported"), nil, int64(2000)}, nil, 3},
-		{"allkeys-lru", []any{info, "maxmemory:1073741824\r\nmaxmemory_policy:allkeys-lru\r\n", born, "abc", int64(2000)}, errEvicts, 0},
-		{"volatile-ttl", []any{info, "maxmemory_policy:volatile-ttl\r\n", born, "abc", int64(2000)}, errEvicts, 0},
+		{"every read answered", []any{info, "maxmemory_policy:noeviction\r\n", born, "abc", int64(2000)}, nil, 0, false},
+		{"BUSY on INFO", []any{wire.ServerError("BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSCRIPT."), "", born, "abc", int64(2000)}, errNotReady, 0, false},
+		{"LOADING on the data-birth script", []any{info, "", wire.ServerError("LOADING Redis is loading the dataset in memory"), nil, int64(0)}, errNotReady, 0, false},
+		{"OOM on the TTL record", []any{info, "", born, "abc", wire.ServerError("OOM command not allowed when used memory > 'maxmemory'.")}, errNotReady, 0, false},
+		{"an ACL without INFO and scripts", []any{wire.ServerError("NOPERM this user has no permissions to run the 'info' command"), wire.ServerError("NOPERM this user has no permissions to run the 'info' command"), wire.ServerError("NOPERM this user has no permissions to run the 'eval' command"), "abc", wire.ServerError("NOPERM this user has no permissions to run the 'eval' command")}, nil, 4, false},
+		{"an ACL that took INFO away since", []any{wire.ServerError("NOPERM this user has no permissions to run the 'info' command"), "", born, "abc", int64(2000)}, errTakenAway, 0, true},
+		{"a server without the INFO sections (miniredis)", []any{wire.ServerError("section (server) is not supported"), wire.ServerError("section (memory) is not supported"), wire.ServerError("ERR Error compiling script (new function): :2: section (server) is not supported"), nil, int64(2000)}, nil, 3, false},
+		{"allkeys-lru", []any{info, "maxmemory:1073741824\r\nmaxmemory_policy:allkeys-lru\r\n", born, "abc", int64(2000)}, errEvicts, 0, false},
+		{"volatile-ttl", []any{info, "maxmemory_policy:volatile-ttl\r\n", born, "abc", int64(2000)}, errEvicts, 0, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := testNode(t.Context(), 2*time.Second)
+			n.told.Store(tc.told)
 			rd, err := n.read(time.Now(), tc.replies)
 			if !errors.Is(err, tc.err) || (tc.err == nil) != (err == nil) {
 				t.Fatalf("read: %v, want %v", err, tc.err)

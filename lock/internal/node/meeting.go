@@ -30,6 +30,11 @@ var errNotReady = errors.New("node could not tell its incarnation or data age fo
 // keys: a lock key evicted early is a second holder.
 var errEvicts = errors.New("node may evict keys (maxmemory-policy is not noeviction): not used for locks")
 
+// errTakenAway fails a connection to a node that refuses for good what a
+// meeting read on it before (an ACL changed, or a command renamed): the
+// node does not vote blind where it could be checked once.
+var errTakenAway = errors.New("node refuses what restart awareness read on it before: not used for locks until it answers again")
+
 // exchange sends cmds in one write and returns one reply per command: int64,
 // string, nil, []any, or wire.ServerError when the node answered with an
 // error. An error return means the connection cannot be used.
@@ -41,6 +46,7 @@ type reading struct {
 	info     string    // INFO server; "" if refused
 	age      dataAge
 	birth    int64  // the data's birth, ms on the node's clock
+	ledger   string // the node's operator ledger when its data were marked
 	seeded   string // the run_id the node's counters were re-seeded for
 	recorded time.Duration
 	refused  []string // what the node refuses for good to tell
@@ -88,15 +94,18 @@ func (n *Node) greet(ctx context.Context, ex exchange) (string, error) {
 	if err := n.meet(rd); err != nil {
 		return "", err
 	}
+	if len(rd.refused) == 0 && rd.age.known && rd.id() != "" {
+		n.told.Store(true)
+	}
 	if err := n.notify(ctx, ex, rd.id()); err != nil {
 		return "", err
 	}
-	return connTag(rd.id(), rd.birth, rd.age.known), nil
+	return connTag(rd.id(), rd.birth, rd.ledger, rd.age.known), nil
 }
 
 // read judges the meeting's replies. An error reply fails the connection
-// (fail closed) unless the node refuses that command for good, which is
-// noted in refused and logged once by meet.
+// (fail closed) unless the node refuses that command for good and always
+// has to this process, which is noted in refused and logged once by meet.
 func (n *Node) read(at time.Time, replies []any) (reading, error) {
 	rd := reading{at: at}
 	for i, v := range replies {
@@ -107,6 +116,9 @@ func (n *Node) read(at time.Time, replies []any) (reading, error) {
 		if !refusedForGood(se) {
 			return rd, fmt.Errorf("%w: %w", errNotReady, se)
 		}
+		if n.told.Load() {
+			return rd, fmt.Errorf("%w: %s: %w", errTakenAway, meetingReads[i], se)
+		}
 		rd.refused = append(rd.refused, fmt.Sprintf("%s: %s", meetingReads[i], se))
 		replies[i] = nil
 	}
@@ -115,9 +127,10 @@ func (n *Node) read(at time.Time, replies []any) (reading, error) {
 	if p := infoField(memory, "maxmemory_policy"); p != "" && p != "noeviction" {
 		return rd, fmt.Errorf("%w: %s", errEvicts, p)
 	}
-	if born, _ := replies[2].([]any); len(born) == 2 {
+	if born, _ := replies[2].([]any); len(born) == 3 {
 		rd.birth, _ = born[0].(int64)
 		now, _ := born[1].(int64)
+		rd.ledger, _ = born[2].(string)
 		rd.age = dataAge{d: time.Duration(now-rd.birth) * time.Millisecond, known: true}
 	}
 	rd.seeded, _ = replies[3].(string)

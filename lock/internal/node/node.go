@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -63,6 +64,9 @@ type Node struct {
 	peers []*Node         // every node of the set, this one included
 
 	inc incarnation
+	// told: some meeting read everything it asked, so the node is not
+	// blind by nature and a refusal for good later is a change (an ACL).
+	told atomic.Bool
 }
 
 // New is the node o names. Nothing is dialed yet: Open does, or the first

@@ -10,22 +10,25 @@ import (
 	"flashsale/lock/internal/wire"
 )
 
-// The marker check behind every vote that can count: a flush breaks no
-// connection, so the node's data marker is read again, in the same write,
-// after each such vote (docs/design.md, "A flush under open connections").
+// The check behind every vote that can count. Neither a flush nor any other
+// operator command that removes, rolls back or hides keys breaks a
+// connection, so after each such vote, in the same write, the node's data
+// marker is read again and so is its operator ledger (databirth.Ledger):
+// docs/design.md, "It fails closed", lists what each catches.
 
 // errDataLost breaks a vote's connection whose node lost the data its
 // handshake met.
-var errDataLost = errors.New("the node's data marker changed under an open connection (a flush): meeting the node again")
+var errDataLost = errors.New("the node's data marker or operator ledger changed under an open connection: meeting the node again")
 
 // connTag is a vote connection's tag for the incarnation id whose data were
-// born at born (ms on the node's clock), if marked: "<run_id> <birth ms>",
-// or "<run_id>" alone when the node would not run the marker script.
-func connTag(id string, born int64, marked bool) string {
+// born at born (ms on the node's clock) under the operator ledger ledger,
+// if marked: the marker's own value, "<run_id> <birth ms> <ledger>", or
+// "<run_id>" alone when the node would not run the marker script.
+func connTag(id string, born int64, ledger string, marked bool) string {
 	if !marked || id == "" {
 		return id
 	}
-	return id + " " + strconv.FormatInt(born, 10)
+	return id + " " + strconv.FormatInt(born, 10) + " " + ledger
 }
 
 // tagRunID is the run_id a connection's tag names.
@@ -34,39 +37,41 @@ func tagRunID(tag string) string {
 	return id
 }
 
-// markerCheck is the command that follows a checked vote.
-var markerCheck = wire.Command{Args: []string{"GET", databirth.Key}, Want: wire.BulkOrNil}
+// checks are the commands that follow a checked vote: the marker, then the
+// ledger's counts.
+var checks = []wire.Command{
+	{Args: []string{"GET", databirth.Key}, Want: wire.BulkOrNil},
+	{Args: []string{"INFO", "commandstats"}, Want: wire.Bulk},
+}
 
-// kept judges the marker check's reply v on a connection tagged tag:
-// whether the vote it follows may count. A marker that no longer names the
-// birth the connection met is a loss of data: the node sits out from now,
-// its fencing counters are re-seeded, and the connection is broken so that
-// the next one meets the node again. A check the node could not answer for
-// now (BUSY, LOADING …) tells nothing: the vote does not count (fail closed).
-// A connection that met no marker (the node refuses the marker script for
-// good, logged at its meeting) cannot tell: the vote counts.
-func (n *Node) kept(tag string, v any) bool {
-	if !strings.Contains(tag, " ") {
+// kept judges the checks' replies marker and stats on a connection tagged
+// tag: whether the vote they follow may count. A marker that no longer is
+// the one the connection met, or a ledger that moved, is a possible loss of
+// data: the node sits out from now, its fencing counters are re-seeded, and
+// the connection is broken so that the next one meets the node again. A
+// check the node does not answer (BUSY, LOADING, and a NOPERM too: an ACL
+// that took a command away must not switch the check off) tells nothing:
+// the vote does not count (fail closed). Only a connection that met no
+// marker (the node refused the marker script for good from the start,
+// logged at its meeting) votes unchecked.
+func (n *Node) kept(tag string, marker, stats any) bool {
+	_, rest, marked := strings.Cut(tag, " ")
+	if !marked {
 		return true
 	}
-	if se, refused := v.(wire.ServerError); refused {
-		return refusedForGood(se)
+	for _, v := range []any{marker, stats} {
+		if _, refused := v.(wire.ServerError); refused {
+			return false
+		}
 	}
-	if s, _ := v.(string); s == tag {
+	m, _ := marker.(string)
+	s, _ := stats.(string)
+	_, ledger, _ := strings.Cut(rest, " ")
+	if m == tag && databirth.Ledger(s) == ledger {
 		return true
-	} else if id, born, ok := strings.Cut(s, " "); ok && connTag(id, parseMS(born), true) == tag {
-		return true // the same birth, written in another form
 	}
 	n.dataLost(tag)
 	return false
-}
-
-func parseMS(s string) int64 {
-	ms, err := strconv.ParseInt(s, 10, 64)
-	if err != nil {
-		return -1
-	}
-	return ms
 }
 
 // dataLost: the node lost keys after the connection tagged tag met it, no
@@ -74,7 +79,7 @@ func parseMS(s string) int64 {
 func (n *Node) dataLost(tag string) {
 	current, back := n.inc.lost(tag, n.cfg.TTL, time.Now())
 	if current {
-		n.cfg.Logger.Warn("redis node flushed under an open connection: not counted toward a quorum until its data are older than the largest TTL in use",
+		n.cfg.Logger.Warn("redis node flushed, or run by an operator command that can lose keys, under an open connection: not counted toward a quorum until its data are older than the largest TTL in use",
 			"node", n.addr, "run_id", tagRunID(tag), "counts_from", back)
 	}
 	if current && n.inc.startReseed() {

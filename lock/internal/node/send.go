@@ -54,11 +54,11 @@ func (n *Node) Send(ctx context.Context, c Command, reply func(Answer)) {
 		n.pipe.Send(c.Args, want, func(v any, tag string, err error) { reply(answer(c, v, tag, err)) })
 		return
 	}
-	// Restart awareness's check follows the vote in the same write
+	// Restart awareness's checks follow the vote in the same write
 	// (restart_check.go): not part of any rung, and no extra round trip.
-	n.pipe.SendAll([]wire.Command{{Args: c.Args, Want: want}, markerCheck}, func(vs []any, tag string, err error) {
+	n.pipe.SendAll(append([]wire.Command{{Args: c.Args, Want: want}}, checks...), func(vs []any, tag string, err error) {
 		a := answer(c, vs[0], tag, err)
-		a.Lost = err == nil && !n.kept(tag, vs[1])
+		a.Lost = err == nil && !n.kept(tag, vs[1], vs[2])
 		reply(a)
 	})
 }
