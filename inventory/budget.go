@@ -60,8 +60,8 @@ func (s *Service) overBudget(ctx context.Context, err error, what string) error 
 // short leaves nothing behind (the write is one transaction, and
 // database/sql never cancels a commit under way) and the sale is answered
 // store unavailable. An answer so comes at most the deadline, two
-// storeTimeouts, the work with its pauses and the release after the sale
-// began.
+// storeTimeouts (three when a twin's unique violation is read back), the
+// work with its pauses and the release after the sale began.
 const storeTimeout = 2 * time.Second
 
 // storeStep bounds ctx for one store step of a lease holder.

@@ -162,7 +162,7 @@ func (s *Service) Buy(ctx context.Context, p Purchase) (order Order, replay bool
 func (s *Service) registerFence(ctx context.Context, table, where string, token uint64, id ...any) error {
 	args := append(append([]any{int64(token)}, id...), int64(token))
 	var res *gorm.DB
-	if err := s.inStore(ctx, "register fencing token", func(conn *gorm.DB) error {
+	if err := s.inStore(ctx, table+" row", func(conn *gorm.DB) error {
 		res = conn.Exec("UPDATE "+table+" SET fence = ? WHERE "+where+" AND fence < ?", args...)
 		return res.Error
 	}); err != nil {
