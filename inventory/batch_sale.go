@@ -16,13 +16,15 @@ import (
 // that answers the whole batch (a stale fence, a crash, a lost lease, a
 // failed write).
 func (s *Service) sellBatch(ctx context.Context, lease *lock.Lease, locker *lock.Locker, sku string, batch []*batchOrder) ([]answer, error) {
-	prod, err := s.readFenced(ctx, lease, sku)
+	rctx, cancel := storeStep(ctx)
+	defer cancel()
+	prod, err := s.readFenced(rctx, lease, sku)
 	if err != nil {
-		return nil, err
+		return nil, storeLate(rctx, err, "reading sku:"+sku+" under its lease")
 	}
-	earlier, err := ordersByKeys(ctx, s.db, keysOf(batch))
+	earlier, err := ordersByKeys(rctx, s.db, keysOf(batch))
 	if err != nil {
-		return nil, err
+		return nil, storeLate(rctx, err, "reading the batch's keys under its lease")
 	}
 	answers := make([]answer, len(batch))
 	twinOf := make(map[int]int) // a later order with a key earlier in the batch → that earlier one

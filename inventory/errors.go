@@ -44,8 +44,9 @@ var (
 	ErrHolderCrashed = errors.New("holder crashed")
 	// ErrStoreUnavailable means the database could not be reached: a
 	// connection refused, reset or closed, a server shutting down, a file
-	// that cannot be opened. It is neither bad input nor a bug; the same
-	// request may be tried again shortly.
+	// that cannot be opened; or, for a lease holder, a store step that had
+	// no answer within its time (budget.go). It is neither bad input nor a
+	// bug; the same request may be tried again shortly.
 	ErrStoreUnavailable = errors.New("store unavailable")
 	// ErrLeaseLost means the holder's check just before its write found its
 	// lease gone (lua+check): nothing was written.

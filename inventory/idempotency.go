@@ -100,9 +100,11 @@ func (s *Service) bookingByKey(ctx context.Context, user, key, hash string) (Boo
 // duplicateOrder resolves a unique violation on insert: only the user's
 // idempotency key is unique on orders, so a concurrent twin won the race.
 func (s *Service) duplicateOrder(ctx context.Context, user, key, hash string) (Order, bool, error) {
-	o, found, err := s.orderByKey(context.WithoutCancel(ctx), s.db, user, key, hash)
+	rctx, cancel := storeStep(context.WithoutCancel(ctx))
+	defer cancel()
+	o, found, err := s.orderByKey(rctx, s.db, user, key, hash)
 	if err != nil {
-		return Order{}, false, err
+		return Order{}, false, storeLate(rctx, err, "reading the order's key")
 	}
 	if !found {
 		return Order{}, false, errors.New("insert order: duplicate key, but no order carries the idempotency key")

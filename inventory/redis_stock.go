@@ -108,12 +108,14 @@ func (s *Service) buyReserved(ctx context.Context, p Purchase, hash string, sale
 // orderReserved is the part after the reservation: the key check, the work
 // and the write.
 func (s *Service) orderReserved(ctx context.Context, p Purchase, hash string, sale int64, lease *lock.Lease, locker *lock.Locker) (Order, bool, int64, error) {
-	if o, found, err := s.orderByKey(ctx, s.db, p.User, p.IdempotencyKey, hash); err != nil || found {
-		return o, found, 0, err
+	rctx, cancel := storeStep(ctx)
+	defer cancel()
+	if o, found, err := s.orderByKey(rctx, s.db, p.User, p.IdempotencyKey, hash); err != nil || found {
+		return o, found, 0, storeLate(rctx, err, "reading the order's key under its lease")
 	}
-	prod, err := s.product(ctx, s.db, p.SKU)
+	prod, err := s.product(rctx, s.db, p.SKU)
 	if err != nil {
-		return Order{}, false, 0, err
+		return Order{}, false, 0, storeLate(rctx, err, "reading sku:"+p.SKU+" under its lease")
 	}
 	if err := s.doWork(ctx, lease); err != nil {
 		return Order{}, false, 0, err

@@ -17,12 +17,14 @@ import (
 // returns the stock after the write; replay when the Idempotency-Key found
 // an earlier order; a gorm.ErrDuplicatedKey for the caller to resolve.
 func (s *Service) buy(ctx context.Context, p Purchase, hash string, sale int64, lease *lock.Lease, locker *lock.Locker) (order Order, replay bool, after int64, err error) {
-	prod, err := s.readFenced(ctx, lease, p.SKU)
+	rctx, cancel := storeStep(ctx)
+	defer cancel()
+	prod, err := s.readFenced(rctx, lease, p.SKU)
 	if err != nil {
-		return Order{}, false, 0, err
+		return Order{}, false, 0, storeLate(rctx, err, "reading sku:"+p.SKU+" under its lease")
 	}
-	if o, found, err := s.orderByKey(ctx, s.db, p.User, p.IdempotencyKey, hash); err != nil || found {
-		return o, found, 0, err
+	if o, found, err := s.orderByKey(rctx, s.db, p.User, p.IdempotencyKey, hash); err != nil || found {
+		return o, found, 0, storeLate(rctx, err, "reading the order's key under its lease")
 	}
 	if err := soldOut(p.SKU, prod.Stock, p.Qty); err != nil {
 		return Order{}, false, 0, err
@@ -159,9 +161,12 @@ func (s *Service) Buy(ctx context.Context, p Purchase) (order Order, replay bool
 // holder registered first: this one is stale.
 func (s *Service) registerFence(ctx context.Context, table, where string, token uint64, id ...any) error {
 	args := append(append([]any{int64(token)}, id...), int64(token))
-	res := s.db.WithContext(ctx).Exec("UPDATE "+table+" SET fence = ? WHERE "+where+" AND fence < ?", args...)
-	if res.Error != nil {
-		return fmt.Errorf("register fencing token: %w", res.Error)
+	var res *gorm.DB
+	if err := s.inStore(ctx, table+" row", func(conn *gorm.DB) error {
+		res = conn.Exec("UPDATE "+table+" SET fence = ? WHERE "+where+" AND fence < ?", args...)
+		return res.Error
+	}); err != nil {
+		return fmt.Errorf("register fencing token: %w", err)
 	}
 	if res.RowsAffected == 0 {
 		s.stats.StaleFence.Add(1)

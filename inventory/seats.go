@@ -96,17 +96,20 @@ func (s *Service) Grab(ctx context.Context, r SeatRequest) (booking Booking, rep
 // found an earlier booking; a gorm.ErrDuplicatedKey for the caller.
 func (s *Service) grab(ctx context.Context, r SeatRequest, hash string, sale int64, lease *lock.Lease, locker *lock.Locker) (Booking, bool, error) {
 	token, fenced := lease.Token()
+	rctx, cancel := storeStep(ctx)
+	defer cancel()
+	what := "reading seat " + r.Event + " " + r.Seat + " under its lease"
 	if fenced {
-		if err := s.registerFence(ctx, "seats", "event_id = ? AND label = ?", token, r.Event, r.Seat); err != nil {
-			return Booking{}, false, err
+		if err := s.registerFence(rctx, "seats", "event_id = ? AND label = ?", token, r.Event, r.Seat); err != nil {
+			return Booking{}, false, storeLate(rctx, err, what)
 		}
 	}
-	if b, found, err := s.bookingByKey(ctx, r.User, r.IdempotencyKey, hash); err != nil || found {
-		return b, found, err
+	if b, found, err := s.bookingByKey(rctx, r.User, r.IdempotencyKey, hash); err != nil || found {
+		return b, found, storeLate(rctx, err, what)
 	}
-	taken, err := s.seatTaken(ctx, r.Event, r.Seat)
+	taken, err := s.seatTaken(rctx, r.Event, r.Seat)
 	if err != nil {
-		return Booking{}, false, err
+		return Booking{}, false, storeLate(rctx, err, what)
 	}
 	if taken {
 		return Booking{}, false, fmt.Errorf("%w: %s %s", ErrSeatTaken, r.Event, r.Seat)
@@ -131,9 +134,11 @@ func newBooking(r SeatRequest, hash string, locker *lock.Locker, token uint64, f
 // key (a concurrent twin won) or, in production mode, the seat index (the
 // database caught a second holder the lock let in).
 func (s *Service) duplicateBooking(ctx context.Context, r SeatRequest, hash string) (Booking, bool, error) {
-	b, found, err := s.bookingByKey(context.WithoutCancel(ctx), r.User, r.IdempotencyKey, hash)
+	rctx, cancel := storeStep(context.WithoutCancel(ctx))
+	defer cancel()
+	b, found, err := s.bookingByKey(rctx, r.User, r.IdempotencyKey, hash)
 	if err != nil || found {
-		return b, found, err
+		return b, found, storeLate(rctx, err, "reading the booking's key")
 	}
 	s.stats.GuardRejections.Add(1)
 	s.log.Warn("database guard caught a double booking the lock let through", "event", r.Event, "seat", r.Seat)

@@ -23,9 +23,9 @@ import (
 func (s *Service) commitOrder(ctx context.Context, sale, read int64, token uint64, fenced bool, w stockWrite, caught bool, os ...*Order) (int64, error) {
 	sku, qty := os[0].SKU, totalQty(os)
 	after := read - qty
-	// Once the write starts it finishes: a shopper hanging up now must not
-	// leave a sale half-decided (the transaction is atomic either way).
-	err := s.transaction(context.WithoutCancel(ctx), func(tx *gorm.DB) error {
+	// A shopper hanging up now does not stop the write (the transaction is
+	// atomic either way); its store step's time does (inStore).
+	err := s.holderTx(ctx, "writing "+sku, func(tx *gorm.DB) error {
 		q, args := "UPDATE products SET stock = ? WHERE sku = ? AND sale = ?", []any{after, sku, sale}
 		var guardErr error
 		switch w {
@@ -57,7 +57,7 @@ func (s *Service) commitOrder(ctx context.Context, sale, read int64, token uint6
 // is in. guarded (db-guard, or -production under a lock rung) adds the
 // condition that the seat is not booked yet.
 func (s *Service) commitBooking(ctx context.Context, b *Booking, sale int64, token uint64, fenced, guarded, caught bool) error {
-	return s.transaction(context.WithoutCancel(ctx), func(tx *gorm.DB) error {
+	return s.holderTx(ctx, "booking "+b.EventID+" "+b.Seat, func(tx *gorm.DB) error {
 		q, args := "UPDATE seats SET booked = ? WHERE event_id = ? AND label = ? AND sale = ?", []any{true, b.EventID, b.Seat, sale}
 		var guardErr error
 		if guarded {
@@ -69,6 +69,14 @@ func (s *Service) commitBooking(ctx context.Context, b *Booking, sale int64, tok
 			return err
 		}
 		return insert(tx, b, "booking")
+	})
+}
+
+// holderTx runs a lease holder's write, fn, in one transaction, as a store
+// step of its own (inStore) that the shopper's going does not cut short.
+func (s *Service) holderTx(ctx context.Context, what string, fn func(tx *gorm.DB) error) error {
+	return s.inStore(context.WithoutCancel(ctx), what, func(conn *gorm.DB) error {
+		return storeUnavailable(conn.Transaction(fn))
 	})
 }
 
