@@ -84,7 +84,7 @@ var errorTable = map[string]outcome{
 	"lock_unavailable": {status: http.StatusServiceUnavailable, retryAfter: "2",
 		message: "Too few Redis nodes can vote right now (down, or restarted less than a lock TTL ago); nothing was sold or booked. Retry shortly."},
 	"store_unavailable": {status: http.StatusServiceUnavailable, retryAfter: "5",
-		message: "The store's database cannot be reached right now; retry in a few seconds. With the same Idempotency-Key a retry is never sold or booked twice."},
+		message: "The store's database cannot be reached or did not answer in time; retry in a few seconds. With the same Idempotency-Key a retry is never sold or booked twice."},
 	"holder_crashed": {status: http.StatusServiceUnavailable, retryAfter: "1",
 		message: "An injected crash abandoned this request; the lock was left as a crashed process leaves it. Nothing was sold."},
 	"invalid_run":        {status: http.StatusUnprocessableEntity, message: "The workshop run is not valid; fix the field named below.", showDetail: true},
