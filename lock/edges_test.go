@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"net"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,74 +13,18 @@ import (
 	"flashsale/lock"
 )
 
-// stallProxy relays one Redis node, and on every connection holds back the
-// first chunk a client sends that contains CONFIG for stall, with everything
-// the client sends after it: a node that answers INFO at once but is slow to
-// answer CONFIG GET. It wraps the real node; it never answers for it.
-type stallProxy struct {
-	ln    net.Listener
-	stall time.Duration
-	wg    sync.WaitGroup
-	mu    sync.Mutex
-	conns []net.Conn
-}
-
-func newStallProxy(t *testing.T, upstream string, stall time.Duration) *stallProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &stallProxy{ln: ln, stall: stall}
-	p.wg.Go(func() {
-		for {
-			down, err := ln.Accept()
-			if err != nil {
-				return
+// stallConfig holds back the first chunk a client sends on a connection
+// that contains CONFIG for stall, with everything the client sends after it:
+// a node that answers INFO at once but is slow to answer CONFIG GET.
+func stallConfig(stall time.Duration) func() chunkFault {
+	return func() chunkFault {
+		first := true
+		return func(chunk []byte) bool {
+			if first && bytes.Contains(chunk, []byte("CONFIG")) {
+				first = false
+				time.Sleep(stall) // the fault itself: this node is slow to answer
 			}
-			up, err := net.Dial("tcp", upstream)
-			if err != nil {
-				_ = down.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns = append(p.conns, down, up)
-			p.mu.Unlock()
-			p.wg.Go(func() { p.forward(up, down, true) })
-			p.wg.Go(func() { p.forward(down, up, false) })
-		}
-	})
-	t.Cleanup(func() {
-		_ = ln.Close()
-		p.mu.Lock()
-		for _, c := range p.conns {
-			_ = c.Close()
-		}
-		p.mu.Unlock()
-		p.wg.Wait()
-	})
-	return p
-}
-
-func (p *stallProxy) addr() string { return p.ln.Addr().String() }
-
-func (p *stallProxy) forward(dst, src net.Conn, stallConfig bool) {
-	defer dst.Close()
-	defer src.Close()
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 {
-			if stallConfig && bytes.Contains(buf[:n], []byte("CONFIG")) {
-				stallConfig = false
-				time.Sleep(p.stall) // the fault itself: this node is slow to answer
-			}
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
+			return false
 		}
 	}
 }
@@ -107,7 +49,7 @@ func TestStalledHandshakeNeverShiftsVotes(t *testing.T) {
 	}
 
 	opts := testsupport.Options(t, c)
-	proxy := newStallProxy(t, opts[0].Addr, 300*time.Millisecond)
+	proxy := newRelayProxy(t, opts[0].Addr, stallConfig(300*time.Millisecond))
 	opts[0].Addr = proxy.addr()
 	opts[0].DialTimeout = 150 * time.Millisecond
 	ls, err := lock.NewLockers(opts, lock.WithNamespace(holder.ns), lock.WithTTL(ttl), lock.WithNodeTimeout(time.Second))

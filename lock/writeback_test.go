@@ -3,8 +3,6 @@ package lock_test
 import (
 	"bytes"
 	"context"
-	"net"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,77 +12,12 @@ import (
 	"flashsale/lock"
 )
 
-// resetProxy relays one Redis node and resets the connection (RST, both
-// ways) the first time a client sends a chunk holding match: the bytes are
-// dropped, as a connection that breaks while they go out would drop them.
-// It wraps the real node; it never answers for it.
-type resetProxy struct {
-	ln    net.Listener
-	match []byte
-	fired atomic.Bool
-	wg    sync.WaitGroup
-	mu    sync.Mutex
-	conns []net.Conn
-}
-
-func newResetProxy(t *testing.T, upstream string, match []byte) *resetProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &resetProxy{ln: ln, match: match}
-	p.wg.Go(func() {
-		for {
-			down, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			up, err := net.Dial("tcp", upstream)
-			if err != nil {
-				_ = down.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns = append(p.conns, down, up)
-			p.mu.Unlock()
-			p.wg.Go(func() { p.forward(up, down, true) })
-			p.wg.Go(func() { p.forward(down, up, false) })
-		}
-	})
-	t.Cleanup(func() {
-		_ = ln.Close()
-		p.mu.Lock()
-		for _, c := range p.conns {
-			_ = c.Close()
-		}
-		p.mu.Unlock()
-		p.wg.Wait()
-	})
-	return p
-}
-
-func (p *resetProxy) forward(dst, src net.Conn, watch bool) {
-	defer dst.Close()
-	defer src.Close()
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 {
-			if watch && bytes.Contains(buf[:n], p.match) && p.fired.CompareAndSwap(false, true) {
-				for _, c := range []net.Conn{src, dst} {
-					if tc, ok := c.(*net.TCPConn); ok {
-						_ = tc.SetLinger(0)
-					}
-				}
-				return
-			}
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
+// resetOnce cuts the connection the first time a client sends a chunk
+// holding match, on whichever connection that is; fired says it did.
+func resetOnce(match []byte, fired *atomic.Bool) func() chunkFault {
+	return func() chunkFault {
+		return func(chunk []byte) bool {
+			return bytes.Contains(chunk, match) && fired.CompareAndSwap(false, true)
 		}
 	}
 }
@@ -97,8 +30,9 @@ func (p *resetProxy) forward(dst, src net.Conn, watch bool) {
 func TestLostWriteBackCostsOneRefusalAtMost(t *testing.T) {
 	c := testsupport.Redis(t, 5, localredis.Options{})
 	opts := testsupport.Options(t, c)
-	proxy := newResetProxy(t, opts[1].Addr, []byte(lock.RaiseFenceScript))
-	opts[1].Addr = proxy.ln.Addr().String()
+	var fired atomic.Bool
+	proxy := newRelayProxy(t, opts[1].Addr, resetOnce([]byte(lock.RaiseFenceScript), &fired))
+	opts[1].Addr = proxy.addr()
 	const ttl = 2 * time.Second
 	e := newEnvOn(t, opts, lock.WithTTL(ttl))
 	e.aged(c)
@@ -125,7 +59,7 @@ func TestLostWriteBackCostsOneRefusalAtMost(t *testing.T) {
 	if err := held.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if !proxy.fired.Load() {
+	if !fired.Load() {
 		t.Fatal("the write-back never went out through the proxy: the fault did not happen")
 	}
 	e.waitGone(3, "k", time.Second)
