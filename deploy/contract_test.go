@@ -21,7 +21,7 @@ func TestComposeFollowsTheAppContract(t *testing.T) {
 	if err := json.Unmarshal([]byte(read(t, "deploy/app.json")), &c); err != nil {
 		t.Fatalf("deploy/app.json: %v", err)
 	}
-	for _, f := range []string{"docker-compose.yml", "Dockerfile"} {
+	for _, f := range []string{"docker-compose.yml", "Dockerfile", "deploy/loadtest/entrypoint.sh"} {
 		for _, v := range envName.FindAllString(read(t, f), -1) {
 			if !slices.Contains(c.Env, v) {
 				t.Errorf("%s uses $%s, which deploy/app.json does not list", f, v)
