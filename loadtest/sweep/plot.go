@@ -89,6 +89,8 @@ func (fig Figure) SVG() string {
 	height := padTop + panelH + padBelow + captionLine*float64(len(caption)) + 8
 	var b strings.Builder
 	output.OpenSVG(&b, width, height, padLeft, fig.Title)
+	// The caption unwrapped, one line each, for whoever reads the file.
+	fmt.Fprintf(&b, "<desc>%s</desc>\n", output.Esc(strings.Join(fig.Caption, "\n")))
 	for i, p := range fig.Panels {
 		fig.panel(&b, fig.frame(i), p)
 	}

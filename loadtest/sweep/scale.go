@@ -70,7 +70,7 @@ type ScaleConfig struct {
 	// count; nil runs the store benchmark (MeasureCeiling).
 	Ceiling func(ctx context.Context, postgres string) ([]Ceiling, error)
 	// OutDir receives vegeta's results of every point under
-	// results/scale/; "" writes none.
+	// results/sweep/, named after the point; "" writes none.
 	OutDir string
 	// Progress receives a progress bar per point; nil shows none.
 	Progress io.Writer
