@@ -301,6 +301,7 @@ func (c *ScaleConfig) runEnv(ctx context.Context, e env, dir string, n, total in
 		sc.Local.AppBin = filepath.Join(dir, "flashsale")
 	}
 	fleet := storefront.NewFleet(local.Bases(), local.Token())
+	sc.nodeURLs = local.RedisURLs()
 	var pts []Point
 	for _, skus := range e.skus {
 		cat, mix := spread(skus, sc.Stock)

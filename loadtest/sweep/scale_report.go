@@ -177,8 +177,11 @@ func (r *ScaleReport) WriteText(w io.Writer) error {
 		if st.LostUpdates > 0 {
 			notes = append(notes, fmt.Sprintf("%d lost updates", st.LostUpdates))
 		}
-		if st.Cores != nil {
-			notes = append(notes, fmt.Sprintf("cores: apps %.2f, runner %.2f", st.Cores.Apps, st.Cores.Runner))
+		if c := st.Cores; c != nil {
+			notes = append(notes, fmt.Sprintf("cores: apps %.2f, Redis nodes %.2f, runner %.2f", c.Apps, c.Nodes, c.Runner))
+			if st.Sales > 0 {
+				notes = append(notes, fmt.Sprintf("CPU per sale: apps %.2f ms, nodes %.2f ms", 1000*c.Apps/st.Sales, 1000*c.Nodes/st.Sales))
+			}
 		}
 		if st.Hold > 0 {
 			notes = append(notes, "hold "+output.Millis(st.Hold))

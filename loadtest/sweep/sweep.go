@@ -76,6 +76,10 @@ type Config struct {
 	Progress io.Writer
 	// Logger receives notes as the sweep goes. Default: discard.
 	Logger *slog.Logger
+
+	// nodeURLs are the Redis nodes whose CPU each step measures, once
+	// the environment is up.
+	nodeURLs []string
 }
 
 // hotSKU is the one product of the sweep's sale.
@@ -257,6 +261,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}()
 	fleet := storefront.NewFleet(local.Bases(), local.Token())
+	cfg.nodeURLs = local.RedisURLs()
 	rep.Instances, rep.Nodes = len(fleet), len(local.RedisURLs())
 	cat := cfg.catalogue()
 	mix := traffic.Mix{HotSKU: hotSKU, HotShare: 1}

@@ -86,7 +86,11 @@ func runScale(ctx context.Context, cfg loadtest.Config, set map[string]bool, f s
 	if err != nil {
 		return fail(2, err)
 	}
-	rep.Command = "go run ./loadtest/cmd/loadtest " + strings.Join(args, " ")
+	quoted := make([]string, len(args))
+	for i, a := range args {
+		quoted[i] = shellQuote(a)
+	}
+	rep.Command = "go run ./loadtest/cmd/loadtest " + strings.Join(quoted, " ")
 	if err := rep.WriteText(stdout); err != nil {
 		return fail(2, err)
 	}
@@ -112,4 +116,13 @@ func runScale(ctx context.Context, cfg loadtest.Config, set map[string]bool, f s
 		}
 	}
 	return 0
+}
+
+// shellQuote is a as a shell reads it back: as it is when it holds nothing
+// the shell would take apart, else in single quotes.
+func shellQuote(a string) string {
+	if a != "" && strings.Trim(a, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./:=,+-@") == "" {
+		return a
+	}
+	return "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
 }
