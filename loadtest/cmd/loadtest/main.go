@@ -91,7 +91,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		scaleSKUs  = fs.String("scale-skus", "1,10,100,1000", "hot SKUs of -scale, comma-separated")
 		scaleApps  = fs.String("scale-instances", "1,2,3,6", "app instances of -scale, comma-separated")
 		scaleNodes = fs.String("scale-nodes", "3,5,7", "Redis nodes of -scale, comma-separated")
-		scaleRate  = fs.Int("scale-rate", 1200, "offered rate of every -scale point, requests per second")
+		scaleRate  = fs.Int("scale-rate", 400, "offered rate of every -scale point, requests per second")
 		scalePG    = fs.String("scale-postgres", "", "PostgreSQL server of -scale (it makes a schema of its own there and drops it), e.g. postgres://postgres@127.0.0.1:5432/test?sslmode=disable; empty: SQLite alone")
 		scaleImg   = fs.String("scale-img", "", "directory the plots of -scale are also written to (e.g. docs/img)")
 		redraw     = fs.String("scale-redraw", "", "draw the plots of an earlier -scale run again from its scale.json into -scale-img, measuring nothing")
