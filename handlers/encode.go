@@ -16,10 +16,10 @@ import (
 )
 
 // Body limits: a shopper's request is a few dozen bytes; a catalogue reset
-// may list up to a hundred products.
+// may list up to a thousand products.
 const (
 	smallBody = 4 << 10
-	resetBody = 64 << 10
+	resetBody = 256 << 10
 )
 
 // decode reads a JSON body of at most limit bytes into v, refusing a wrong

@@ -13,7 +13,7 @@ const (
 	// MaxSeats is the most seats an event may have.
 	MaxSeats = 1000
 	// MaxProducts is the most products a catalogue may list.
-	MaxProducts = 100
+	MaxProducts = 1000
 	// MaxQty is the most units one order may buy.
 	MaxQty = 10
 	// MaxUserLen is the longest user name, in bytes.

@@ -25,7 +25,7 @@ type sale struct {
 	db      *gorm.DB
 }
 
-func newSale(t *testing.T, dsn string, nodes *localredis.Cluster, cfg inventory.Config, opts ...lock.Option) sale {
+func newSale(t testing.TB, dsn string, nodes *localredis.Cluster, cfg inventory.Config, opts ...lock.Option) sale {
 	t.Helper()
 	ctx := context.Background()
 	opts = append([]lock.Option{lock.WithNamespace(testsupport.Namespace()), lock.WithLogger(testsupport.Logger())}, opts...)
@@ -53,7 +53,7 @@ func newSale(t *testing.T, dsn string, nodes *localredis.Cluster, cfg inventory.
 // voting waits until a quorum of nodes may vote: new nodes sit out their
 // first TTL, since a node cannot tell a first start from a restart that lost
 // its data.
-func voting(t *testing.T, lockers *lock.Lockers) {
+func voting(t testing.TB, lockers *lock.Lockers) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), lockers.TTL()+10*time.Second)
 	defer cancel()

@@ -77,7 +77,7 @@ func offer(ctx context.Context, cfg Config, fleet storefront.Fleet, tr vegeta.Ta
 	if err != nil {
 		return 0, nil, err
 	}
-	meter := meterCores(ctx, fleet)
+	meter := meterCores(ctx, fleet, cfg.nodeURLs)
 	bar := traffic.NewBar(cfg.Progress, requests, fmt.Sprintf("[%2d/%d] %-13s × %5d/s", n, total, what, rate))
 	inTime := cfg.Local.LockWait + LateMargin
 	traffic.Attack(ctx, cfg.workers(rate), tr, pacer, cfg.Duration, fmt.Sprintf("%s@%d", what, rate), func(r *vegeta.Result) {

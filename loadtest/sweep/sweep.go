@@ -76,6 +76,10 @@ type Config struct {
 	Progress io.Writer
 	// Logger receives notes as the sweep goes. Default: discard.
 	Logger *slog.Logger
+
+	// nodeURLs are the Redis nodes whose CPU each step measures, once
+	// the environment is up.
+	nodeURLs []string
 }
 
 // hotSKU is the one product of the sweep's sale.
@@ -257,6 +261,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}()
 	fleet := storefront.NewFleet(local.Bases(), local.Token())
+	cfg.nodeURLs = local.RedisURLs()
 	rep.Instances, rep.Nodes = len(fleet), len(local.RedisURLs())
 	cat := cfg.catalogue()
 	mix := traffic.Mix{HotSKU: hotSKU, HotShare: 1}
@@ -282,7 +287,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
-			st := runStep(ctx, cfg, fleet, cat, mix, v, rate, len(rep.Bare)+len(rep.Steps)+1, total)
+			st := runStep(ctx, cfg, fleet, cat, mix, v, v, rate, len(rep.Bare)+len(rep.Steps)+1, total)
 			cfg.Logger.Info("sweep step", "variant", v, "rate", rate, "sales_per_second", st.Sales, "percent_503", st.Unavailable, "p99", st.Summary.P99, "err", st.Err)
 			rep.Steps = append(rep.Steps, st)
 		}
@@ -293,8 +298,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	return rep, nil
 }
 
-// runStep runs one variant at one rate on a fresh sale.
-func runStep(ctx context.Context, cfg Config, fleet storefront.Fleet, cat storefront.Catalogue, mix traffic.Mix, variant string, rate, n, total int) Step {
+// runStep runs one variant at one rate on a fresh sale; name is what the
+// progress bar and the file of its vegeta results call the step.
+func runStep(ctx context.Context, cfg Config, fleet storefront.Fleet, cat storefront.Catalogue, mix traffic.Mix, variant, name string, rate, n, total int) Step {
 	st := Step{Variant: variant, Rate: rate}
 	setup, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
@@ -318,8 +324,8 @@ func runStep(ctx context.Context, cfg Config, fleet storefront.Fleet, cat storef
 	}
 	before := lockStats(setup, fleet, variant)
 	tally := traffic.NewTally()
-	path, keep, done := cfg.stepResults(variant, rate)
-	st.Late, st.Cores, err = offer(ctx, cfg, fleet, tr.Targeter(), variant, rate, n, total, func(r *vegeta.Result) { tally.Add(r); keep(r) })
+	path, keep, done := cfg.stepResults(name, rate)
+	st.Late, st.Cores, err = offer(ctx, cfg, fleet, tr.Targeter(), name, rate, n, total, func(r *vegeta.Result) { tally.Add(r); keep(r) })
 	if err := errors.Join(err, done()); err != nil {
 		return fail(err)
 	}

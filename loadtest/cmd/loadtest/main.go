@@ -87,6 +87,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		sweepOn    = fs.Bool("sweep", false, "instead of the matrix, offer rising rates of purchases of one hot SKU to every variant (default variants "+strings.Join(sweep.Variants, ",")+", 5s a rate)")
 		sweepRates = fs.String("sweep-rates", "200,500,1000", "offered rates of -sweep, requests per second, comma-separated")
 		sweepWork  = fs.Int("sweep-work-ms", 1, "business work inside every critical section of -sweep, ms")
+		scaleOn    = fs.Bool("scale", false, "instead of the matrix, the scale run: sales/s and p99 by hot SKUs, app instances and Redis nodes for "+strings.Join(sweep.ScaleVariants, ",")+", with and without -batch, beside the store's own ceiling; writes scale.{txt,json,html} and the plots")
+		scaleSKUs  = fs.String("scale-skus", "1,10,100,1000", "hot SKUs of -scale, comma-separated")
+		scaleApps  = fs.String("scale-instances", "1,2,3,6", "app instances of -scale, comma-separated")
+		scaleNodes = fs.String("scale-nodes", "3,5,7", "Redis nodes of -scale, comma-separated")
+		scaleRate  = fs.Int("scale-rate", 400, "offered rate of every -scale point, requests per second")
+		scalePG    = fs.String("scale-postgres", "", "PostgreSQL server of -scale (it makes a schema of its own there and drops it), e.g. postgres://postgres@127.0.0.1:5432/test?sslmode=disable; empty: SQLite alone")
+		scaleImg   = fs.String("scale-img", "", "directory the plots of -scale are also written to (e.g. docs/img)")
+		redraw     = fs.String("scale-redraw", "", "draw the plots of an earlier -scale run again from its scale.json into -scale-img, measuring nothing")
 		spike      = fs.Bool("spike", false, "the flash-sale spike: -sweep -batch at "+cli.Join(sweep.SpikeRates)+"/s for "+strings.Join(sweep.SpikeVariants, ",")+" (flags given win); exits 1 when a lock variant misses a spike target")
 	)
 	fs.Usage = func() {
@@ -190,6 +198,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		if !set["variants"] {
 			cfg.Variants, set["variants"] = sweep.SpikeVariants, true
 		}
+	}
+	if *scaleOn || *redraw != "" {
+		sf := scaleFlags{skus: *scaleSKUs, instances: *scaleApps, nodes: *scaleNodes, rate: *scaleRate, postgres: *scalePG, img: *scaleImg, redraw: *redraw, workMS: *sweepWork}
+		return runScale(ctx, cfg, set, sf, args, stdout, stderr)
 	}
 	if *sweepOn {
 		return runSweep(ctx, cfg, set, *sweepRates, *sweepWork, *spike, args, stdout, stderr)

@@ -24,6 +24,9 @@ func TestRunRefusesBadInput(t *testing.T) {
 		{[]string{"-targets", "http://example.com:8080", "-admin-token", "t"}, "not on loopback"},
 		{[]string{"-targets", "http://127.0.0.1:1"}, "admin token"},
 		{[]string{"-multi-share", "1.5"}, "not a share between 0 and 1"},
+		{[]string{"-scale", "-scale-skus", "1,many"}, `-scale-skus: "many" is not a count`},
+		{[]string{"-scale", "-scale-nodes", "0"}, `-scale-nodes: "0" is not a count`},
+		{[]string{"-scale-redraw", "scale.json"}, "needs -scale-img"},
 	}
 	for _, tc := range cases {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
@@ -64,5 +67,21 @@ func TestAppArgsReachTheInstances(t *testing.T) {
 	}
 	if want := "-max-in-flight must be at least 1"; !strings.Contains(stdout.String()+stderr.String(), want) {
 		t.Errorf("output does not say %q:\nstdout:\n%s\nstderr:\n%s", want, stdout.String(), stderr.String())
+	}
+}
+
+// The scale run records its command as a shell reads it back: a URL with
+// a "?" or "&" is quoted, a plain flag is not.
+func TestShellQuote(t *testing.T) {
+	for in, want := range map[string]string{
+		"-scale":                     "-scale",
+		"out/scale":                  "out/scale",
+		"postgres://p@h:1/t?a=b&c=d": "'postgres://p@h:1/t?a=b&c=d'",
+		"it's":                       `'it'\''s'`,
+		"":                           "''",
+	} {
+		if got := shellQuote(in); got != want {
+			t.Errorf("shellQuote(%q) = %q, want %q", in, got, want)
+		}
 	}
 }
