@@ -67,7 +67,6 @@ var lessons = map[string]Lesson{
 		Reference: "redlock.go",
 		ShowsWith: "pause-in-critical-section",
 		Breaks:    []string{"pause-in-critical-section", "node-restart-unaware", "clock-jump", "long-work", "pause-after-lease-check", "failover-unaware"},
-		Quorum:    true,
 		// It checks its validity (a late grant is refused) and tolerates a
 		// minority of nodes crashed, wiped, flushed, paused or cut off; it
 		// cannot tell a holder that stopped past its TTL, nor a majority
@@ -103,7 +102,6 @@ var lessons = map[string]Lesson{
 		// Promised to hold under node-restart and failover only with restart awareness:
 		// without it tokens can go backwards.
 		NoClaim: []string{"node-restart-unaware", "failover-unaware"},
-		Quorum:  true,
 		Chaos:   &ChaosClaim{},
 	},
 	lock.DBGuard: {
@@ -141,8 +139,7 @@ var lessons = map[string]Lesson{
 			"failover":         articleFailover,
 			"failover-unaware": articleFailover,
 		},
-		Quorum: true,
-		Chaos:  &ChaosClaim{Alone: true},
+		Chaos: &ChaosClaim{Alone: true},
 	},
 	// redsync: a careful Redlock (majority, parallel SETs under a per-node
 	// timeout, validity with drift, owner-checked scripts, a missed try
@@ -168,7 +165,6 @@ var lessons = map[string]Lesson{
 			"failover":         redsyncFailover,
 			"failover-unaware": redsyncFailover,
 		},
-		Quorum: true,
 		Chaos: &ChaosClaim{
 			Breakers: []string{"app-pause", "clock-jump", "node-wipe", "node-crash", "node-flush", "node-operator", "node-failover"},
 		},

@@ -10,13 +10,6 @@ import (
 // Redlock's step 5 does on every node (docs/design.md, "Waiting for a busy
 // lock").
 
-// selfUndoing is a variant that already deletes its value everywhere
-// after a try that failed (redlock and redlock+fence, in step 5).
-type selfUndoing interface{ undoesItsFailedTries() }
-
-// undoesItsFailedTries: step 5 unlocks every node after a failed try.
-func (*redlock) undoesItsFailedTries() {}
-
 // abandon deletes value from k in the background after a try that failed
 // with err, if the try may have written it (no answer: ErrUnavailable; an
 // answer too late: ErrNodeLate) and
@@ -28,10 +21,7 @@ func (l *Locker) abandon(ctx context.Context, k keys, value string, err error, t
 	if !errors.Is(err, ErrUnavailable) && !errors.Is(err, ErrNodeLate) {
 		return
 	}
-	if _, owner := l.v.(ownerChecked); !owner {
-		return
-	}
-	if _, done := l.v.(selfUndoing); done {
+	if !l.rung.OwnerChecked || l.rung.SelfUndoing {
 		return
 	}
 	go func() {

@@ -47,10 +47,7 @@ func newWaker(cfg *config, nodes []*node.Node) *waker {
 // processes: the owner-checked variants, whose keys only a release by the
 // holder or the TTL can free, so a release that wakes the line's head wakes
 // the one waiter that should try.
-func (l *Locker) lined() bool {
-	_, ok := l.v.(ownerChecked)
-	return ok
-}
+func (l *Locker) lined() bool { return l.rung.OwnerChecked }
 
 // acquireFast waits for the lock as waitLoop does, between tries waiting
 // its turn among this process's waiters and dozing until the key is likely

@@ -154,7 +154,7 @@ func (f *Faults) gapFor(lk *Locker, name string, l *Lease) gap {
 		if !ok {
 			return nil
 		}
-		lk.observe(Event{Kind: FaultFired, Variant: lk.name, Key: name, Lease: l, Fault: &fl})
+		lk.observe(Event{Kind: FaultFired, Variant: lk.rung.Name, Key: name, Lease: l, Fault: &fl})
 		if fl.Action == Crash {
 			if l != nil {
 				l.crashed()

@@ -59,8 +59,23 @@ type Rung struct {
 	// store-guarded rung, the file of package inventory that does, named
 	// "inventory/…".
 	File string
+	// Quorum rungs ask a majority of the nodes (Redlock's); the others
+	// ask the first node, or none at all.
+	Quorum bool
+	// OwnerChecked rungs give back (and extend) only a key that still
+	// carries the holder's value, in one atomic step on each node: nobody
+	// but the holder or the TTL frees their key, so their waiters can
+	// stand in one line per key and a release can hand the lease over.
+	OwnerChecked bool
+	// ValidityChecked rungs measure how long a grant stays exclusive
+	// (TTL − elapsed − drift) and hand a lease to the caller only while it
+	// does.
+	ValidityChecked bool
 	// Fenced rungs issue fencing tokens that the store must check.
 	Fenced bool
+	// SelfUndoing rungs delete their value on every node after a failed
+	// try themselves; for the other owner-checked rungs the Locker does.
+	SelfUndoing bool
 	// Guard is what keeps the sale correct; any other than GuardLock means
 	// the rung takes no Redis lock and the store guards instead.
 	Guard Guard
@@ -95,23 +110,25 @@ var ladder = []Rung{
 		build: func(s *Lockers) variant { return plainDel{s.first()} },
 	},
 	{
-		Name: Lua, File: "lua.go", Correct: true,
+		Name: Lua, File: "lua.go", Correct: true, OwnerChecked: true,
 		build: func(s *Lockers) variant { return luaLock{s.first()} },
 	},
 	{
 		Name: Redlock, File: "redlock.go", Correct: true,
+		Quorum: true, OwnerChecked: true, ValidityChecked: true, SelfUndoing: true,
 		build: func(s *Lockers) variant { return s.redlock() },
 	},
 	{
-		Name: LuaCheck, File: "lua_check.go",
+		Name: LuaCheck, File: "lua_check.go", OwnerChecked: true,
 		build: func(s *Lockers) variant { return luaCheck{luaLock{s.first()}} },
 	},
 	{
-		Name: LuaFence, File: "lua_fence.go", Fenced: true, Correct: true,
+		Name: LuaFence, File: "lua_fence.go", Fenced: true, Correct: true, OwnerChecked: true,
 		build: func(s *Lockers) variant { return luaFence{luaLock{s.first()}} },
 	},
 	{
 		Name: RedlockFence, File: "redlock_fence.go", Fenced: true, Correct: true,
+		Quorum: true, OwnerChecked: true, ValidityChecked: true, SelfUndoing: true,
 		build: func(s *Lockers) variant { return redlockFence{s.redlock()} },
 	},
 	{
@@ -127,11 +144,11 @@ var ladder = []Rung{
 		build: func(*Lockers) variant { return noLock{} },
 	},
 	{
-		Name: ArticleRedlock, File: "article_redlock.go",
+		Name: ArticleRedlock, File: "article_redlock.go", Quorum: true,
 		build: func(s *Lockers) variant { return newArticleRedlock(s.Clients()) },
 	},
 	{
-		Name: Redsync, File: "redsync.go",
+		Name: Redsync, File: "redsync.go", Quorum: true, OwnerChecked: true, SelfUndoing: true,
 		build: func(s *Lockers) variant { return s.redsync() },
 	},
 	{
@@ -151,6 +168,10 @@ func Names() []string {
 	}
 	return out
 }
+
+// lockless reports whether the rung takes no Redis lock at all: none, and
+// the rungs the store guards.
+func (r Rung) lockless() bool { return r.Name == None || r.Guard != GuardLock }
 
 // Find is the rung named name.
 func Find(name string) (Rung, bool) {

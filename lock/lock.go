@@ -66,37 +66,26 @@ type variant interface {
 	extend(ctx context.Context, k keys, value string, ttl time.Duration) (time.Duration, error)
 }
 
-// validityChecked is a variant that measures how long its lease is valid
-// and hands it over only while it is (redlock and redlock+fence).
-type validityChecked interface{ checksValidity() }
-
-// ownerChecked is a variant whose release deletes the key only if it still
-// carries the holder's value, in one atomic step (lua, redlock and their
-// fenced rungs): nobody can delete a lease of it but its holder or its TTL.
-type ownerChecked interface{ checksOwner() }
-
 // Locker hands out leases on named keys with one variant.
 type Locker struct {
-	name   string
-	v      variant
-	fenced bool
-	guard  Guard
-	cfg    *config
-	wake   *waker
+	rung Rung // the rung's name and traits, as the ladder declares them
+	v    variant
+	cfg  *config
+	wake *waker
 	// reach checks that the nodes this variant needs answer now: none for
 	// none, the first node for the single-node variants, a quorum for Redlock.
 	reach func(ctx context.Context) error
 }
 
 // Name is the variant's name, as in Names.
-func (l *Locker) Name() string { return l.name }
+func (l *Locker) Name() string { return l.rung.Name }
 
 // Fenced reports whether leases carry fencing tokens the store must check.
-func (l *Locker) Fenced() bool { return l.fenced }
+func (l *Locker) Fenced() bool { return l.rung.Fenced }
 
 // Guard is what keeps this variant's sale correct: GuardLock for the Redis
 // lock rungs, else the store-side guard the inventory must apply instead.
-func (l *Locker) Guard() Guard { return l.guard }
+func (l *Locker) Guard() Guard { return l.rung.Guard }
 
 // TTL is the lease time to live this locker asks for.
 func (l *Locker) TTL() time.Duration { return l.cfg.ttl }
@@ -110,7 +99,7 @@ func (l *Locker) keysFor(name string) keys {
 func (l *Locker) TryAcquire(ctx context.Context, name string) (*Lease, error) {
 	start := time.Now()
 	lease, err := l.try(ctx, name)
-	l.observe(Event{Kind: outcome(err), Variant: l.name, Key: name, Tries: 1, Wait: time.Since(start), Lease: lease, Err: err})
+	l.observe(Event{Kind: outcome(err), Variant: l.rung.Name, Key: name, Tries: 1, Wait: time.Since(start), Lease: lease, Err: err})
 	return lease, err
 }
 
@@ -154,7 +143,7 @@ func (l *Locker) Acquire(ctx context.Context, name string) (*Lease, error) {
 	} else {
 		lease, tries, err = l.retry(ctx, name)
 	}
-	if _, checks := l.v.(validityChecked); checks && err == nil && !time.Now().Before(lease.ValidUntil()) {
+	if l.rung.ValidityChecked && err == nil && !time.Now().Before(lease.ValidUntil()) {
 		// Redlock hands a lease over only while its validity lasts: one
 		// that ran out before it reached the caller (a stalled process, a
 		// slow node on the way out of the wait) is a lock that is nobody's
@@ -167,7 +156,7 @@ func (l *Locker) Acquire(ctx context.Context, name string) (*Lease, error) {
 		// answer now: what kept this caller out was the lock being busy.
 		err = errors.Join(ErrNotAcquired, context.Cause(ctx))
 	}
-	l.observe(Event{Kind: outcome(err), Variant: l.name, Key: name, Tries: tries, Wait: time.Since(start), Lease: lease, Err: err})
+	l.observe(Event{Kind: outcome(err), Variant: l.rung.Name, Key: name, Tries: tries, Wait: time.Since(start), Lease: lease, Err: err})
 	return lease, err
 }
 
@@ -234,14 +223,14 @@ type Lease struct {
 func (l *Lease) Key() string { return l.name }
 
 // Variant is the name of the variant that granted the lease.
-func (l *Lease) Variant() string { return l.locker.name }
+func (l *Lease) Variant() string { return l.locker.rung.Name }
 
 // Owner is the random value that marks this lease as the owner in Redis.
 func (l *Lease) Owner() string { return l.value }
 
 // Token is the fencing token and whether the variant issues one. Tokens of one
 // key grow strictly with every grant.
-func (l *Lease) Token() (uint64, bool) { return l.token, l.locker.fenced }
+func (l *Lease) Token() (uint64, bool) { return l.token, l.locker.rung.Fenced }
 
 // Acquired is when the lease was granted.
 func (l *Lease) Acquired() time.Time { return l.acquired }
@@ -319,7 +308,7 @@ func (l *Lease) Release(ctx context.Context) error {
 	} else {
 		err = lk.v.release(ctx, lk.cfg.faults.gapFor(lk, l.name, l), l.k, l.value)
 	}
-	lk.observe(Event{Time: begun, Kind: Released, Variant: lk.name, Key: l.name, Lease: l, Err: err})
+	lk.observe(Event{Time: begun, Kind: Released, Variant: lk.rung.Name, Key: l.name, Lease: l, Err: err})
 	if err != nil {
 		return fmt.Errorf("release %q: %w", l.name, err)
 	}

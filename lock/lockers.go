@@ -73,8 +73,7 @@ func NewLockers(nodes []*redis.Options, opts ...Option) (*Lockers, error) {
 	}
 	s.byName = make(map[string]*Locker, len(ladder))
 	for _, r := range ladder {
-		v := r.build(s)
-		s.byName[r.Name] = &Locker{name: r.Name, v: v, fenced: r.Fenced, guard: r.Guard, cfg: cfg, wake: s.wake, reach: s.reach(v)}
+		s.byName[r.Name] = &Locker{rung: r, v: r.build(s), cfg: cfg, wake: s.wake, reach: s.reach(r)}
 	}
 	return s, nil
 }
@@ -98,12 +97,13 @@ func (s *Lockers) redsync() redsyncLock {
 	return redsyncLock{redsync.New(pools...)}
 }
 
-// reach is how to check that the nodes a variant needs answer.
-func (s *Lockers) reach(v variant) func(context.Context) error {
-	switch v.(type) {
-	case noLock:
+// reach is how to check that the nodes a rung needs answer: a quorum, the
+// first node, or none.
+func (s *Lockers) reach(r Rung) func(context.Context) error {
+	switch {
+	case r.lockless():
 		return nil
-	case *redlock, redlockFence, *articleRedlock, redsyncLock:
+	case r.Quorum:
 		return s.Ping
 	}
 	return func(ctx context.Context) error {

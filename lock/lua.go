@@ -75,6 +75,3 @@ func (v luaLock) extend(ctx context.Context, k keys, value string, ttl time.Dura
 	}
 	return ttl, nil
 }
-
-// checksOwner: the release is a compare-and-delete script.
-func (luaLock) checksOwner() {}

@@ -101,10 +101,3 @@ func (r *redlock) extend(ctx context.Context, k keys, value string, ttl time.Dur
 func (r *redlock) unlock(k keys, value string) {
 	r.send(context.Background(), compareAndDelete.call([]string{k.lock}, value))
 }
-
-// checksOwner: the release is a compare-and-delete script on every node.
-func (*redlock) checksOwner() {}
-
-// checksValidity: a lease is handed over only while validity = ttl − elapsed
-// − drift is left.
-func (*redlock) checksValidity() {}

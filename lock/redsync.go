@@ -129,9 +129,3 @@ func redsyncReleaseErr(err error) error {
 	}
 	return fmt.Errorf("%w: %w", ErrNotHeld, err)
 }
-
-// checksOwner: the library's release is a compare-and-delete script.
-func (redsyncLock) checksOwner() {}
-
-// undoesItsFailedTries: the library unlocks every node after a missed try.
-func (redsyncLock) undoesItsFailedTries() {}
