@@ -16,6 +16,7 @@ import (
 
 	"flashsale/handlers"
 	"flashsale/internal/broker"
+	"flashsale/internal/fault"
 	"flashsale/internal/localredis"
 	"flashsale/internal/testsupport"
 	"flashsale/inventory"
@@ -556,7 +557,7 @@ func TestAdminRoutes(t *testing.T) {
 	var plan struct {
 		Seed   uint64
 		WorkMS int `json:"work_ms"`
-		Faults []lock.Fault
+		Faults []fault.Fault
 	}
 	r.decode(t, &plan)
 	if plan.Seed != 42 || plan.WorkMS != 5 || len(plan.Faults) != 1 || a.svc.Work() != 5*time.Millisecond {

@@ -12,6 +12,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"flashsale/internal/fault"
 	"flashsale/internal/localredis"
 	"flashsale/internal/testsupport"
 	"flashsale/inventory"
@@ -202,7 +203,7 @@ func TestPauseInCriticalSection(t *testing.T) {
 	// paused hears of every holder the fault pauses in its critical section.
 	paused := make(chan struct{}, 4)
 	heard := func(e lock.Event) {
-		if e.Kind == lock.FaultFired && e.Fault.Point == lock.InCriticalSection {
+		if e.Kind == lock.FaultFired && e.Fault.Point == fault.InCriticalSection {
 			paused <- struct{}{}
 		}
 	}
@@ -214,7 +215,7 @@ func TestPauseInCriticalSection(t *testing.T) {
 			for len(paused) > 0 { // the previous case's second holder
 				<-paused
 			}
-			if err := s.lockers.Faults().Set(1, []lock.Fault{{Point: lock.InCriticalSection, Action: lock.Pause, P: 1, MS: 600}}); err != nil {
+			if err := s.lockers.Faults().Set(1, []fault.Fault{{Point: fault.InCriticalSection, Action: fault.Pause, P: 1, MS: 600}}); err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { s.lockers.Faults().Set(0, nil) })
@@ -257,7 +258,7 @@ func TestCrashAfterSetNXLeavesAStuckLock(t *testing.T) {
 	}{{lock.SetNXExpire, 1}, {lock.Lua, 0}} {
 		t.Run(c.variant, func(t *testing.T) {
 			s.reset(t, 10, 0)
-			if err := s.lockers.Faults().Set(7, []lock.Fault{{Point: lock.AfterAcquireStep1, Action: lock.Crash, P: 1}}); err != nil {
+			if err := s.lockers.Faults().Set(7, []fault.Fault{{Point: fault.AfterAcquireStep1, Action: fault.Crash, P: 1}}); err != nil {
 				t.Fatal(err)
 			}
 			_, _, err := s.svc.Buy(context.Background(), inventory.Purchase{SKU: "hot", Qty: 1, User: "u", Lock: c.variant})
@@ -519,7 +520,7 @@ func TestResetFencesOffRequestsInFlight(t *testing.T) {
 				}))
 			ctx := context.Background()
 			s.reset(t, 10, 0)
-			if err := s.lockers.Faults().Set(1, []lock.Fault{{Point: lock.InCriticalSection, Action: lock.Pause, P: 1, MS: 800}}); err != nil {
+			if err := s.lockers.Faults().Set(1, []fault.Fault{{Point: fault.InCriticalSection, Action: fault.Pause, P: 1, MS: 800}}); err != nil {
 				t.Fatal(err)
 			}
 			first := make(chan error, 1)

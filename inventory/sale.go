@@ -9,6 +9,7 @@ import (
 	"gorm.io/gorm"
 
 	"flashsale/internal/clock"
+	"flashsale/internal/fault"
 	"flashsale/lock"
 )
 
@@ -191,7 +192,7 @@ func (s *Service) doWork(ctx context.Context, lease *lock.Lease) error {
 // lua+check also asks the node), which the after-lease-check fault point
 // follows.
 func (s *Service) beforeWrite(ctx context.Context, lease *lock.Lease) error {
-	if err := lease.Checkpoint(ctx, lock.InCriticalSection); err != nil {
+	if err := lease.Checkpoint(ctx, fault.InCriticalSection); err != nil {
 		return s.leaseError(lease, err)
 	}
 	return s.checkLease(ctx, lease)
@@ -208,7 +209,7 @@ func (s *Service) checkLease(ctx context.Context, lease *lock.Lease) error {
 // answers it: a crashed holder, a lost lease, or err itself.
 func (s *Service) leaseError(lease *lock.Lease, err error) error {
 	switch {
-	case errors.Is(err, lock.ErrCrashed):
+	case errors.Is(err, fault.ErrCrashed):
 		return fmt.Errorf("%w: %w", ErrHolderCrashed, err)
 	case errors.Is(err, lock.ErrLockLost):
 		s.log.Warn("lease lost before the write: nothing written", "lock", lease.Key(), "variant", lease.Variant(), "err", err)
@@ -267,7 +268,7 @@ func (s *Service) underLock(ctx context.Context, deadline time.Time, locker *loc
 // a client that went away, Redis down, or simply busy.
 func (s *Service) acquireError(ctx context.Context, locker *lock.Locker, name string, err error) error {
 	switch {
-	case errors.Is(err, lock.ErrCrashed):
+	case errors.Is(err, fault.ErrCrashed):
 		s.stats.Crashes.Add(1)
 		return fmt.Errorf("%w: acquiring %s: %w", ErrHolderCrashed, name, err)
 	case ctx.Err() != nil:

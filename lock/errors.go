@@ -20,9 +20,6 @@ var (
 	ErrNotHeld = errors.New("lock: lease not held")
 	// ErrLockLost is reported by the watchdog when it could not keep a lease alive.
 	ErrLockLost = errors.New("lock: lease lost while held")
-	// ErrCrashed is returned when an injected crash fault abandoned the operation
-	// at a fault point, exactly as a process dying there would.
-	ErrCrashed = errors.New("lock: holder crashed at an injected fault point")
 	// ErrNodeLate marks a node whose answer was not in, though the node
 	// was answering and was waited for past the per-node timeout
 	// (quorum.go): this process was too busy to read it in time, or the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"flashsale/internal/fault"
 	"flashsale/lock/internal/fast"
 	"flashsale/lock/internal/node"
 )
@@ -67,7 +68,7 @@ func (l *Lease) releaseFast(ctx context.Context) error {
 	if !lk.lined() {
 		// Wake this process's next waiter now rather than after the
 		// keyspace event's round trip; other processes still get the event.
-		err := lk.v.release(ctx, lk.cfg.faults.gapFor(lk, l.name, l), l.k, l.value)
+		err := lk.v.release(ctx, lk.gapFor(l.name, l), l.k, l.value)
 		if err == nil {
 			lk.wake.Deleted(key)
 		}
@@ -89,7 +90,7 @@ func (l *Lease) releaseFast(ctx context.Context) error {
 		// cannot overtake it.
 		return o.releaseThen(ctx, l.k, l.value, valid, next)
 	}
-	err := lk.v.release(ctx, lk.cfg.faults.gapFor(lk, l.name, l), l.k, l.value)
+	err := lk.v.release(ctx, lk.gapFor(l.name, l), l.k, l.value)
 	if err == nil {
 		next()
 	}
@@ -214,7 +215,7 @@ func (r redlockFence) handOver(ctx context.Context, k keys, from, to string, ttl
 // handedOver is a lease handed over to a waiter, as the waiter returns it:
 // its own now, with the after-acquire fault point where it would have been.
 func (l *Locker) handedOver(ctx context.Context, lease *Lease, tries int) (*Lease, int, error) {
-	if err := l.cfg.faults.gapFor(l, lease.name, lease)(ctx, AfterAcquireStep1); err != nil {
+	if err := l.gapFor(lease.name, lease)(ctx, fault.AfterAcquireStep1); err != nil {
 		return nil, tries, err
 	}
 	return lease, tries, nil

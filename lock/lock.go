@@ -29,6 +29,7 @@ import (
 	"sync"
 	"time"
 
+	"flashsale/internal/fault"
 	"flashsale/internal/randhex"
 )
 
@@ -48,14 +49,14 @@ type grant struct {
 }
 
 // gap is a fault point between two steps of a variant's operation. It returns
-// ErrCrashed when the operation must be abandoned there.
-type gap func(ctx context.Context, p Point) error
+// fault.ErrCrashed when the operation must be abandoned there.
+type gap func(ctx context.Context, p fault.Point) error
 
 // noGap is the gap of an operation no fault point reaches: the undo of an
 // abandoned try (abandon.go), and a hand-over, which runs in the releasing
 // holder while the next holder meets the after-acquire fault point itself,
 // once the lease reaches it (Locker.handedOver).
-func noGap(context.Context, Point) error { return nil }
+func noGap(context.Context, fault.Point) error { return nil }
 
 // variant is one rung of the ladder: a way to take, give back and extend a
 // lease with a given owner value. Implementations make exactly the Redis calls
@@ -95,7 +96,7 @@ func (l *Locker) keysFor(name string) keys {
 }
 
 // TryAcquire makes exactly one attempt. It fails with ErrNotAcquired when the
-// lock is held, ErrUnavailable when too few nodes answered, or ErrCrashed.
+// lock is held, ErrUnavailable when too few nodes answered, or fault.ErrCrashed.
 func (l *Locker) TryAcquire(ctx context.Context, name string) (*Lease, error) {
 	start := time.Now()
 	lease, err := l.try(ctx, name)
@@ -107,7 +108,7 @@ func (l *Locker) try(ctx context.Context, name string) (*Lease, error) {
 	k := l.keysFor(name)
 	value := newValue()
 	start := time.Now()
-	g, err := l.v.acquire(ctx, l.cfg.faults.gapFor(l, name, nil), k, value, l.cfg.ttl)
+	g, err := l.v.acquire(ctx, l.gapFor(name, nil), k, value, l.cfg.ttl)
 	if err != nil {
 		l.abandon(ctx, k, value, err, nil) // the SET may have landed all the same
 		return nil, err
@@ -280,11 +281,11 @@ func (l *Lease) Extend(ctx context.Context) error {
 }
 
 // Checkpoint is a fault point inside the caller's critical section
-// (InCriticalSection). An injected pause freezes the holder and its watchdog;
-// an injected crash returns ErrCrashed and the caller must abandon its work
+// (fault.InCriticalSection). An injected pause freezes the holder and its watchdog;
+// an injected crash returns fault.ErrCrashed and the caller must abandon its work
 // without releasing, as a dead process would.
-func (l *Lease) Checkpoint(ctx context.Context, p Point) error {
-	return l.locker.cfg.faults.gapFor(l.locker, l.name, l)(ctx, p)
+func (l *Lease) Checkpoint(ctx context.Context, p fault.Point) error {
+	return l.locker.gapFor(l.name, l)(ctx, p)
 }
 
 // Release gives the lock back. Releasing twice is a no-op. A release that
@@ -306,7 +307,7 @@ func (l *Lease) Release(ctx context.Context) error {
 	if lk.fast() {
 		err = l.releaseFast(ctx)
 	} else {
-		err = lk.v.release(ctx, lk.cfg.faults.gapFor(lk, l.name, l), l.k, l.value)
+		err = lk.v.release(ctx, lk.gapFor(l.name, l), l.k, l.value)
 	}
 	lk.observe(Event{Time: begun, Kind: Released, Variant: lk.rung.Name, Key: l.name, Lease: l, Err: err})
 	if err != nil {

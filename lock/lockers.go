@@ -13,6 +13,7 @@ import (
 	rsgoredis "github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	"github.com/redis/go-redis/v9"
 
+	"flashsale/internal/fault"
 	"flashsale/lock/internal/node"
 )
 
@@ -128,7 +129,7 @@ func (s *Lockers) Get(name string) (*Locker, error) {
 func (s *Lockers) Namespace() string { return s.cfg.namespace }
 
 // Faults is the fault plan every variant shares.
-func (s *Lockers) Faults() *Faults { return s.cfg.faults }
+func (s *Lockers) Faults() *fault.Plan { return s.cfg.faults }
 
 // SetWatchdog switches the watchdog on or off for the leases granted from
 // now on (a lease keeps the watchdog it was granted with), so the workshop

@@ -3,6 +3,8 @@ package lock
 import (
 	"context"
 	"time"
+
+	"flashsale/internal/fault"
 )
 
 // luaFence is lua (lua.go) with fencing tokens, the usual answer to a
@@ -36,7 +38,7 @@ func (v luaFence) acquire(ctx context.Context, at gap, k keys, value string, ttl
 	if token == 0 {
 		return grant{}, ErrNotAcquired
 	}
-	if err := at(ctx, AfterAcquireStep1); err != nil {
+	if err := at(ctx, fault.AfterAcquireStep1); err != nil {
 		return grant{}, err
 	}
 	return grant{validity: ttl, token: token}, nil

@@ -7,6 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"flashsale/internal/fault"
 	"flashsale/lock/internal/node"
 )
 
@@ -21,7 +22,7 @@ type config struct {
 	notifications bool
 	backoffMin    time.Duration
 	backoffMax    time.Duration
-	faults        *Faults
+	faults        *fault.Plan
 	observer      func(Event)
 	logger        *slog.Logger
 	sentinel      *redis.FailoverOptions
@@ -34,7 +35,7 @@ func defaultConfig() *config {
 		restartAware:  true,
 		notifications: true,
 		backoffMin:    time.Millisecond,
-		faults:        NewFaults(),
+		faults:        fault.NewPlan(),
 		logger:        slog.Default(),
 	}
 	c.fast.Store(true)
@@ -112,7 +113,7 @@ func WithBackoff(min, max time.Duration) Option {
 }
 
 // WithFaults shares a fault plan with every variant. Default: an empty plan.
-func WithFaults(f *Faults) Option { return func(c *config) { c.faults = f } }
+func WithFaults(f *fault.Plan) Option { return func(c *config) { c.faults = f } }
 
 // WithObserver receives an Event for every acquire, release, lost lease and
 // fired fault; it must not block. It may read the event's Lease (its

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"flashsale/internal/fault"
 	"flashsale/lock/internal/node"
 )
 
@@ -50,7 +51,7 @@ func (r *redlock) acquire(ctx context.Context, at gap, k keys, value string, ttl
 	// busy process) is not down: its vote is waited for a little longer
 	// (quorum.go's gather), and counted, as step 3 counts that time too.
 	votes := r.ask(ctx, setNX(k.lock, value, ttl), r.majority())
-	if err := at(ctx, AfterAcquireStep1); err != nil {
+	if err := at(ctx, fault.AfterAcquireStep1); err != nil {
 		return grant{}, err
 	}
 

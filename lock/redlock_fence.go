@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"time"
 
+	"flashsale/internal/fault"
 	"flashsale/lock/internal/node"
 )
 
@@ -46,7 +47,7 @@ func (r redlockFence) fenced(ctx context.Context, at gap, k keys, value string, 
 	// draws from that node's counter alone, and only its answer makes this
 	// token pass it.
 	drawn := r.ask(ctx, take, enough{yes: r.quorum(), first: true})
-	if err := at(ctx, AfterAcquireStep1); err != nil {
+	if err := at(ctx, fault.AfterAcquireStep1); err != nil {
 		return grant{}, err
 	}
 	g, err := r.lease("acquire", k, drawn, start, ttl)
