@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"flashsale/curriculum"
 	"flashsale/internal/fault"
 	"flashsale/internal/testsupport"
 	"flashsale/inventory"
@@ -53,7 +54,7 @@ func TestBatchRetryAfterATwinChecksTheLeaseAgain(t *testing.T) {
 	if err := first.lockers.Faults().Set(1, []fault.Fault{{Point: fault.AfterLeaseCheck, Action: fault.Pause, P: 1, MS: 1}}); err != nil {
 		t.Fatal(err)
 	}
-	v := lock.LuaCheck
+	v := curriculum.LuaCheck
 	ann := twin
 	ann.Lock = v
 	r := queued(t, first, v, []inventory.Purchase{ann, {SKU: "hot", Qty: 1, User: "bob", Lock: v}})

@@ -12,6 +12,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"flashsale/curriculum"
 	"flashsale/internal/fault"
 	"flashsale/internal/localredis"
 	"flashsale/internal/testsupport"
@@ -255,7 +256,7 @@ func TestCrashAfterSetNXLeavesAStuckLock(t *testing.T) {
 	for _, c := range []struct {
 		variant string
 		stuck   int
-	}{{lock.SetNXExpire, 1}, {lock.Lua, 0}} {
+	}{{curriculum.SetNXExpire, 1}, {lock.Lua, 0}} {
 		t.Run(c.variant, func(t *testing.T) {
 			s.reset(t, 10, 0)
 			if err := s.lockers.Faults().Set(7, []fault.Fault{{Point: fault.AfterAcquireStep1, Action: fault.Crash, P: 1}}); err != nil {

@@ -89,7 +89,7 @@ func (p Purchase) hash() string {
 
 // Buy sells p.Qty units of p.SKU under the SKU's lock: read stock, do the
 // business work, then write stock − qty and the order in one transaction.
-// A store-guarded variant (lock.Guard) takes no Redis lock and writes its
+// A store-guarded variant (lock.Rung.StoreGuarded) takes no Redis lock and writes its
 // own way: db_guard.go, for_update.go, redis_stock.go.
 // replay is true when an earlier order with the same Idempotency-Key and
 // request is returned instead of a new one.
@@ -130,10 +130,10 @@ func (s *Service) Buy(ctx context.Context, p Purchase) (order Order, replay bool
 	}
 	err = s.underLock(ctx, deadline, locker, "sku:"+p.SKU, func(ctx context.Context, lease *lock.Lease) error {
 		var after int64
-		switch locker.Guard() {
-		case lock.GuardRowLock:
+		switch guardOf(locker) {
+		case guardRowLock:
 			order, after, err = s.buyForUpdate(ctx, p, hash, sale, lease, locker)
-		case lock.GuardRedisStock:
+		case guardRedisStock:
 			order, replay, after, err = s.buyReserved(ctx, p, hash, sale, lease, locker)
 		default:
 			order, replay, after, err = s.buy(ctx, p, hash, sale, lease, locker)

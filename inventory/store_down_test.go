@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"flashsale/curriculum"
 	"flashsale/internal/fault"
 	"flashsale/internal/testsupport"
 	"flashsale/inventory"
@@ -50,9 +51,9 @@ func TestStoreGoneMidSaleIsUnavailable(t *testing.T) {
 		{name: "lua+fence", variant: lock.LuaFence},
 		{name: "redlock", variant: lock.Redlock},
 		{name: "lua batched", variant: lock.Lua, batch: true},
-		{name: "db-guard", variant: lock.DBGuard},
-		{name: "db-for-update", variant: lock.DBForUpdate},
-		{name: "redis-stock", variant: lock.RedisStock},
+		{name: "db-guard", variant: curriculum.DBGuard},
+		{name: "db-for-update", variant: curriculum.DBForUpdate},
+		{name: "redis-stock", variant: curriculum.RedisStock},
 		{name: "lua seat", variant: lock.Lua, seat: true},
 	}
 	for _, c := range cases {

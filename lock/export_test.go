@@ -30,3 +30,17 @@ func (s *Lockers) VotesOpen(ctx context.Context) error {
 // RaiseFenceScript is the source of the fence's write-back, for a test's
 // proxy to recognise it on the wire.
 var RaiseFenceScript = raiseFence.src
+
+// The teaching rungs' names, for the tests of package lock_test.
+const (
+	SetNXExpire    = setNXExpireName
+	GetDel         = getDelName
+	PlainDel       = plainDelName
+	LuaCheck       = luaCheckName
+	ArticleRedlock = articleName
+	Redsync        = redsyncName
+	Attendee       = attendeeName
+	DBGuard        = dbGuardName
+	DBForUpdate    = forUpdateName
+	RedisStock     = redisStockName
+)

@@ -84,10 +84,6 @@ func (l *Locker) Name() string { return l.rung.Name }
 // Fenced reports whether leases carry fencing tokens the store must check.
 func (l *Locker) Fenced() bool { return l.rung.Fenced }
 
-// Guard is what keeps this variant's sale correct: GuardLock for the Redis
-// lock rungs, else the store-side guard the inventory must apply instead.
-func (l *Locker) Guard() Guard { return l.rung.Guard }
-
 // TTL is the lease time to live this locker asks for.
 func (l *Locker) TTL() time.Duration { return l.cfg.ttl }
 
