@@ -12,13 +12,13 @@ import (
 
 // abandon deletes value from k in the background after a try that failed
 // with err, if the try may have written it (no answer: ErrUnavailable; an
-// answer too late: ErrNodeLate) and
+// answer too late: errNodeLate) and
 // the variant's release is a compare-and-delete that does not already run.
 // The delete has a TTL of its own to reach the node, whatever the caller's
 // context: a caller that gave up must not stop it. then, if set, runs once
 // the delete has been tried.
 func (l *Locker) abandon(ctx context.Context, k keys, value string, err error, then func()) {
-	if !errors.Is(err, ErrUnavailable) && !errors.Is(err, ErrNodeLate) {
+	if !errors.Is(err, ErrUnavailable) && !errors.Is(err, errNodeLate) {
 		return
 	}
 	if !l.rung.OwnerChecked || l.rung.SelfUndoing {

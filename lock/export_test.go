@@ -44,3 +44,19 @@ const (
 	DBForUpdate    = forUpdateName
 	RedisStock     = redisStockName
 )
+
+// Voting is how many nodes may vote now, as far as this process knows: a
+// node younger than the TTL + drift, or whose fencing counters are not yet
+// re-seeded for its incarnation, may not (restart awareness, internal/node).
+func (s *Lockers) Voting() int {
+	now, n := time.Now(), 0
+	for _, nd := range s.nodes {
+		if nd.Counts("", now) {
+			n++
+		}
+	}
+	return n
+}
+
+// ErrNodeLate marks a node answering, but not within the per-node timeout.
+var ErrNodeLate = errNodeLate

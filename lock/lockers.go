@@ -169,22 +169,6 @@ func (s *Lockers) Clients() []*redis.Client {
 	return out
 }
 
-// Voting is how many nodes may vote now, as far as this process knows: a
-// node younger than the TTL + drift, or whose fencing counters are not yet
-// re-seeded for its incarnation, may not (restart awareness, internal/node).
-func (s *Lockers) Voting() int {
-	now, n := time.Now(), 0
-	for _, nd := range s.nodes {
-		if nd.Counts("", now) {
-			n++
-		}
-	}
-	return n
-}
-
-// Quorum is how many nodes Redlock needs: N/2+1.
-func (s *Lockers) Quorum() int { return len(s.nodes)/2 + 1 }
-
 // Ping reports ErrUnavailable unless a quorum of nodes answers PING and may
 // vote (a node that started less than a TTL ago, or whose fencing counters
 // are not re-seeded yet, may not: internal/node). A node whose votes'
@@ -211,8 +195,8 @@ func (s *Lockers) Ping(ctx context.Context) error {
 			ok++
 		}
 	}
-	if ok < s.Quorum() {
-		return fmt.Errorf("%w: %d of %d nodes answer, %d needed: %w", ErrUnavailable, ok, len(s.nodes), s.Quorum(), errors.Join(errs...))
+	if need := node.Quorum(len(s.nodes)); ok < need {
+		return fmt.Errorf("%w: %d of %d nodes answer, %d needed: %w", ErrUnavailable, ok, len(s.nodes), need, errors.Join(errs...))
 	}
 	return nil
 }

@@ -29,7 +29,7 @@ type redlock struct {
 }
 
 // quorum is a majority of the nodes: N/2+1.
-func (r *redlock) quorum() int { return len(r.nodes)/2 + 1 }
+func (r *redlock) quorum() int { return node.Quorum(len(r.nodes)) }
 
 // drift is the allowance for clock drift between processes. The page asks
 // only for "a few milliseconds"; this is the formula of the reference

@@ -136,7 +136,7 @@ func (n *Node) reseed(ctx context.Context) error {
 			answered++
 		}
 	}
-	need := len(n.peers) - (len(n.peers)/2 + 1) + 1
+	need := len(n.peers) - Quorum(len(n.peers)) + 1
 	if len(n.peers) == 1 {
 		need = 0 // a lone node has nothing to be re-seeded from; only the store's check guards its tokens
 	}
