@@ -13,11 +13,22 @@ import (
 	"time"
 
 	"flashsale/curriculum"
-	"flashsale/handlers"
 	"flashsale/loadtest"
 	"flashsale/loadtest/cluster"
 	"flashsale/lock"
 )
+
+// ErrInvalidRun marks a request the runner refuses as it stands (a step
+// that is not in the sequence): the caller's mistake, not the run's. The
+// HTTP layer answers it 422 by its InvalidRun method.
+var ErrInvalidRun error = invalidRun{}
+
+type invalidRun struct{}
+
+func (invalidRun) Error() string { return "invalid workshop run" }
+
+// InvalidRun marks the error as a request refused as it stands.
+func (invalidRun) InvalidRun() {}
 
 // Step is one cell of the workshop's sequence: a rung under a scenario, at
 // a rate and for a time short enough for the whole ladder to run in under
@@ -185,7 +196,7 @@ func (w *Runner) StartSequence(only []string) (id string, started bool, err erro
 		}
 		for _, o := range only {
 			if !slices.ContainsFunc(Sequence, func(s Step) bool { return s.ID() == o }) {
-				return "", false, fmt.Errorf("%w: %q is not a step of the sequence", handlers.ErrInvalidRun, o)
+				return "", false, fmt.Errorf("%w: %q is not a step of the sequence", ErrInvalidRun, o)
 			}
 		}
 	}
