@@ -31,6 +31,7 @@ import (
 
 	"flashsale/internal/fault"
 	"flashsale/internal/randhex"
+	layout "flashsale/lock/internal/keys"
 )
 
 // keys are the Redis keys one lock name maps to.
@@ -88,7 +89,7 @@ func (l *Locker) Fenced() bool { return l.rung.Fenced }
 func (l *Locker) TTL() time.Duration { return l.cfg.ttl }
 
 func (l *Locker) keysFor(name string) keys {
-	return keys{lock: l.cfg.namespace + "lock:" + name, fence: l.cfg.namespace + "fence:" + name}
+	return keys{lock: layout.Lock(l.cfg.namespace, name), fence: layout.Fence(l.cfg.namespace, name)}
 }
 
 // TryAcquire makes exactly one attempt. It fails with ErrNotAcquired when the

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"flashsale/internal/fault"
+	layout "flashsale/lock/internal/keys"
 	"flashsale/lock/internal/node"
 )
 
@@ -214,7 +215,7 @@ func (s *Lockers) StuckLocks(ctx context.Context) ([]StuckLock, error) {
 	var mu sync.Mutex
 	var out []StuckLock
 	errs := node.ForEach(ctx, s.nodes, node.ScanTimeout, func(ctx context.Context, n *node.Node) error {
-		iter := n.Client().Scan(ctx, 0, s.cfg.namespace+"lock:*", 1000).Iterator()
+		iter := n.Client().Scan(ctx, 0, layout.Locks(s.cfg.namespace), 1000).Iterator()
 		for iter.Next(ctx) {
 			ttl, err := n.Client().PTTL(ctx, iter.Val()).Result()
 			if err != nil {
@@ -222,7 +223,7 @@ func (s *Lockers) StuckLocks(ctx context.Context) ([]StuckLock, error) {
 			}
 			if ttl == -1 { // go-redis reports "no TTL" as -1 (and -2 for gone)
 				mu.Lock()
-				out = append(out, StuckLock{Node: n.Addr(), Key: strings.TrimPrefix(iter.Val(), s.cfg.namespace+"lock:")})
+				out = append(out, StuckLock{Node: n.Addr(), Key: layout.Name(s.cfg.namespace, iter.Val())})
 				mu.Unlock()
 			}
 		}
@@ -237,7 +238,7 @@ func (s *Lockers) StuckLocks(ctx context.Context) ([]StuckLock, error) {
 // Nodes that do not answer are reported in the error.
 func (s *Lockers) Reset(ctx context.Context) error {
 	errs := node.ForEach(ctx, s.nodes, node.ScanTimeout, func(ctx context.Context, n *node.Node) error {
-		iter := n.Client().Scan(ctx, 0, s.cfg.namespace+"lock:*", 1000).Iterator()
+		iter := n.Client().Scan(ctx, 0, layout.Locks(s.cfg.namespace), 1000).Iterator()
 		for iter.Next(ctx) {
 			if err := n.Client().Del(ctx, iter.Val()).Err(); err != nil {
 				return err

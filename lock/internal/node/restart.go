@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"flashsale/lock/internal/keys"
 )
 
 // Restart awareness: a node whose data lost keys (a restart, a failover, a
@@ -113,7 +115,7 @@ func (n *Node) reseed(ctx context.Context) error {
 	var mu sync.Mutex
 	highest := map[string]uint64{}
 	errs := ForEach(ctx, others, timeout, func(ctx context.Context, p *Node) error {
-		counters, err := readCounters(ctx, p.rdb, n.cfg.Namespace+"fence:*")
+		counters, err := readCounters(ctx, p.rdb, keys.Fences(n.cfg.Namespace))
 		if err != nil {
 			return err
 		}
