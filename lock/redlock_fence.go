@@ -73,16 +73,11 @@ func (r redlockFence) fenced(ctx context.Context, at gap, k keys, value string, 
 	return g, nil
 }
 
-// raiseFence writes a token back as max(counter, token). It needs no lease:
-// a counter that only grows can make a later token larger, never smaller.
-// KEYS[1] fence counter; ARGV[1] token. Returns the counter.
-var raiseFence = newScript(`
-local n = tonumber(redis.call("get", KEYS[1]) or "0")
-if n < tonumber(ARGV[1]) then
-	redis.call("set", KEYS[1], ARGV[1])
-	return tonumber(ARGV[1])
-end
-return n`)
+// raiseFence writes a token back as max(counter, token), restart
+// awareness's raise-to-max script. It needs no lease: a counter that only
+// grows can make a later token larger, never smaller. KEYS[1] fence
+// counter; ARGV[1] token. Returns the counter.
+var raiseFence = newScript(node.RaiseToMax)
 
 // writeBack sends raise to n after wait, and again on the next connection
 // while the one it went out on broke before it was answered (at once the

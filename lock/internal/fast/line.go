@@ -5,8 +5,8 @@ import (
 	"strconv"
 	"time"
 
-	"flashsale/lock/internal/keys"
 	"flashsale/internal/randhex"
+	"flashsale/lock/internal/keys"
 	"flashsale/lock/internal/wire"
 )
 
