@@ -214,22 +214,19 @@ type StuckLock struct {
 func (s *Lockers) StuckLocks(ctx context.Context) ([]StuckLock, error) {
 	var mu sync.Mutex
 	var out []StuckLock
-	errs := node.ForEach(ctx, s.nodes, node.ScanTimeout, func(ctx context.Context, n *node.Node) error {
-		iter := n.Client().Scan(ctx, 0, layout.Locks(s.cfg.namespace), 1000).Iterator()
-		for iter.Next(ctx) {
-			ttl, err := n.Client().PTTL(ctx, iter.Val()).Result()
-			if err != nil {
-				return err
-			}
-			if ttl == -1 { // go-redis reports "no TTL" as -1 (and -2 for gone)
-				mu.Lock()
-				out = append(out, StuckLock{Node: n.Addr(), Key: layout.Name(s.cfg.namespace, iter.Val())})
-				mu.Unlock()
-			}
+	err := s.eachLockKey(ctx, func(ctx context.Context, n *node.Node, key string) error {
+		ttl, err := n.Client().PTTL(ctx, key).Result()
+		if err != nil {
+			return err
 		}
-		return iter.Err()
+		if ttl == -1 { // go-redis reports "no TTL" as -1 (and -2 for gone)
+			mu.Lock()
+			out = append(out, StuckLock{Node: n.Addr(), Key: layout.Name(s.cfg.namespace, key)})
+			mu.Unlock()
+		}
+		return nil
 	})
-	return out, errors.Join(errs...)
+	return out, err
 }
 
 // Reset deletes every lock on every node, for a clean sale. The fencing
@@ -237,10 +234,19 @@ func (s *Lockers) StuckLocks(ctx context.Context) ([]StuckLock, error) {
 // across one can never carry the same token as a holder of the new sale.
 // Nodes that do not answer are reported in the error.
 func (s *Lockers) Reset(ctx context.Context) error {
+	return s.eachLockKey(ctx, func(ctx context.Context, n *node.Node, key string) error {
+		return n.Client().Del(ctx, key).Err()
+	})
+}
+
+// eachLockKey runs fn on every lock key of every node, the nodes at once
+// and each node's keys in SCAN order, stopping a node at fn's first error.
+// The nodes that failed are reported in the error.
+func (s *Lockers) eachLockKey(ctx context.Context, fn func(ctx context.Context, n *node.Node, key string) error) error {
 	errs := node.ForEach(ctx, s.nodes, node.ScanTimeout, func(ctx context.Context, n *node.Node) error {
 		iter := n.Client().Scan(ctx, 0, layout.Locks(s.cfg.namespace), 1000).Iterator()
 		for iter.Next(ctx) {
-			if err := n.Client().Del(ctx, iter.Val()).Err(); err != nil {
+			if err := fn(ctx, n, iter.Val()); err != nil {
 				return err
 			}
 		}
