@@ -24,12 +24,10 @@ func (l *Locker) abandon(ctx context.Context, k keys, value string, err error, t
 	if !l.rung.OwnerChecked || l.rung.SelfUndoing {
 		return
 	}
-	go func() {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.ttl)
-		defer cancel()
+	l.detached(ctx, func(ctx context.Context) {
 		_ = l.v.release(ctx, noGap, k, value)
 		if then != nil {
 			then()
 		}
-	}()
+	})
 }

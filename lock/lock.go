@@ -317,9 +317,16 @@ func (l *Lease) Release(ctx context.Context) error {
 // nobody will use: one that ran out before its acquire returned, or one
 // handed over to a waiter that is gone or of another variant.
 func (l *Lease) releaseLater(ctx context.Context) {
+	l.locker.detached(ctx, func(ctx context.Context) { _ = l.Release(ctx) })
+}
+
+// detached runs fn off the caller's path with a TTL of its own, whatever
+// the caller's ctx: a give-back that a caller who gave up must not stop,
+// and that cannot outlast the lease it gives back.
+func (l *Locker) detached(ctx context.Context, fn func(ctx context.Context)) {
 	go func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.locker.cfg.ttl)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.ttl)
 		defer cancel()
-		_ = l.Release(rctx)
+		fn(ctx)
 	}()
 }
