@@ -26,7 +26,7 @@ var (
 
 // errNodeLate marks a node whose answer was not in, though the node
 // was answering and was waited for past the per-node timeout
-// (quorum.go): this process was too busy to read it in time, or the
+// (a Redlock round's gather): this process was too busy to read it in time, or the
 // node is slow. Either way the node is up, so the vote says busy,
 // never unavailable.
 var errNodeLate = errors.New("lock: node answering, but not within the per-node timeout")

@@ -54,7 +54,7 @@ type grant struct {
 type gap func(ctx context.Context, p fault.Point) error
 
 // noGap is the gap of an operation no fault point reaches: the undo of an
-// abandoned try (abandon.go), and a hand-over, which runs in the releasing
+// abandoned try (Locker.abandon), and a hand-over, which runs in the releasing
 // holder while the next holder meets the after-acquire fault point itself,
 // once the lease reaches it (Locker.handedOver).
 func noGap(context.Context, fault.Point) error { return nil }
@@ -128,8 +128,8 @@ func (l *Locker) newLease(name string, k keys, value string, g grant, start time
 
 // Acquire waits for the lock until ctx is done, trying again whenever the
 // lock is busy or too few nodes answer. With the speed layer off a waiter
-// retries after a random delay (retry.go); on, the speed layer wakes it
-// when the lock is likely free (fast.go). A cancelled or timed-out wait
+// retries after a random delay (Locker.retry); on, the speed layer wakes it
+// when the lock is likely free (the speed layer). A cancelled or timed-out wait
 // returns errors.Join(ErrNotAcquired, ctx.Err()).
 func (l *Locker) Acquire(ctx context.Context, name string) (*Lease, error) {
 	start := time.Now()

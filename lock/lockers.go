@@ -140,7 +140,7 @@ func (s *Lockers) SetWatchdog(on bool) { s.cfg.watchdog.Store(on) }
 // Watchdog reports whether new leases get a watchdog.
 func (s *Lockers) Watchdog() bool { return s.cfg.watchdog.Load() }
 
-// SetFast switches the speed layer (fast.go) on or off for every variant,
+// SetFast switches the speed layer on or off for every variant,
 // from the next acquire and release on: off, what runs is exactly the
 // taught code, and the waker stops listening (its pub/sub connections
 // close). The expected outcome of every fault is the same either way.

@@ -7,7 +7,7 @@ import (
 	"flashsale/internal/fault"
 )
 
-// luaFence is lua (lua.go) with fencing tokens, the usual answer to a
+// luaFence is lua with fencing tokens, the usual answer to a
 // holder paused past its TTL: the Lua step that sets the lock also
 // draws the next token from a counter on the node, in one atomic step, so
 // every grant carries a token larger than any before it. The store registers

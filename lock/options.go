@@ -17,7 +17,7 @@ type config struct {
 	nodeTimeout   time.Duration
 	namespace     string
 	watchdog      atomic.Bool // switched at run time (Lockers.SetWatchdog)
-	fast          atomic.Bool // the speed layer (fast.go), switched at run time (Lockers.SetFast)
+	fast          atomic.Bool // the speed layer, switched at run time (Lockers.SetFast)
 	restartAware  bool
 	notifications bool
 	backoffMin    time.Duration
@@ -92,7 +92,7 @@ func WithWatchdog(on bool) Option { return func(c *config) { c.watchdog.Store(on
 // off only to show the double grant it prevents.
 func WithRestartAwareness(on bool) Option { return func(c *config) { c.restartAware = on } }
 
-// WithFast switches the speed layer (fast.go) on or off. Off, every variant
+// WithFast switches the speed layer on or off. Off, every variant
 // runs exactly its taught code: a waiter retries after a random delay, a
 // release is the variant's own, nothing listens for wake-ups and the app
 // sets no keyspace notifications. Redlock's votes travel on their pipelined

@@ -9,7 +9,7 @@ import (
 	"flashsale/lock/internal/node"
 )
 
-// redlockFence is redlock (redlock.go) with fencing tokens across its nodes:
+// redlockFence is redlock with fencing tokens across its nodes:
 // this project's own answer to "Redlock issues no fencing token", not a
 // standard recipe. Each node draws a token from its own counter atomically
 // with its SET, and the lease's token is the largest of its quorum. That is
