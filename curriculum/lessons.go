@@ -44,10 +44,6 @@ type Lesson struct {
 	// by, when it is not its own; the rung's own Either cells go either
 	// way all the same.
 	JudgedAs string
-	// Quorum rungs ask a majority of the nodes (Redlock): only they have
-	// cells in the columns that split the nodes between instances or turn
-	// restart awareness off, which no single-node rung has.
-	Quorum bool
 	// Skips are the matrix columns the rung has no cell in, with why.
 	Skips map[string]string
 	// Disagrees says why porcupine's verdict on the history its shoppers

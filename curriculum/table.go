@@ -25,7 +25,7 @@ var lessons = map[string]Lesson{
 		Breaks:    []string{"clean", "crash-between-steps", "pause-between-release-steps", "pause-in-critical-section", "node-down", "node-restart", "clock-jump", "network-delay", "failover", "long-work", "long-work-watchdog", "pause-after-lease-check"},
 		Chaos:     &ChaosClaim{Alone: true},
 	},
-	lock.SetNXExpire: {
+	SetNXExpire: {
 		Reference: "lua.go",
 		ShowsWith: "crash-between-steps",
 		Breaks:    []string{"crash-between-steps", "pause-in-critical-section", "node-restart", "clock-jump", "network-delay", "failover", "long-work", "pause-after-lease-check"},
@@ -39,7 +39,7 @@ var lessons = map[string]Lesson{
 		// with no TTL: every fault can break it.
 		Chaos: &ChaosClaim{Breakers: []string{AnyFault}},
 	},
-	lock.GetDel: {
+	GetDel: {
 		Reference: "lua.go",
 		ShowsWith: "pause-between-release-steps",
 		Breaks:    []string{"pause-between-release-steps", "pause-in-critical-section", "node-restart", "clock-jump", "network-delay", "failover", "long-work", "pause-after-lease-check"},
@@ -48,7 +48,7 @@ var lessons = map[string]Lesson{
 		},
 		Chaos: &ChaosClaim{Breakers: singleBreakers},
 	},
-	lock.PlainDel: {
+	PlainDel: {
 		Reference: "lua.go",
 		ShowsWith: "pause-in-critical-section",
 		Breaks:    []string{"pause-in-critical-section", "node-restart", "clock-jump", "network-delay", "failover", "long-work", "pause-after-lease-check"},
@@ -67,7 +67,6 @@ var lessons = map[string]Lesson{
 		Reference: "redlock.go",
 		ShowsWith: "pause-in-critical-section",
 		Breaks:    []string{"pause-in-critical-section", "node-restart-unaware", "clock-jump", "long-work", "pause-after-lease-check", "failover-unaware"},
-		Quorum:    true,
 		// It checks its validity (a late grant is refused) and tolerates a
 		// minority of nodes crashed, wiped, flushed, paused or cut off; it
 		// cannot tell a holder that stopped past its TTL, nor a majority
@@ -79,7 +78,7 @@ var lessons = map[string]Lesson{
 			Unaware:  []string{"node-wipe", "node-crash", "node-flush", "node-operator", "node-failover"},
 		},
 	},
-	lock.LuaCheck: {
+	LuaCheck: {
 		Reference: "lua.go",
 		ShowsWith: "pause-after-lease-check",
 		Breaks:    []string{"pause-after-lease-check"},
@@ -103,21 +102,20 @@ var lessons = map[string]Lesson{
 		// Promised to hold under node-restart and failover only with restart awareness:
 		// without it tokens can go backwards.
 		NoClaim: []string{"node-restart-unaware", "failover-unaware"},
-		Quorum:  true,
 		Chaos:   &ChaosClaim{},
 	},
-	lock.DBGuard: {
+	DBGuard: {
 		Reference: "inventory/db_guard.go",
 		ShowsWith: "pause-in-critical-section",
 	},
-	lock.DBForUpdate: {
+	DBForUpdate: {
 		Reference: "inventory/for_update.go",
 		ShowsWith: "pause-in-critical-section",
 		Skips: map[string]string{
 			"failover": "no Redis to fail over; the column's 10 s critical sections under its row lock only time requests out",
 		},
 	},
-	lock.RedisStock: {
+	RedisStock: {
 		Reference: "inventory/redis_stock.go",
 		ShowsWith: "node-restart",
 		Disagrees: "its answers come from the stock it reserves in Redis, its stock and seat reads from the row, " +
@@ -132,7 +130,7 @@ var lessons = map[string]Lesson{
 	// breaks it wherever five nodes (or a side of three) answer, which
 	// every column has for a good part of its run; the bare DEL, the
 	// undone-nothing miss and the whole-TTL check only add ways.
-	lock.ArticleRedlock: {
+	ArticleRedlock: {
 		Reference: "redlock.go",
 		ShowsWith: "clean",
 		Breaks: []string{"clean", "crash-between-steps", "pause-between-release-steps", "pause-in-critical-section", "node-down",
@@ -141,8 +139,7 @@ var lessons = map[string]Lesson{
 			"failover":         articleFailover,
 			"failover-unaware": articleFailover,
 		},
-		Quorum: true,
-		Chaos:  &ChaosClaim{Alone: true},
+		Chaos: &ChaosClaim{Alone: true},
 	},
 	// redsync: a careful Redlock (majority, parallel SETs under a per-node
 	// timeout, validity with drift, owner-checked scripts, a missed try
@@ -152,7 +149,7 @@ var lessons = map[string]Lesson{
 	// holder paused past its TTL writes beside its successor. No watchdog
 	// of its own: long work loses the lease unless the caller extends it
 	// (long-work-watchdog: the watchdog here calls its Extend, owner-checked).
-	lock.Redsync: {
+	Redsync: {
 		Reference: "redlock.go",
 		// The cell that shows it is the one it passes: it sells exactly the
 		// stock under concurrency alone, where article-redlock does not.
@@ -168,7 +165,6 @@ var lessons = map[string]Lesson{
 			"failover":         redsyncFailover,
 			"failover-unaware": redsyncFailover,
 		},
-		Quorum: true,
 		Chaos: &ChaosClaim{
 			Breakers: []string{"app-pause", "clock-jump", "node-wipe", "node-crash", "node-flush", "node-operator", "node-failover"},
 		},
@@ -177,7 +173,7 @@ var lessons = map[string]Lesson{
 	// beside the one it should become. As shipped it takes a lock that is
 	// held, so it breaks wherever no lock at all does: its row is none's
 	// until the attendees fix it, and then its cells are judged as lua's.
-	lock.Attendee: {
+	Attendee: {
 		Reference: "lua.go",
 		ShowsWith: "clean",
 		JudgedAs:  lock.None,

@@ -22,6 +22,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"flashsale/curriculum"
 	"flashsale/internal/testsupport"
 	"flashsale/lock"
 )
@@ -110,7 +111,7 @@ func TestRedisACLAndTLS(t *testing.T) {
 	ps := products(t, a)
 	for i, v := range lock.Names() {
 		sku, want := ps[0].SKU, 201
-		if v == lock.ArticleRedlock {
+		if v == curriculum.ArticleRedlock {
 			// The article's quorum is fixed at 2 whatever the number of
 			// nodes: on this one node it never locks, says busy, and leaves
 			// its missed try's key for its TTL (it undoes nothing), so it

@@ -71,7 +71,7 @@ func TestOperationsDoc(t *testing.T) {
 		{"`flashsale:events`", "internal/broker/broker.go", `namespace + "events"`},
 		{"`flashsale:lock:sku:<SKU>`", "inventory/sale.go", `"sku:"+p.SKU`},
 		{"`flashsale:lock:seat:<event>:<seat>`", "inventory/seats.go", `"seat:" + r.Event + ":" + r.Seat`},
-		{"`flashsale:fence:sku:<SKU>`", "lock/lock.go", `fence: l.cfg.namespace + "fence:" + name`},
+		{"`flashsale:fence:sku:<SKU>`", "lock/internal/keys/keys.go", `return ns + "fence:" + name`},
 	} {
 		if !strings.Contains(strings.Join(strings.Fields(ops), " "), c.doc) {
 			t.Errorf("operations.md no longer says %q", c.doc)

@@ -10,8 +10,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"flashsale/internal/fault"
 	"flashsale/inventory"
-	"flashsale/lock"
 )
 
 // maxWorkMS bounds the business work per sale an admin can set.
@@ -67,13 +67,13 @@ func (s *Server) reset(c *gin.Context) error {
 // Fast switches the locks' speed layer the same way (-fast).
 // Batch does the same for batching under one lease (-batch).
 type faultPlan struct {
-	Seed     uint64                `json:"seed"`
-	WorkMS   int                   `json:"work_ms"`
-	Faults   []lock.Fault          `json:"faults"`
-	Watchdog *bool                 `json:"watchdog,omitempty"`
-	Fast     *bool                 `json:"fast,omitempty"`
-	Batch    *bool                 `json:"batch,omitempty"`
-	Fired    map[lock.Point]uint64 `json:"fired,omitempty"`
+	Seed     uint64                 `json:"seed"`
+	WorkMS   int                    `json:"work_ms"`
+	Faults   []fault.Fault          `json:"faults"`
+	Watchdog *bool                  `json:"watchdog,omitempty"`
+	Fast     *bool                  `json:"fast,omitempty"`
+	Batch    *bool                  `json:"batch,omitempty"`
+	Fired    map[fault.Point]uint64 `json:"fired,omitempty"`
 }
 
 func (s *Server) setFaults(c *gin.Context) error {
@@ -108,7 +108,7 @@ func (s *Server) setFaults(c *gin.Context) error {
 func (s *Server) getFaults(c *gin.Context) error {
 	seed, plan := s.lockers.Faults().Plan()
 	if plan == nil {
-		plan = []lock.Fault{}
+		plan = []fault.Fault{}
 	}
 	watchdog, fast, batch := s.lockers.Watchdog(), s.lockers.Fast(), s.inv.Batch()
 	c.JSON(http.StatusOK, faultPlan{

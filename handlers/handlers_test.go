@@ -14,8 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"flashsale/curriculum"
 	"flashsale/handlers"
 	"flashsale/internal/broker"
+	"flashsale/internal/fault"
 	"flashsale/internal/localredis"
 	"flashsale/internal/testsupport"
 	"flashsale/inventory"
@@ -449,7 +451,7 @@ func TestLockBusyAndUnavailable(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, v := range []string{lock.Redlock, lock.RedlockFence, lock.Lua, lock.SetNXExpire} {
+	for _, v := range []string{lock.Redlock, lock.RedlockFence, lock.Lua, curriculum.SetNXExpire} {
 		r := a.call("POST", "/api/orders", `{"sku":"hot","qty":1,"user":"ann"}`, "X-Lock-Variant", v)
 		want(t, v+" unavailable", r, 503, "lock_unavailable")
 		if r.header.Get("Retry-After") == "" {
@@ -556,7 +558,7 @@ func TestAdminRoutes(t *testing.T) {
 	var plan struct {
 		Seed   uint64
 		WorkMS int `json:"work_ms"`
-		Faults []lock.Fault
+		Faults []fault.Fault
 	}
 	r.decode(t, &plan)
 	if plan.Seed != 42 || plan.WorkMS != 5 || len(plan.Faults) != 1 || a.svc.Work() != 5*time.Millisecond {
@@ -725,7 +727,7 @@ func TestLeaseLostAndTheWatchdogSwitch(t *testing.T) {
 	want(t, "set pause", a.call("PUT", "/api/admin/faults", plan, admin...), 200, "")
 	first := make(chan response, 1)
 	go func() {
-		first <- a.call("POST", "/api/orders", `{"sku":"hot","qty":1,"user":"ann"}`, "X-Lock-Variant", lock.LuaCheck)
+		first <- a.call("POST", "/api/orders", `{"sku":"hot","qty":1,"user":"ann"}`, "X-Lock-Variant", curriculum.LuaCheck)
 	}()
 	// Once the first holder is paused, the plan is cleared: the second
 	// holder works without a pause.
@@ -745,7 +747,7 @@ func TestLeaseLostAndTheWatchdogSwitch(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	want(t, "clear faults", a.call("PUT", "/api/admin/faults", `{"seed":3,"work_ms":0,"faults":[]}`, admin...), 200, "")
-	second := a.call("POST", "/api/orders", `{"sku":"hot","qty":1,"user":"bob"}`, "X-Lock-Variant", lock.LuaCheck)
+	second := a.call("POST", "/api/orders", `{"sku":"hot","qty":1,"user":"bob"}`, "X-Lock-Variant", curriculum.LuaCheck)
 	want(t, "newer holder", second, 201, "")
 	want(t, "holder whose lease ran out", <-first, 409, "lease_lost")
 	if au := a.audit(); !au.OK || au.SoldUnits != 1 {

@@ -45,7 +45,7 @@ func TestCorrectVariants(t *testing.T) {
 func TestVariantAllowList(t *testing.T) {
 	a := newApp(t, appOpts{config: func(c *handlers.Config) { c.Variants = []string{lock.Redlock, lock.LuaFence} }})
 	a.reset(100, 4)
-	for _, v := range []string{lock.None, lock.SetNXExpire, lock.Lua} {
+	for _, v := range []string{lock.None, curriculum.SetNXExpire, lock.Lua} {
 		r := a.call("POST", "/api/orders", `{"sku":"hot","qty":1,"user":"ann"}`, "X-Lock-Variant", v)
 		want(t, "order with "+v, r, 400, "variant_not_allowed")
 		if !strings.Contains(string(r.body), "redlock, lua+fence") {

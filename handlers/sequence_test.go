@@ -15,6 +15,13 @@ type stubSequencer struct {
 	busy bool
 }
 
+// stubInvalid is the stub's refusal of a request, marked as a runner marks
+// one.
+type stubInvalid struct{}
+
+func (stubInvalid) Error() string { return "invalid workshop run" }
+func (stubInvalid) InvalidRun()   {}
+
 func (stubSequencer) SequencePlan() any {
 	return map[string]any{"steps": []string{"none/clean", "lua/clean"}, "node_scenarios": false, "why_no_nodes": "given -redis"}
 }
@@ -22,7 +29,7 @@ func (stubSequencer) SequencePlan() any {
 func (s stubSequencer) StartSequence(only []string) (string, bool, error) {
 	for _, o := range only {
 		if !slices.Contains([]string{"none/clean", "lua/clean"}, o) {
-			return "", false, fmt.Errorf("%w: %q", handlers.ErrInvalidRun, o)
+			return "", false, fmt.Errorf("%w: %q", stubInvalid{}, o)
 		}
 	}
 	return "s1", !s.busy, nil

@@ -33,9 +33,13 @@ type WorkshopRunner interface {
 	Events(id string, from int) (events []any, next <-chan struct{}, over bool)
 }
 
-// ErrInvalidRun marks a workshop request the runner refuses as it stands
-// (422 invalid_run).
-var ErrInvalidRun = errors.New("invalid workshop run")
+// invalidRun is how a runner marks a request it refuses as it stands: an
+// error with an InvalidRun method anywhere in its chain is answered 422
+// invalid_run. A runner says so without importing this package.
+type invalidRun interface {
+	error
+	InvalidRun()
+}
 
 // errNoWorkshop answers a run on a server built without a runner.
 var errNoWorkshop = errors.New("handlers: this server has no workshop runner")
@@ -210,7 +214,7 @@ func (s *Server) startWorkshopSequence(c *gin.Context) error {
 		return err
 	}
 	id, started, err := sq.StartSequence(req.Only)
-	if errors.Is(err, ErrInvalidRun) {
+	if _, ok := errors.AsType[invalidRun](err); ok {
 		return &Error{Code: "invalid_run", Detail: err.Error()}
 	}
 	return accepted(c, id, started, err)

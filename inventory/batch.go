@@ -43,7 +43,7 @@ func (s *Service) Batched(variant string) bool {
 
 // batched reports whether an order under locker joins its SKU's queue.
 func (s *Service) batched(locker *lock.Locker) bool {
-	return s.batch.Load() && locker.Guard() == lock.GuardLock
+	return s.batch.Load() && guardOf(locker) == guardLock
 }
 
 // buyBatched puts the order in its SKU's queue, starting the queue's driver

@@ -9,6 +9,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"flashsale/curriculum"
+	"flashsale/internal/fault"
 	"flashsale/internal/testsupport"
 	"flashsale/inventory"
 	"flashsale/lock"
@@ -33,7 +35,7 @@ func TestBatchRetryAfterATwinChecksTheLeaseAgain(t *testing.T) {
 	first := newSale(t, dsn, nodes, inventory.Config{LockWait: 10 * time.Second, Batch: true},
 		lock.WithNamespace(ns), lock.WithTTL(2*time.Second),
 		lock.WithObserver(func(e lock.Event) {
-			if e.Kind != lock.FaultFired || e.Fault.Point != lock.AfterLeaseCheck {
+			if e.Kind != lock.FaultFired || e.Fault.Point != fault.AfterLeaseCheck {
 				return
 			}
 			// The batch has checked its lease and not yet written: the
@@ -49,10 +51,10 @@ func TestBatchRetryAfterATwinChecksTheLeaseAgain(t *testing.T) {
 		}))
 	other = newSale(t, dsn, nodes, inventory.Config{LockWait: 10 * time.Second}, lock.WithNamespace(ns))
 	first.reset(t, 10, 0)
-	if err := first.lockers.Faults().Set(1, []lock.Fault{{Point: lock.AfterLeaseCheck, Action: lock.Pause, P: 1, MS: 1}}); err != nil {
+	if err := first.lockers.Faults().Set(1, []fault.Fault{{Point: fault.AfterLeaseCheck, Action: fault.Pause, P: 1, MS: 1}}); err != nil {
 		t.Fatal(err)
 	}
-	v := lock.LuaCheck
+	v := curriculum.LuaCheck
 	ann := twin
 	ann.Lock = v
 	r := queued(t, first, v, []inventory.Purchase{ann, {SKU: "hot", Qty: 1, User: "bob", Lock: v}})

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"flashsale/internal/fault"
 	"flashsale/internal/testsupport"
 	"flashsale/inventory"
 	"flashsale/lock"
@@ -229,7 +230,7 @@ func TestBatchStaleFenceRefusedWhole(t *testing.T) {
 			}))
 			second := newSale(t, dsn, nodes, cfg, ns, ttl, nodeTimeout)
 			first.reset(t, 10, 0)
-			if err := first.lockers.Faults().Set(1, []lock.Fault{{Point: lock.InCriticalSection, Action: lock.Pause, P: 1, MS: 600}}); err != nil {
+			if err := first.lockers.Faults().Set(1, []fault.Fault{{Point: fault.InCriticalSection, Action: fault.Pause, P: 1, MS: 600}}); err != nil {
 				t.Fatal(err)
 			}
 			ps := make([]inventory.Purchase, 3)
@@ -261,7 +262,7 @@ func TestBatchCrashAbandonsTheBatch(t *testing.T) {
 	nodes := testsupport.Redis(t, 1)
 	s := newSale(t, testsupport.SQLite(t), nodes, inventory.Config{LockWait: 3 * time.Second, Batch: true}, lock.WithTTL(200*time.Millisecond))
 	s.reset(t, 10, 0)
-	if err := s.lockers.Faults().Set(1, []lock.Fault{{Point: lock.InCriticalSection, Action: lock.Crash, P: 1}}); err != nil {
+	if err := s.lockers.Faults().Set(1, []fault.Fault{{Point: fault.InCriticalSection, Action: fault.Crash, P: 1}}); err != nil {
 		t.Fatal(err)
 	}
 	ps := make([]inventory.Purchase, 4)

@@ -40,10 +40,10 @@ const (
 // rungs' writes; it changes nothing for the store-guarded rungs, which are
 // the guard themselves and must show what they do alone.
 func (s *Service) writeFor(locker *lock.Locker) stockWrite {
-	switch locker.Guard() {
-	case lock.GuardConditional:
+	switch guardOf(locker) {
+	case guardConditional:
 		return writeGuarded
-	case lock.GuardRedisStock:
+	case guardRedisStock:
 		return writeInPlace
 	}
 	if s.production {
@@ -56,7 +56,7 @@ func (s *Service) writeFor(locker *lock.Locker) stockWrite {
 // database caught (production mode under a lock rung), not the design's
 // own answer.
 func (s *Service) caught(locker *lock.Locker) bool {
-	return s.production && locker.Guard() == lock.GuardLock
+	return s.production && guardOf(locker) == guardLock
 }
 
 // guardedDecrement is db-guard's stock write: qty off the SKU's row in

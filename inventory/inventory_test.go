@@ -12,6 +12,8 @@ import (
 
 	"gorm.io/gorm"
 
+	"flashsale/curriculum"
+	"flashsale/internal/fault"
 	"flashsale/internal/localredis"
 	"flashsale/internal/testsupport"
 	"flashsale/inventory"
@@ -202,7 +204,7 @@ func TestPauseInCriticalSection(t *testing.T) {
 	// paused hears of every holder the fault pauses in its critical section.
 	paused := make(chan struct{}, 4)
 	heard := func(e lock.Event) {
-		if e.Kind == lock.FaultFired && e.Fault.Point == lock.InCriticalSection {
+		if e.Kind == lock.FaultFired && e.Fault.Point == fault.InCriticalSection {
 			paused <- struct{}{}
 		}
 	}
@@ -214,7 +216,7 @@ func TestPauseInCriticalSection(t *testing.T) {
 			for len(paused) > 0 { // the previous case's second holder
 				<-paused
 			}
-			if err := s.lockers.Faults().Set(1, []lock.Fault{{Point: lock.InCriticalSection, Action: lock.Pause, P: 1, MS: 600}}); err != nil {
+			if err := s.lockers.Faults().Set(1, []fault.Fault{{Point: fault.InCriticalSection, Action: fault.Pause, P: 1, MS: 600}}); err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { s.lockers.Faults().Set(0, nil) })
@@ -254,10 +256,10 @@ func TestCrashAfterSetNXLeavesAStuckLock(t *testing.T) {
 	for _, c := range []struct {
 		variant string
 		stuck   int
-	}{{lock.SetNXExpire, 1}, {lock.Lua, 0}} {
+	}{{curriculum.SetNXExpire, 1}, {lock.Lua, 0}} {
 		t.Run(c.variant, func(t *testing.T) {
 			s.reset(t, 10, 0)
-			if err := s.lockers.Faults().Set(7, []lock.Fault{{Point: lock.AfterAcquireStep1, Action: lock.Crash, P: 1}}); err != nil {
+			if err := s.lockers.Faults().Set(7, []fault.Fault{{Point: fault.AfterAcquireStep1, Action: fault.Crash, P: 1}}); err != nil {
 				t.Fatal(err)
 			}
 			_, _, err := s.svc.Buy(context.Background(), inventory.Purchase{SKU: "hot", Qty: 1, User: "u", Lock: c.variant})
@@ -519,7 +521,7 @@ func TestResetFencesOffRequestsInFlight(t *testing.T) {
 				}))
 			ctx := context.Background()
 			s.reset(t, 10, 0)
-			if err := s.lockers.Faults().Set(1, []lock.Fault{{Point: lock.InCriticalSection, Action: lock.Pause, P: 1, MS: 800}}); err != nil {
+			if err := s.lockers.Faults().Set(1, []fault.Fault{{Point: fault.InCriticalSection, Action: fault.Pause, P: 1, MS: 800}}); err != nil {
 				t.Fatal(err)
 			}
 			first := make(chan error, 1)

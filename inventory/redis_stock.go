@@ -254,9 +254,9 @@ func (s *Service) redisStock(ctx context.Context, products []ProductAudit) ([]*i
 // Redis's stock: what Redis's stock must be short of its initial value.
 func soldUnderRedis(db *gorm.DB) (map[string]int64, error) {
 	var names []string
-	for _, r := range lock.Ladder() {
-		if r.Guard == lock.GuardRedisStock {
-			names = append(names, r.Name)
+	for name, g := range storeGuards {
+		if g == guardRedisStock {
+			names = append(names, name)
 		}
 	}
 	var rows []struct {

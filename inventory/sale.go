@@ -9,6 +9,7 @@ import (
 	"gorm.io/gorm"
 
 	"flashsale/internal/clock"
+	"flashsale/internal/fault"
 	"flashsale/lock"
 )
 
@@ -88,7 +89,7 @@ func (p Purchase) hash() string {
 
 // Buy sells p.Qty units of p.SKU under the SKU's lock: read stock, do the
 // business work, then write stock − qty and the order in one transaction.
-// A store-guarded variant (lock.Guard) takes no Redis lock and writes its
+// A store-guarded variant (lock.Rung.StoreGuarded) takes no Redis lock and writes its
 // own way: db_guard.go, for_update.go, redis_stock.go.
 // replay is true when an earlier order with the same Idempotency-Key and
 // request is returned instead of a new one.
@@ -129,10 +130,10 @@ func (s *Service) Buy(ctx context.Context, p Purchase) (order Order, replay bool
 	}
 	err = s.underLock(ctx, deadline, locker, "sku:"+p.SKU, func(ctx context.Context, lease *lock.Lease) error {
 		var after int64
-		switch locker.Guard() {
-		case lock.GuardRowLock:
+		switch guardOf(locker) {
+		case guardRowLock:
 			order, after, err = s.buyForUpdate(ctx, p, hash, sale, lease, locker)
-		case lock.GuardRedisStock:
+		case guardRedisStock:
 			order, replay, after, err = s.buyReserved(ctx, p, hash, sale, lease, locker)
 		default:
 			order, replay, after, err = s.buy(ctx, p, hash, sale, lease, locker)
@@ -191,7 +192,7 @@ func (s *Service) doWork(ctx context.Context, lease *lock.Lease) error {
 // lua+check also asks the node), which the after-lease-check fault point
 // follows.
 func (s *Service) beforeWrite(ctx context.Context, lease *lock.Lease) error {
-	if err := lease.Checkpoint(ctx, lock.InCriticalSection); err != nil {
+	if err := lease.Checkpoint(ctx, fault.InCriticalSection); err != nil {
 		return s.leaseError(lease, err)
 	}
 	return s.checkLease(ctx, lease)
@@ -208,7 +209,7 @@ func (s *Service) checkLease(ctx context.Context, lease *lock.Lease) error {
 // answers it: a crashed holder, a lost lease, or err itself.
 func (s *Service) leaseError(lease *lock.Lease, err error) error {
 	switch {
-	case errors.Is(err, lock.ErrCrashed):
+	case errors.Is(err, fault.ErrCrashed):
 		return fmt.Errorf("%w: %w", ErrHolderCrashed, err)
 	case errors.Is(err, lock.ErrLockLost):
 		s.log.Warn("lease lost before the write: nothing written", "lock", lease.Key(), "variant", lease.Variant(), "err", err)
@@ -267,7 +268,7 @@ func (s *Service) underLock(ctx context.Context, deadline time.Time, locker *loc
 // a client that went away, Redis down, or simply busy.
 func (s *Service) acquireError(ctx context.Context, locker *lock.Locker, name string, err error) error {
 	switch {
-	case errors.Is(err, lock.ErrCrashed):
+	case errors.Is(err, fault.ErrCrashed):
 		s.stats.Crashes.Add(1)
 		return fmt.Errorf("%w: acquiring %s: %w", ErrHolderCrashed, name, err)
 	case ctx.Err() != nil:

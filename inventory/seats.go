@@ -37,7 +37,7 @@ func (r SeatRequest) hash() string {
 // Grab books one seat under the seat's lock: read whether it is booked, do
 // the business work, then insert the booking. In workshop mode only the lock
 // (and a fence, when on) keeps a second booking out; production mode adds a
-// unique index on (event, seat). A store-guarded variant (lock.Guard) takes
+// unique index on (event, seat). A store-guarded variant (lock.Rung.StoreGuarded) takes
 // no Redis lock and books its own way: db_guard.go, for_update.go,
 // redis_stock.go.
 func (s *Service) Grab(ctx context.Context, r SeatRequest) (booking Booking, replay bool, err error) {
@@ -67,10 +67,10 @@ func (s *Service) Grab(ctx context.Context, r SeatRequest) (booking Booking, rep
 		return Booking{}, false, fmt.Errorf("%w: %s %s", ErrSeatTaken, r.Event, r.Seat)
 	}
 	err = s.underLock(ctx, deadline, locker, name, func(ctx context.Context, lease *lock.Lease) error {
-		switch locker.Guard() {
-		case lock.GuardRowLock:
+		switch guardOf(locker) {
+		case guardRowLock:
 			booking, err = s.grabForUpdate(ctx, r, hash, sale, lease, locker)
-		case lock.GuardRedisStock:
+		case guardRedisStock:
 			booking, replay, err = s.grabReserved(ctx, r, hash, sale, lease, locker)
 		default:
 			booking, replay, err = s.grab(ctx, r, hash, sale, lease, locker)
@@ -118,7 +118,7 @@ func (s *Service) grab(ctx context.Context, r SeatRequest, hash string, sale int
 		return Booking{}, false, err
 	}
 	b := newBooking(r, hash, locker, token, fenced)
-	guarded := locker.Guard() == lock.GuardConditional
+	guarded := guardOf(locker) == guardConditional
 	return b, false, s.commitBooking(ctx, &b, sale, token, fenced, guarded, s.caught(locker))
 }
 

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"flashsale/curriculum"
+	"flashsale/internal/fault"
 	"flashsale/internal/testsupport"
 	"flashsale/inventory"
 	"flashsale/lock"
@@ -33,7 +35,7 @@ func TestStoreGoneMidSaleIsUnavailable(t *testing.T) {
 	nodes := testsupport.Redis(t, 1)
 	dsn, link := testsupport.ProxiedPostgres(t)
 	cut := func(e lock.Event) {
-		if e.Kind == lock.FaultFired && e.Fault.Point == lock.InCriticalSection {
+		if e.Kind == lock.FaultFired && e.Fault.Point == fault.InCriticalSection {
 			link.Cut()
 		}
 	}
@@ -49,9 +51,9 @@ func TestStoreGoneMidSaleIsUnavailable(t *testing.T) {
 		{name: "lua+fence", variant: lock.LuaFence},
 		{name: "redlock", variant: lock.Redlock},
 		{name: "lua batched", variant: lock.Lua, batch: true},
-		{name: "db-guard", variant: lock.DBGuard},
-		{name: "db-for-update", variant: lock.DBForUpdate},
-		{name: "redis-stock", variant: lock.RedisStock},
+		{name: "db-guard", variant: curriculum.DBGuard},
+		{name: "db-for-update", variant: curriculum.DBForUpdate},
+		{name: "redis-stock", variant: curriculum.RedisStock},
 		{name: "lua seat", variant: lock.Lua, seat: true},
 	}
 	for _, c := range cases {
@@ -67,7 +69,7 @@ func TestStoreGoneMidSaleIsUnavailable(t *testing.T) {
 				_, _, err := s.svc.Buy(ctx, inventory.Purchase{SKU: "hot", Qty: 1, User: user, Lock: c.variant})
 				return err
 			}
-			if err := s.lockers.Faults().Set(1, []lock.Fault{{Point: lock.InCriticalSection, Action: lock.Pause, P: 1, MS: 1}}); err != nil {
+			if err := s.lockers.Faults().Set(1, []fault.Fault{{Point: fault.InCriticalSection, Action: fault.Pause, P: 1, MS: 1}}); err != nil {
 				t.Fatal(err)
 			}
 			err := sell("ann")

@@ -10,36 +10,24 @@ import (
 // Redlock's step 5 does on every node (docs/design.md, "Waiting for a busy
 // lock").
 
-// selfUndoing is a variant that already deletes its value everywhere
-// after a try that failed (redlock and redlock+fence, in step 5).
-type selfUndoing interface{ undoesItsFailedTries() }
-
-// undoesItsFailedTries: step 5 unlocks every node after a failed try.
-func (*redlock) undoesItsFailedTries() {}
-
 // abandon deletes value from k in the background after a try that failed
 // with err, if the try may have written it (no answer: ErrUnavailable; an
-// answer too late: ErrNodeLate) and
+// answer too late: errNodeLate) and
 // the variant's release is a compare-and-delete that does not already run.
 // The delete has a TTL of its own to reach the node, whatever the caller's
 // context: a caller that gave up must not stop it. then, if set, runs once
 // the delete has been tried.
 func (l *Locker) abandon(ctx context.Context, k keys, value string, err error, then func()) {
-	if !errors.Is(err, ErrUnavailable) && !errors.Is(err, ErrNodeLate) {
+	if !errors.Is(err, ErrUnavailable) && !errors.Is(err, errNodeLate) {
 		return
 	}
-	if _, owner := l.v.(ownerChecked); !owner {
+	if !l.rung.OwnerChecked || l.rung.SelfUndoing {
 		return
 	}
-	if _, done := l.v.(selfUndoing); done {
-		return
-	}
-	go func() {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.ttl)
-		defer cancel()
+	l.detached(ctx, func(ctx context.Context) {
 		_ = l.v.release(ctx, noGap, k, value)
 		if then != nil {
 			then()
 		}
-	}()
+	})
 }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"flashsale/internal/fault"
 )
 
 // articleRedlock is the Redlock of a widely read "production" article on
@@ -56,7 +58,7 @@ func (a *articleRedlock) acquire(ctx context.Context, at gap, k keys, value stri
 		}
 		acquired = append(acquired, n)
 	}
-	if err := at(ctx, AfterAcquireStep1); err != nil {
+	if err := at(ctx, fault.AfterAcquireStep1); err != nil {
 		return grant{}, err
 	}
 	elapsed := time.Now().Round(0).Sub(start) // BROKEN: wall clock again; no drift allowance

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"flashsale/internal/fault"
 )
 
 // attendee is the rung attendees write in Lab 15 (docs/labs/15-your-own-rung.md):
@@ -28,7 +30,7 @@ func (v attendee) acquire(ctx context.Context, at gap, k keys, value string, ttl
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return grant{}, down(v.rdb, err)
 	}
-	if err := at(ctx, AfterAcquireStep1); err != nil {
+	if err := at(ctx, fault.AfterAcquireStep1); err != nil {
 		return grant{}, err
 	}
 	return grant{validity: ttl}, nil
@@ -42,7 +44,7 @@ func (v attendee) release(ctx context.Context, at gap, k keys, value string) err
 	case err != nil:
 		return down(v.rdb, err)
 	}
-	if err := at(ctx, BetweenReleaseSteps); err != nil { // FIX ME: the lease can run out and change hands here
+	if err := at(ctx, fault.BetweenReleaseSteps); err != nil { // FIX ME: the lease can run out and change hands here
 		return err
 	}
 	if err := v.rdb.Del(ctx, k.lock).Err(); err != nil { // 2. DEL k, whoever holds it by now

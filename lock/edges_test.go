@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"flashsale/internal/fault"
 	"flashsale/internal/localredis"
 	"flashsale/internal/testsupport"
 	"flashsale/lock"
@@ -148,11 +149,11 @@ func TestCrashStopsTheWatchdog(t *testing.T) {
 			const ttl = 600 * time.Millisecond
 			e := newEnv(t, shared(t), lock.WithTTL(ttl), lock.WithWatchdog(true))
 			e.voting()
-			setFaults(t, e, lock.Fault{Point: lock.InCriticalSection, Action: lock.Crash, P: 1})
+			setFaults(t, e, fault.Fault{Point: fault.InCriticalSection, Action: fault.Crash, P: 1})
 			l := e.locker(name)
 			ctx := context.Background()
 			dead := mustAcquire(t, l, "k", time.Second)
-			if err := dead.Checkpoint(ctx, lock.InCriticalSection); !errors.Is(err, lock.ErrCrashed) {
+			if err := dead.Checkpoint(ctx, fault.InCriticalSection); !errors.Is(err, fault.ErrCrashed) {
 				t.Fatalf("checkpoint: %v, want ErrCrashed", err)
 			}
 			next := mustAcquire(t, l, "k", 5*ttl)

@@ -20,18 +20,16 @@ var (
 	ErrNotHeld = errors.New("lock: lease not held")
 	// ErrLockLost is reported by the watchdog when it could not keep a lease alive.
 	ErrLockLost = errors.New("lock: lease lost while held")
-	// ErrCrashed is returned when an injected crash fault abandoned the operation
-	// at a fault point, exactly as a process dying there would.
-	ErrCrashed = errors.New("lock: holder crashed at an injected fault point")
-	// ErrNodeLate marks a node whose answer was not in, though the node
-	// was answering and was waited for past the per-node timeout
-	// (quorum.go): this process was too busy to read it in time, or the
-	// node is slow. Either way the node is up, so the vote says busy,
-	// never unavailable.
-	ErrNodeLate = errors.New("lock: node answering, but not within the per-node timeout")
 	// ErrUnknownVariant is returned for a variant name that is not on the ladder.
 	ErrUnknownVariant = errors.New("lock: unknown variant")
 )
+
+// errNodeLate marks a node whose answer was not in, though the node
+// was answering and was waited for past the per-node timeout
+// (a Redlock round's gather): this process was too busy to read it in time, or the
+// node is slow. Either way the node is up, so the vote says busy,
+// never unavailable.
+var errNodeLate = errors.New("lock: node answering, but not within the per-node timeout")
 
 // QuorumError says how every Redis node answered a Redlock operation that did
 // not reach a quorum. It matches ErrUnavailable when too many nodes failed
@@ -44,7 +42,7 @@ type QuorumError struct {
 	Nodes      int              // nodes in all
 	Granted    []string         // nodes that said yes
 	Refused    []string         // nodes that answered no (held by another)
-	Failed     map[string]error // nodes that did not answer in time, and why (ErrNodeLate: up, but late)
+	Failed     map[string]error // nodes that did not answer in time, and why (errNodeLate: up, but late)
 	Restarting []string         // nodes that restarted and do not count yet
 	Unheard    []string         // nodes whose answer was not needed to decide
 	Late       bool             // a quorum said yes, but the validity was used up
@@ -56,7 +54,7 @@ type QuorumError struct {
 func (e *QuorumError) unavailable() bool {
 	down := len(e.Restarting)
 	for _, err := range e.Failed {
-		if !errors.Is(err, ErrNodeLate) {
+		if !errors.Is(err, errNodeLate) {
 			down++
 		}
 	}
@@ -94,7 +92,7 @@ func (e *QuorumError) Error() string {
 }
 
 // Unwrap makes errors.Is see ErrUnavailable, ErrNotAcquired or ErrNotHeld,
-// and ErrNodeLate too when a node was late: its command may have run, so a
+// and errNodeLate too when a node was late: its command may have run, so a
 // try that failed so has to be undone like one that got no answer.
 func (e *QuorumError) Unwrap() []error {
 	var out error
@@ -107,8 +105,8 @@ func (e *QuorumError) Unwrap() []error {
 		out = ErrNotHeld
 	}
 	for _, err := range e.Failed {
-		if errors.Is(err, ErrNodeLate) {
-			return []error{out, ErrNodeLate}
+		if errors.Is(err, errNodeLate) {
+			return []error{out, errNodeLate}
 		}
 	}
 	return []error{out}

@@ -3,6 +3,8 @@ package lock
 import (
 	"errors"
 	"time"
+
+	"flashsale/internal/fault"
 )
 
 // EventKind says what happened to a lock.
@@ -30,7 +32,7 @@ type Event struct {
 	Tries   int           // acquire attempts (Acquired, Busy, Unavailable)
 	Wait    time.Duration // time spent acquiring
 	Lease   *Lease        // the lease concerned, when there is one
-	Fault   *Fault        // the fault that fired (FaultFired)
+	Fault   *fault.Fault  // the fault that fired (FaultFired)
 	Err     error
 }
 
@@ -38,7 +40,7 @@ func outcome(err error) EventKind {
 	switch {
 	case err == nil:
 		return Acquired
-	case errors.Is(err, ErrCrashed):
+	case errors.Is(err, fault.ErrCrashed):
 		return Crashed
 	case errors.Is(err, ErrUnavailable):
 		return Unavailable

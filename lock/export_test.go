@@ -30,3 +30,33 @@ func (s *Lockers) VotesOpen(ctx context.Context) error {
 // RaiseFenceScript is the source of the fence's write-back, for a test's
 // proxy to recognise it on the wire.
 var RaiseFenceScript = raiseFence.src
+
+// The teaching rungs' names, for the tests of package lock_test.
+const (
+	SetNXExpire    = setNXExpireName
+	GetDel         = getDelName
+	PlainDel       = plainDelName
+	LuaCheck       = luaCheckName
+	ArticleRedlock = articleName
+	Redsync        = redsyncName
+	Attendee       = attendeeName
+	DBGuard        = dbGuardName
+	DBForUpdate    = forUpdateName
+	RedisStock     = redisStockName
+)
+
+// Voting is how many nodes may vote now, as far as this process knows: a
+// node younger than the TTL + drift, or whose fencing counters are not yet
+// re-seeded for its incarnation, may not (restart awareness, internal/node).
+func (s *Lockers) Voting() int {
+	now, n := time.Now(), 0
+	for _, nd := range s.nodes {
+		if nd.Counts("", now) {
+			n++
+		}
+	}
+	return n
+}
+
+// ErrNodeLate marks a node answering, but not within the per-node timeout.
+var ErrNodeLate = errNodeLate

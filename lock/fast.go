@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"flashsale/internal/fault"
 	"flashsale/lock/internal/fast"
 	"flashsale/lock/internal/node"
 )
@@ -47,10 +48,7 @@ func newWaker(cfg *config, nodes []*node.Node) *waker {
 // processes: the owner-checked variants, whose keys only a release by the
 // holder or the TTL can free, so a release that wakes the line's head wakes
 // the one waiter that should try.
-func (l *Locker) lined() bool {
-	_, ok := l.v.(ownerChecked)
-	return ok
-}
+func (l *Locker) lined() bool { return l.rung.OwnerChecked }
 
 // acquireFast waits for the lock as waitLoop does, between tries waiting
 // its turn among this process's waiters and dozing until the key is likely
@@ -70,7 +68,7 @@ func (l *Lease) releaseFast(ctx context.Context) error {
 	if !lk.lined() {
 		// Wake this process's next waiter now rather than after the
 		// keyspace event's round trip; other processes still get the event.
-		err := lk.v.release(ctx, lk.cfg.faults.gapFor(lk, l.name, l), l.k, l.value)
+		err := lk.v.release(ctx, lk.gapFor(l.name, l), l.k, l.value)
 		if err == nil {
 			lk.wake.Deleted(key)
 		}
@@ -92,7 +90,7 @@ func (l *Lease) releaseFast(ctx context.Context) error {
 		// cannot overtake it.
 		return o.releaseThen(ctx, l.k, l.value, valid, next)
 	}
-	err := lk.v.release(ctx, lk.cfg.faults.gapFor(lk, l.name, l), l.k, l.value)
+	err := lk.v.release(ctx, lk.gapFor(l.name, l), l.k, l.value)
 	if err == nil {
 		next()
 	}
@@ -169,7 +167,7 @@ redis.call("set", KEYS[1], ARGV[2], "PX", ARGV[3])
 return redis.call("incr", KEYS[2])`)
 )
 
-// handOver is lua's (lua.go): one script on the node, the lease valid for
+// handOver is lua's: one script on the node, the lease valid for
 // the TTL from when it was sent, as lua's acquire counts it.
 func (v luaLock) handOver(ctx context.Context, k keys, from, to string, ttl time.Duration) (grant, error) {
 	n, err := passLease.Run(ctx, v.rdb, []string{k.lock}, from, to, ttl.Milliseconds()).Int()
@@ -182,7 +180,7 @@ func (v luaLock) handOver(ctx context.Context, k keys, from, to string, ttl time
 	return grant{validity: ttl}, nil
 }
 
-// handOver is lua+fence's (lua_fence.go): lua's, drawing the next holder's
+// handOver is lua+fence's: lua's, drawing the next holder's
 // token in the same step, as its acquire draws it.
 func (v luaFence) handOver(ctx context.Context, k keys, from, to string, ttl time.Duration) (grant, error) {
 	token, err := passLeaseFenced.Run(ctx, v.rdb, []string{k.lock, k.fence}, from, to, ttl.Milliseconds()).Uint64()
@@ -195,7 +193,7 @@ func (v luaFence) handOver(ctx context.Context, k keys, from, to string, ttl tim
 	return grant{validity: ttl, token: token}, nil
 }
 
-// handOver is redlock's (redlock.go): the key passes on every node, and the
+// handOver is redlock's: the key passes on every node, and the
 // new lease needs a quorum and counts its validity exactly as an acquire,
 // from when the scripts were sent.
 func (r *redlock) handOver(ctx context.Context, k keys, from, to string, ttl time.Duration) (grant, error) {
@@ -208,7 +206,7 @@ func (r *redlock) handOver(ctx context.Context, k keys, from, to string, ttl tim
 	return g, err
 }
 
-// handOver is redlock+fence's (redlock_fence.go): redlock's, drawing the
+// handOver is redlock+fence's: redlock's, drawing the
 // next holder's token and writing it back as its acquire does.
 func (r redlockFence) handOver(ctx context.Context, k keys, from, to string, ttl time.Duration) (grant, error) {
 	return r.fenced(ctx, noGap, k, to, ttl, passLeaseFenced.vote([]string{k.lock, k.fence}, from, to, ms(ttl)))
@@ -217,7 +215,7 @@ func (r redlockFence) handOver(ctx context.Context, k keys, from, to string, ttl
 // handedOver is a lease handed over to a waiter, as the waiter returns it:
 // its own now, with the after-acquire fault point where it would have been.
 func (l *Locker) handedOver(ctx context.Context, lease *Lease, tries int) (*Lease, int, error) {
-	if err := l.cfg.faults.gapFor(l, lease.name, lease)(ctx, AfterAcquireStep1); err != nil {
+	if err := l.gapFor(lease.name, lease)(ctx, fault.AfterAcquireStep1); err != nil {
 		return nil, tries, err
 	}
 	return lease, tries, nil
@@ -230,7 +228,7 @@ type orderedRelease interface {
 	releaseThen(ctx context.Context, k keys, value string, valid bool, queued func()) error
 }
 
-// releaseThen is redlock's release (redlock.go) as the speed layer sends
+// releaseThen is redlock's release as the speed layer sends
 // it: the same compare-and-delete on every node, with queued (if set)
 // called as soon as every delete is on its node's pipelined connection. An
 // acquire sent from this process after that reaches each node behind our

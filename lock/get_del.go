@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"flashsale/internal/fault"
 )
 
 // getDel acquires correctly (SET k v NX PX ttl) but releases in two commands,
@@ -29,7 +31,7 @@ func (v getDel) release(ctx context.Context, at gap, k keys, value string) error
 	if err != nil {
 		return down(v.rdb, err)
 	}
-	if err := at(ctx, BetweenReleaseSteps); err != nil { // BROKEN: k may expire and change hands here
+	if err := at(ctx, fault.BetweenReleaseSteps); err != nil { // BROKEN: k may expire and change hands here
 		return err
 	}
 	if err := v.rdb.Del(ctx, k.lock).Err(); err != nil { // step 2: DEL k — maybe no longer ours

@@ -238,7 +238,7 @@ func isBusy(err error) bool { return errors.Is(err, lock.ErrNotAcquired) }
 func lockRungs() []string {
 	var out []string
 	for _, r := range lock.Ladder() {
-		if r.Guard == lock.GuardLock {
+		if !r.StoreGuarded {
 			out = append(out, r.Name)
 		}
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"flashsale/internal/fault"
 )
 
 // leaseChecked is a variant whose holder looks at its lease once more just
@@ -22,7 +24,7 @@ type leaseChecked interface {
 // whose validity has run out or whose key no longer carries the holder's
 // value; the others ask nothing more, so without the watchdog a lease
 // that ran out under its holder still writes, as taught. Then, for every
-// variant, comes the AfterLeaseCheck fault point: a pause there lands
+// variant, comes the fault.AfterLeaseCheck fault point: a pause there lands
 // between the check and the write, the window no check can close (only
 // fencing, where the store itself refuses the stale write).
 func (l *Lease) CheckBeforeWrite(ctx context.Context) error {
@@ -34,7 +36,7 @@ func (l *Lease) CheckBeforeWrite(ctx context.Context) error {
 			return fmt.Errorf("check %q before writing: %w", l.name, err)
 		}
 	}
-	return l.Checkpoint(ctx, AfterLeaseCheck)
+	return l.Checkpoint(ctx, fault.AfterLeaseCheck)
 }
 
 // checkLease asks the cheap question first, what this process's clock

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"flashsale/internal/fault"
 	"flashsale/internal/localredis"
 	"flashsale/internal/testsupport"
 	"flashsale/lock"
@@ -29,7 +30,7 @@ func TestLeaseLostOnceItsValidityPassedWhileExtendsTimeOut(t *testing.T) {
 	t.Cleanup(func() { _ = c.Stop() })
 	const ttl = 600 * time.Millisecond
 	e := newEnvOn(t, testsupport.Options(t, c), lock.WithTTL(ttl), lock.WithWatchdog(true), lock.WithFast(false))
-	setFaults(t, e, lock.Fault{Point: lock.AfterAcquireStep1, Action: lock.Pause, P: 1, MS: int(ttl / 6 / time.Millisecond)})
+	setFaults(t, e, fault.Fault{Point: fault.AfterAcquireStep1, Action: fault.Pause, P: 1, MS: int(ttl / 6 / time.Millisecond)})
 	lease := mustAcquire(t, e.locker(lock.Lua), "k", 5*time.Second)
 	setFaults(t, e)
 	if err := c.Nodes[0].Pause(); err != nil {
@@ -75,8 +76,8 @@ func TestPausedHolderWithAWatchdogFindsItsValidityOver(t *testing.T) {
 			ctx := context.Background()
 			lease := mustAcquire(t, e.locker(lock.Lua), "k", 5*time.Second)
 			defer lease.Release(ctx)
-			setFaults(t, e, lock.Fault{Point: lock.InCriticalSection, Action: lock.Pause, P: 1, MS: int(2 * ttl / time.Millisecond)})
-			if err := lease.Checkpoint(ctx, lock.InCriticalSection); err != nil {
+			setFaults(t, e, fault.Fault{Point: fault.InCriticalSection, Action: fault.Pause, P: 1, MS: int(2 * ttl / time.Millisecond)})
+			if err := lease.Checkpoint(ctx, fault.InCriticalSection); err != nil {
 				t.Fatal(err)
 			}
 			setFaults(t, e)

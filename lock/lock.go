@@ -29,7 +29,9 @@ import (
 	"sync"
 	"time"
 
+	"flashsale/internal/fault"
 	"flashsale/internal/randhex"
+	layout "flashsale/lock/internal/keys"
 )
 
 // keys are the Redis keys one lock name maps to.
@@ -48,14 +50,14 @@ type grant struct {
 }
 
 // gap is a fault point between two steps of a variant's operation. It returns
-// ErrCrashed when the operation must be abandoned there.
-type gap func(ctx context.Context, p Point) error
+// fault.ErrCrashed when the operation must be abandoned there.
+type gap func(ctx context.Context, p fault.Point) error
 
 // noGap is the gap of an operation no fault point reaches: the undo of an
-// abandoned try (abandon.go), and a hand-over, which runs in the releasing
+// abandoned try (Locker.abandon), and a hand-over, which runs in the releasing
 // holder while the next holder meets the after-acquire fault point itself,
 // once the lease reaches it (Locker.handedOver).
-func noGap(context.Context, Point) error { return nil }
+func noGap(context.Context, fault.Point) error { return nil }
 
 // variant is one rung of the ladder: a way to take, give back and extend a
 // lease with a given owner value. Implementations make exactly the Redis calls
@@ -66,51 +68,36 @@ type variant interface {
 	extend(ctx context.Context, k keys, value string, ttl time.Duration) (time.Duration, error)
 }
 
-// validityChecked is a variant that measures how long its lease is valid
-// and hands it over only while it is (redlock and redlock+fence).
-type validityChecked interface{ checksValidity() }
-
-// ownerChecked is a variant whose release deletes the key only if it still
-// carries the holder's value, in one atomic step (lua, redlock and their
-// fenced rungs): nobody can delete a lease of it but its holder or its TTL.
-type ownerChecked interface{ checksOwner() }
-
 // Locker hands out leases on named keys with one variant.
 type Locker struct {
-	name   string
-	v      variant
-	fenced bool
-	guard  Guard
-	cfg    *config
-	wake   *waker
+	rung Rung // the rung's name and traits, as the ladder declares them
+	v    variant
+	cfg  *config
+	wake *waker
 	// reach checks that the nodes this variant needs answer now: none for
 	// none, the first node for the single-node variants, a quorum for Redlock.
 	reach func(ctx context.Context) error
 }
 
 // Name is the variant's name, as in Names.
-func (l *Locker) Name() string { return l.name }
+func (l *Locker) Name() string { return l.rung.Name }
 
 // Fenced reports whether leases carry fencing tokens the store must check.
-func (l *Locker) Fenced() bool { return l.fenced }
-
-// Guard is what keeps this variant's sale correct: GuardLock for the Redis
-// lock rungs, else the store-side guard the inventory must apply instead.
-func (l *Locker) Guard() Guard { return l.guard }
+func (l *Locker) Fenced() bool { return l.rung.Fenced }
 
 // TTL is the lease time to live this locker asks for.
 func (l *Locker) TTL() time.Duration { return l.cfg.ttl }
 
 func (l *Locker) keysFor(name string) keys {
-	return keys{lock: l.cfg.namespace + "lock:" + name, fence: l.cfg.namespace + "fence:" + name}
+	return keys{lock: layout.Lock(l.cfg.namespace, name), fence: layout.Fence(l.cfg.namespace, name)}
 }
 
 // TryAcquire makes exactly one attempt. It fails with ErrNotAcquired when the
-// lock is held, ErrUnavailable when too few nodes answered, or ErrCrashed.
+// lock is held, ErrUnavailable when too few nodes answered, or fault.ErrCrashed.
 func (l *Locker) TryAcquire(ctx context.Context, name string) (*Lease, error) {
 	start := time.Now()
 	lease, err := l.try(ctx, name)
-	l.observe(Event{Kind: outcome(err), Variant: l.name, Key: name, Tries: 1, Wait: time.Since(start), Lease: lease, Err: err})
+	l.observe(Event{Kind: outcome(err), Variant: l.rung.Name, Key: name, Tries: 1, Wait: time.Since(start), Lease: lease, Err: err})
 	return lease, err
 }
 
@@ -118,7 +105,7 @@ func (l *Locker) try(ctx context.Context, name string) (*Lease, error) {
 	k := l.keysFor(name)
 	value := newValue()
 	start := time.Now()
-	g, err := l.v.acquire(ctx, l.cfg.faults.gapFor(l, name, nil), k, value, l.cfg.ttl)
+	g, err := l.v.acquire(ctx, l.gapFor(name, nil), k, value, l.cfg.ttl)
 	if err != nil {
 		l.abandon(ctx, k, value, err, nil) // the SET may have landed all the same
 		return nil, err
@@ -141,8 +128,8 @@ func (l *Locker) newLease(name string, k keys, value string, g grant, start time
 
 // Acquire waits for the lock until ctx is done, trying again whenever the
 // lock is busy or too few nodes answer. With the speed layer off a waiter
-// retries after a random delay (retry.go); on, the speed layer wakes it
-// when the lock is likely free (fast.go). A cancelled or timed-out wait
+// retries after a random delay (Locker.retry); on, the speed layer wakes it
+// when the lock is likely free (the speed layer). A cancelled or timed-out wait
 // returns errors.Join(ErrNotAcquired, ctx.Err()).
 func (l *Locker) Acquire(ctx context.Context, name string) (*Lease, error) {
 	start := time.Now()
@@ -154,7 +141,7 @@ func (l *Locker) Acquire(ctx context.Context, name string) (*Lease, error) {
 	} else {
 		lease, tries, err = l.retry(ctx, name)
 	}
-	if _, checks := l.v.(validityChecked); checks && err == nil && !time.Now().Before(lease.ValidUntil()) {
+	if l.rung.ValidityChecked && err == nil && !time.Now().Before(lease.ValidUntil()) {
 		// Redlock hands a lease over only while its validity lasts: one
 		// that ran out before it reached the caller (a stalled process, a
 		// slow node on the way out of the wait) is a lock that is nobody's
@@ -167,7 +154,7 @@ func (l *Locker) Acquire(ctx context.Context, name string) (*Lease, error) {
 		// answer now: what kept this caller out was the lock being busy.
 		err = errors.Join(ErrNotAcquired, context.Cause(ctx))
 	}
-	l.observe(Event{Kind: outcome(err), Variant: l.name, Key: name, Tries: tries, Wait: time.Since(start), Lease: lease, Err: err})
+	l.observe(Event{Kind: outcome(err), Variant: l.rung.Name, Key: name, Tries: tries, Wait: time.Since(start), Lease: lease, Err: err})
 	return lease, err
 }
 
@@ -234,14 +221,14 @@ type Lease struct {
 func (l *Lease) Key() string { return l.name }
 
 // Variant is the name of the variant that granted the lease.
-func (l *Lease) Variant() string { return l.locker.name }
+func (l *Lease) Variant() string { return l.locker.rung.Name }
 
 // Owner is the random value that marks this lease as the owner in Redis.
 func (l *Lease) Owner() string { return l.value }
 
 // Token is the fencing token and whether the variant issues one. Tokens of one
 // key grow strictly with every grant.
-func (l *Lease) Token() (uint64, bool) { return l.token, l.locker.fenced }
+func (l *Lease) Token() (uint64, bool) { return l.token, l.locker.rung.Fenced }
 
 // Acquired is when the lease was granted.
 func (l *Lease) Acquired() time.Time { return l.acquired }
@@ -291,11 +278,11 @@ func (l *Lease) Extend(ctx context.Context) error {
 }
 
 // Checkpoint is a fault point inside the caller's critical section
-// (InCriticalSection). An injected pause freezes the holder and its watchdog;
-// an injected crash returns ErrCrashed and the caller must abandon its work
+// (fault.InCriticalSection). An injected pause freezes the holder and its watchdog;
+// an injected crash returns fault.ErrCrashed and the caller must abandon its work
 // without releasing, as a dead process would.
-func (l *Lease) Checkpoint(ctx context.Context, p Point) error {
-	return l.locker.cfg.faults.gapFor(l.locker, l.name, l)(ctx, p)
+func (l *Lease) Checkpoint(ctx context.Context, p fault.Point) error {
+	return l.locker.gapFor(l.name, l)(ctx, p)
 }
 
 // Release gives the lock back. Releasing twice is a no-op. A release that
@@ -317,9 +304,9 @@ func (l *Lease) Release(ctx context.Context) error {
 	if lk.fast() {
 		err = l.releaseFast(ctx)
 	} else {
-		err = lk.v.release(ctx, lk.cfg.faults.gapFor(lk, l.name, l), l.k, l.value)
+		err = lk.v.release(ctx, lk.gapFor(l.name, l), l.k, l.value)
 	}
-	lk.observe(Event{Time: begun, Kind: Released, Variant: lk.name, Key: l.name, Lease: l, Err: err})
+	lk.observe(Event{Time: begun, Kind: Released, Variant: lk.rung.Name, Key: l.name, Lease: l, Err: err})
 	if err != nil {
 		return fmt.Errorf("release %q: %w", l.name, err)
 	}
@@ -330,9 +317,16 @@ func (l *Lease) Release(ctx context.Context) error {
 // nobody will use: one that ran out before its acquire returned, or one
 // handed over to a waiter that is gone or of another variant.
 func (l *Lease) releaseLater(ctx context.Context) {
+	l.locker.detached(ctx, func(ctx context.Context) { _ = l.Release(ctx) })
+}
+
+// detached runs fn off the caller's path with a TTL of its own, whatever
+// the caller's ctx: a give-back that a caller who gave up must not stop,
+// and that cannot outlast the lease it gives back.
+func (l *Locker) detached(ctx context.Context, fn func(ctx context.Context)) {
 	go func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.locker.cfg.ttl)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.ttl)
 		defer cancel()
-		_ = l.Release(rctx)
+		fn(ctx)
 	}()
 }

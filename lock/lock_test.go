@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"flashsale/internal/fault"
 	"flashsale/lock"
 )
 
@@ -342,11 +343,11 @@ func TestWatchdog(t *testing.T) {
 			e := newEnv(t, c, lock.WithTTL(ttl), lock.WithWatchdog(true))
 			l := e.locker(name)
 			holder := mustAcquire(t, l, "k", time.Second)
-			if err := e.ls.Faults().Set(1, []lock.Fault{{Point: lock.InCriticalSection, Action: lock.Pause, P: 1, MS: int(3 * ttl / time.Millisecond)}}); err != nil {
+			if err := e.ls.Faults().Set(1, []fault.Fault{{Point: fault.InCriticalSection, Action: fault.Pause, P: 1, MS: int(3 * ttl / time.Millisecond)}}); err != nil {
 				t.Fatal(err)
 			}
 			paused := make(chan error, 1)
-			go func() { paused <- holder.Checkpoint(context.Background(), lock.InCriticalSection) }()
+			go func() { paused <- holder.Checkpoint(context.Background(), fault.InCriticalSection) }()
 			// The pause freezes the watchdog too, so the lease expires and a
 			// successor gets in.
 			successor := mustAcquire(t, l, "k", 5*time.Second)

@@ -13,6 +13,8 @@ import (
 	rsgoredis "github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	"github.com/redis/go-redis/v9"
 
+	"flashsale/internal/fault"
+	layout "flashsale/lock/internal/keys"
 	"flashsale/lock/internal/node"
 )
 
@@ -73,8 +75,7 @@ func NewLockers(nodes []*redis.Options, opts ...Option) (*Lockers, error) {
 	}
 	s.byName = make(map[string]*Locker, len(ladder))
 	for _, r := range ladder {
-		v := r.build(s)
-		s.byName[r.Name] = &Locker{name: r.Name, v: v, fenced: r.Fenced, guard: r.Guard, cfg: cfg, wake: s.wake, reach: s.reach(v)}
+		s.byName[r.Name] = &Locker{rung: r, v: r.build(s), cfg: cfg, wake: s.wake, reach: s.reach(r)}
 	}
 	return s, nil
 }
@@ -98,12 +99,13 @@ func (s *Lockers) redsync() redsyncLock {
 	return redsyncLock{redsync.New(pools...)}
 }
 
-// reach is how to check that the nodes a variant needs answer.
-func (s *Lockers) reach(v variant) func(context.Context) error {
-	switch v.(type) {
-	case noLock:
+// reach is how to check that the nodes a rung needs answer: a quorum, the
+// first node, or none.
+func (s *Lockers) reach(r Rung) func(context.Context) error {
+	switch {
+	case r.lockless():
 		return nil
-	case *redlock, redlockFence, *articleRedlock, redsyncLock:
+	case r.Quorum:
 		return s.Ping
 	}
 	return func(ctx context.Context) error {
@@ -128,7 +130,7 @@ func (s *Lockers) Get(name string) (*Locker, error) {
 func (s *Lockers) Namespace() string { return s.cfg.namespace }
 
 // Faults is the fault plan every variant shares.
-func (s *Lockers) Faults() *Faults { return s.cfg.faults }
+func (s *Lockers) Faults() *fault.Plan { return s.cfg.faults }
 
 // SetWatchdog switches the watchdog on or off for the leases granted from
 // now on (a lease keeps the watchdog it was granted with), so the workshop
@@ -138,7 +140,7 @@ func (s *Lockers) SetWatchdog(on bool) { s.cfg.watchdog.Store(on) }
 // Watchdog reports whether new leases get a watchdog.
 func (s *Lockers) Watchdog() bool { return s.cfg.watchdog.Load() }
 
-// SetFast switches the speed layer (fast.go) on or off for every variant,
+// SetFast switches the speed layer on or off for every variant,
 // from the next acquire and release on: off, what runs is exactly the
 // taught code, and the waker stops listening (its pub/sub connections
 // close). The expected outcome of every fault is the same either way.
@@ -168,22 +170,6 @@ func (s *Lockers) Clients() []*redis.Client {
 	return out
 }
 
-// Voting is how many nodes may vote now, as far as this process knows: a
-// node younger than the TTL + drift, or whose fencing counters are not yet
-// re-seeded for its incarnation, may not (restart awareness, internal/node).
-func (s *Lockers) Voting() int {
-	now, n := time.Now(), 0
-	for _, nd := range s.nodes {
-		if nd.Counts("", now) {
-			n++
-		}
-	}
-	return n
-}
-
-// Quorum is how many nodes Redlock needs: N/2+1.
-func (s *Lockers) Quorum() int { return len(s.nodes)/2 + 1 }
-
 // Ping reports ErrUnavailable unless a quorum of nodes answers PING and may
 // vote (a node that started less than a TTL ago, or whose fencing counters
 // are not re-seeded yet, may not: internal/node). A node whose votes'
@@ -210,8 +196,8 @@ func (s *Lockers) Ping(ctx context.Context) error {
 			ok++
 		}
 	}
-	if ok < s.Quorum() {
-		return fmt.Errorf("%w: %d of %d nodes answer, %d needed: %w", ErrUnavailable, ok, len(s.nodes), s.Quorum(), errors.Join(errs...))
+	if need := node.Quorum(len(s.nodes)); ok < need {
+		return fmt.Errorf("%w: %d of %d nodes answer, %d needed: %w", ErrUnavailable, ok, len(s.nodes), need, errors.Join(errs...))
 	}
 	return nil
 }
@@ -228,22 +214,19 @@ type StuckLock struct {
 func (s *Lockers) StuckLocks(ctx context.Context) ([]StuckLock, error) {
 	var mu sync.Mutex
 	var out []StuckLock
-	errs := node.ForEach(ctx, s.nodes, node.ScanTimeout, func(ctx context.Context, n *node.Node) error {
-		iter := n.Client().Scan(ctx, 0, s.cfg.namespace+"lock:*", 1000).Iterator()
-		for iter.Next(ctx) {
-			ttl, err := n.Client().PTTL(ctx, iter.Val()).Result()
-			if err != nil {
-				return err
-			}
-			if ttl == -1 { // go-redis reports "no TTL" as -1 (and -2 for gone)
-				mu.Lock()
-				out = append(out, StuckLock{Node: n.Addr(), Key: strings.TrimPrefix(iter.Val(), s.cfg.namespace+"lock:")})
-				mu.Unlock()
-			}
+	err := s.eachLockKey(ctx, func(ctx context.Context, n *node.Node, key string) error {
+		ttl, err := n.Client().PTTL(ctx, key).Result()
+		if err != nil {
+			return err
 		}
-		return iter.Err()
+		if ttl == -1 { // go-redis reports "no TTL" as -1 (and -2 for gone)
+			mu.Lock()
+			out = append(out, StuckLock{Node: n.Addr(), Key: layout.Name(s.cfg.namespace, key)})
+			mu.Unlock()
+		}
+		return nil
 	})
-	return out, errors.Join(errs...)
+	return out, err
 }
 
 // Reset deletes every lock on every node, for a clean sale. The fencing
@@ -251,10 +234,19 @@ func (s *Lockers) StuckLocks(ctx context.Context) ([]StuckLock, error) {
 // across one can never carry the same token as a holder of the new sale.
 // Nodes that do not answer are reported in the error.
 func (s *Lockers) Reset(ctx context.Context) error {
+	return s.eachLockKey(ctx, func(ctx context.Context, n *node.Node, key string) error {
+		return n.Client().Del(ctx, key).Err()
+	})
+}
+
+// eachLockKey runs fn on every lock key of every node, the nodes at once
+// and each node's keys in SCAN order, stopping a node at fn's first error.
+// The nodes that failed are reported in the error.
+func (s *Lockers) eachLockKey(ctx context.Context, fn func(ctx context.Context, n *node.Node, key string) error) error {
 	errs := node.ForEach(ctx, s.nodes, node.ScanTimeout, func(ctx context.Context, n *node.Node) error {
-		iter := n.Client().Scan(ctx, 0, s.cfg.namespace+"lock:*", 1000).Iterator()
+		iter := n.Client().Scan(ctx, 0, layout.Locks(s.cfg.namespace), 1000).Iterator()
 		for iter.Next(ctx) {
-			if err := n.Client().Del(ctx, iter.Val()).Err(); err != nil {
+			if err := fn(ctx, n, iter.Val()); err != nil {
 				return err
 			}
 		}

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"flashsale/internal/fault"
 )
 
 // luaLock is the correct single-node lock that the articles end with:
@@ -31,7 +33,7 @@ func (v luaLock) acquire(ctx context.Context, at gap, k keys, value string, ttl 
 	}
 	// One command made the key and its TTL: a crash here leaves a lock
 	// that still expires.
-	if err := at(ctx, AfterAcquireStep1); err != nil {
+	if err := at(ctx, fault.AfterAcquireStep1); err != nil {
 		return grant{}, err
 	}
 	return grant{validity: ttl}, nil
@@ -75,6 +77,3 @@ func (v luaLock) extend(ctx context.Context, k keys, value string, ttl time.Dura
 	}
 	return ttl, nil
 }
-
-// checksOwner: the release is a compare-and-delete script.
-func (luaLock) checksOwner() {}

@@ -7,7 +7,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// luaCheck is lua (lua.go) whose holder checks its lease just before it
+// luaCheck is lua whose holder checks its lease just before it
 // writes, as many implementations advise: the validity left (from this
 // process's clock) and GET k == our value (from the node). A holder paused
 // inside its critical section past the TTL wakes, checks, finds the lease

@@ -3,9 +3,11 @@ package lock
 import (
 	"context"
 	"time"
+
+	"flashsale/internal/fault"
 )
 
-// luaFence is lua (lua.go) with fencing tokens, the usual answer to a
+// luaFence is lua with fencing tokens, the usual answer to a
 // holder paused past its TTL: the Lua step that sets the lock also
 // draws the next token from a counter on the node, in one atomic step, so
 // every grant carries a token larger than any before it. The store registers
@@ -36,7 +38,7 @@ func (v luaFence) acquire(ctx context.Context, at gap, k keys, value string, ttl
 	if token == 0 {
 		return grant{}, ErrNotAcquired
 	}
-	if err := at(ctx, AfterAcquireStep1); err != nil {
+	if err := at(ctx, fault.AfterAcquireStep1); err != nil {
 		return grant{}, err
 	}
 	return grant{validity: ttl, token: token}, nil

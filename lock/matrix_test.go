@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"flashsale/internal/fault"
 	"flashsale/lock"
 )
 
@@ -36,12 +37,12 @@ func TestFaultMatrix(t *testing.T) {
 			lock.ArticleRedlock: "its quorum of 2: the second client's SETs meet the first's DELs node by node and may win only two " +
 				"nodes, and the third then wins two others; the clean column's flaw, whose timing the load runner's matrix measures",
 		}},
-		{"pause-in-critical-section", pausedHolder(lock.InCriticalSection), map[string]bool{
+		{"pause-in-critical-section", pausedHolder(fault.InCriticalSection), map[string]bool{
 			lock.SetNXExpire: true, lock.GetDel: true, lock.PlainDel: true, lock.Lua: true, lock.Redlock: true,
 			lock.ArticleRedlock: true, lock.Redsync: true,
 		}, nil},
 		// The pause lands after lua+check's look at its lease: it passed.
-		{"pause-after-lease-check", pausedHolder(lock.AfterLeaseCheck), map[string]bool{
+		{"pause-after-lease-check", pausedHolder(fault.AfterLeaseCheck), map[string]bool{
 			lock.SetNXExpire: true, lock.GetDel: true, lock.PlainDel: true, lock.Lua: true, lock.Redlock: true, lock.LuaCheck: true,
 			lock.ArticleRedlock: true, lock.Redsync: true,
 		}, nil},
@@ -71,7 +72,7 @@ func TestFaultMatrix(t *testing.T) {
 	}
 }
 
-func setFaults(t *testing.T, e *env, faults ...lock.Fault) {
+func setFaults(t *testing.T, e *env, faults ...fault.Fault) {
 	t.Helper()
 	if err := e.ls.Faults().Set(42, faults); err != nil {
 		t.Fatal(err)
@@ -82,8 +83,8 @@ func setFaults(t *testing.T, e *env, faults ...lock.Fault) {
 // free again: a key with no TTL that blocks the SKU for good.
 func crashBetweenSteps(t *testing.T, e *env, l *lock.Locker) bool {
 	ttl := e.ls.TTL()
-	setFaults(t, e, lock.Fault{Point: lock.AfterAcquireStep1, Action: lock.Crash, P: 1})
-	if _, err := l.TryAcquire(context.Background(), "sku"); !errors.Is(err, lock.ErrCrashed) {
+	setFaults(t, e, fault.Fault{Point: fault.AfterAcquireStep1, Action: fault.Crash, P: 1})
+	if _, err := l.TryAcquire(context.Background(), "sku"); !errors.Is(err, fault.ErrCrashed) {
 		t.Fatalf("acquire with a crash fault: got %v, want ErrCrashed", err)
 	}
 	setFaults(t, e)
@@ -108,7 +109,7 @@ func crashBetweenSteps(t *testing.T, e *env, l *lock.Locker) bool {
 func pauseBetweenReleaseSteps(t *testing.T, e *env, l *lock.Locker) bool {
 	ttl := e.ls.TTL()
 	first := mustAcquire(t, l, "sku", time.Second)
-	setFaults(t, e, lock.Fault{Point: lock.BetweenReleaseSteps, Action: lock.Pause, P: 1, MS: int(3 * ttl / time.Millisecond)})
+	setFaults(t, e, fault.Fault{Point: fault.BetweenReleaseSteps, Action: fault.Pause, P: 1, MS: int(3 * ttl / time.Millisecond)})
 	released := make(chan error, 1)
 	go func() { released <- first.Release(context.Background()) }()
 	second := mustAcquire(t, l, "sku", 5*ttl) // gets in once the first lock expires or is released
@@ -131,18 +132,18 @@ func pauseBetweenReleaseSteps(t *testing.T, e *env, l *lock.Locker) bool {
 // write only where the row still carries it). An unfenced lease has no
 // token, so the store cannot tell the holders apart. Broken if an update is
 // lost.
-func pausedHolder(point lock.Point) func(t *testing.T, e *env, l *lock.Locker) bool {
+func pausedHolder(point fault.Point) func(t *testing.T, e *env, l *lock.Locker) bool {
 	return func(t *testing.T, e *env, l *lock.Locker) bool {
 		return pausedAt(t, e, l, point)
 	}
 }
 
-func pausedAt(t *testing.T, e *env, l *lock.Locker, point lock.Point) bool {
+func pausedAt(t *testing.T, e *env, l *lock.Locker, point fault.Point) bool {
 	ttl := e.ls.TTL()
 	var row fencedRow
 	row.stock = 10
 	first := mustAcquire(t, l, "sku", time.Second)
-	setFaults(t, e, lock.Fault{Point: point, Action: lock.Pause, P: 1, MS: int(3 * ttl / time.Millisecond)})
+	setFaults(t, e, fault.Fault{Point: point, Action: fault.Pause, P: 1, MS: int(3 * ttl / time.Millisecond)})
 	done := make(chan bool, 1)
 	go func() {
 		token, _ := first.Token()
@@ -151,7 +152,7 @@ func pausedAt(t *testing.T, e *env, l *lock.Locker, point lock.Point) bool {
 			return
 		}
 		stock := row.read()
-		if err := first.Checkpoint(context.Background(), lock.InCriticalSection); err != nil {
+		if err := first.Checkpoint(context.Background(), fault.InCriticalSection); err != nil {
 			t.Error(err)
 		}
 		if err := first.CheckBeforeWrite(context.Background()); err != nil {

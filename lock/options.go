@@ -7,6 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"flashsale/internal/fault"
 	"flashsale/lock/internal/node"
 )
 
@@ -16,12 +17,12 @@ type config struct {
 	nodeTimeout   time.Duration
 	namespace     string
 	watchdog      atomic.Bool // switched at run time (Lockers.SetWatchdog)
-	fast          atomic.Bool // the speed layer (fast.go), switched at run time (Lockers.SetFast)
+	fast          atomic.Bool // the speed layer, switched at run time (Lockers.SetFast)
 	restartAware  bool
 	notifications bool
 	backoffMin    time.Duration
 	backoffMax    time.Duration
-	faults        *Faults
+	faults        *fault.Plan
 	observer      func(Event)
 	logger        *slog.Logger
 	sentinel      *redis.FailoverOptions
@@ -34,7 +35,7 @@ func defaultConfig() *config {
 		restartAware:  true,
 		notifications: true,
 		backoffMin:    time.Millisecond,
-		faults:        NewFaults(),
+		faults:        fault.NewPlan(),
 		logger:        slog.Default(),
 	}
 	c.fast.Store(true)
@@ -91,7 +92,7 @@ func WithWatchdog(on bool) Option { return func(c *config) { c.watchdog.Store(on
 // off only to show the double grant it prevents.
 func WithRestartAwareness(on bool) Option { return func(c *config) { c.restartAware = on } }
 
-// WithFast switches the speed layer (fast.go) on or off. Off, every variant
+// WithFast switches the speed layer on or off. Off, every variant
 // runs exactly its taught code: a waiter retries after a random delay, a
 // release is the variant's own, nothing listens for wake-ups and the app
 // sets no keyspace notifications. Redlock's votes travel on their pipelined
@@ -112,7 +113,7 @@ func WithBackoff(min, max time.Duration) Option {
 }
 
 // WithFaults shares a fault plan with every variant. Default: an empty plan.
-func WithFaults(f *Faults) Option { return func(c *config) { c.faults = f } }
+func WithFaults(f *fault.Plan) Option { return func(c *config) { c.faults = f } }
 
 // WithObserver receives an Event for every acquire, release, lost lease and
 // fired fault; it must not block. It may read the event's Lease (its

@@ -162,7 +162,7 @@ func (r *redlock) giveUp(votes []vote, start time.Time, err error) {
 // stale judges a node whose vote was given up on in a round that began at
 // start (err says why): if it was answering then (below), the node is up
 // and only late (gather waited for it until the late window):
-// ErrNodeLate, which makes the outcome busy, not unavailable. A process too
+// errNodeLate, which makes the outcome busy, not unavailable. A process too
 // busy to read its replies, or even to send its commands, in time must not
 // call live nodes down. Otherwise the node failed; its connection is
 // dropped if it has not answered anything for a whole TTL (a paused node,
@@ -170,7 +170,7 @@ func (r *redlock) giveUp(votes []vote, start time.Time, err error) {
 // would otherwise wait for ever.
 func (r *redlock) stale(n *node.Node, start time.Time, err error) error {
 	if r.answering(n, start) {
-		return fmt.Errorf("%w: %w", ErrNodeLate, err)
+		return fmt.Errorf("%w: %w", errNodeLate, err)
 	}
 	n.Stale(r.cfg.ttl)
 	return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"flashsale/internal/fault"
 	"flashsale/lock/internal/node"
 )
 
@@ -28,7 +29,7 @@ type redlock struct {
 }
 
 // quorum is a majority of the nodes: N/2+1.
-func (r *redlock) quorum() int { return len(r.nodes)/2 + 1 }
+func (r *redlock) quorum() int { return node.Quorum(len(r.nodes)) }
 
 // drift is the allowance for clock drift between processes. The page asks
 // only for "a few milliseconds"; this is the formula of the reference
@@ -50,7 +51,7 @@ func (r *redlock) acquire(ctx context.Context, at gap, k keys, value string, ttl
 	// busy process) is not down: its vote is waited for a little longer
 	// (quorum.go's gather), and counted, as step 3 counts that time too.
 	votes := r.ask(ctx, setNX(k.lock, value, ttl), r.majority())
-	if err := at(ctx, AfterAcquireStep1); err != nil {
+	if err := at(ctx, fault.AfterAcquireStep1); err != nil {
 		return grant{}, err
 	}
 
@@ -101,10 +102,3 @@ func (r *redlock) extend(ctx context.Context, k keys, value string, ttl time.Dur
 func (r *redlock) unlock(k keys, value string) {
 	r.send(context.Background(), compareAndDelete.call([]string{k.lock}, value))
 }
-
-// checksOwner: the release is a compare-and-delete script on every node.
-func (*redlock) checksOwner() {}
-
-// checksValidity: a lease is handed over only while validity = ttl − elapsed
-// − drift is left.
-func (*redlock) checksValidity() {}

@@ -5,10 +5,11 @@ import (
 	"strconv"
 	"time"
 
+	"flashsale/internal/fault"
 	"flashsale/lock/internal/node"
 )
 
-// redlockFence is redlock (redlock.go) with fencing tokens across its nodes:
+// redlockFence is redlock with fencing tokens across its nodes:
 // this project's own answer to "Redlock issues no fencing token", not a
 // standard recipe. Each node draws a token from its own counter atomically
 // with its SET, and the lease's token is the largest of its quorum. That is
@@ -46,7 +47,7 @@ func (r redlockFence) fenced(ctx context.Context, at gap, k keys, value string, 
 	// draws from that node's counter alone, and only its answer makes this
 	// token pass it.
 	drawn := r.ask(ctx, take, enough{yes: r.quorum(), first: true})
-	if err := at(ctx, AfterAcquireStep1); err != nil {
+	if err := at(ctx, fault.AfterAcquireStep1); err != nil {
 		return grant{}, err
 	}
 	g, err := r.lease("acquire", k, drawn, start, ttl)
@@ -72,16 +73,11 @@ func (r redlockFence) fenced(ctx context.Context, at gap, k keys, value string, 
 	return g, nil
 }
 
-// raiseFence writes a token back as max(counter, token). It needs no lease:
-// a counter that only grows can make a later token larger, never smaller.
-// KEYS[1] fence counter; ARGV[1] token. Returns the counter.
-var raiseFence = newScript(`
-local n = tonumber(redis.call("get", KEYS[1]) or "0")
-if n < tonumber(ARGV[1]) then
-	redis.call("set", KEYS[1], ARGV[1])
-	return tonumber(ARGV[1])
-end
-return n`)
+// raiseFence writes a token back as max(counter, token), restart
+// awareness's raise-to-max script. It needs no lease: a counter that only
+// grows can make a later token larger, never smaller. KEYS[1] fence
+// counter; ARGV[1] token. Returns the counter.
+var raiseFence = newScript(node.RaiseToMax)
 
 // writeBack sends raise to n after wait, and again on the next connection
 // while the one it went out on broke before it was answered (at once the

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/go-redsync/redsync/v4"
+
+	"flashsale/internal/fault"
 )
 
 // redsyncLock is the Go Redlock library most projects install
@@ -60,7 +62,7 @@ func (v redsyncLock) acquire(ctx context.Context, at gap, k keys, value string, 
 	}
 	// One call took the lock everywhere it could: a crash here leaves keys
 	// that still expire.
-	if err := at(ctx, AfterAcquireStep1); err != nil {
+	if err := at(ctx, fault.AfterAcquireStep1); err != nil {
 		return grant{}, err
 	}
 	return grant{validity: m.Until().Sub(start)}, nil
@@ -129,9 +131,3 @@ func redsyncReleaseErr(err error) error {
 	}
 	return fmt.Errorf("%w: %w", ErrNotHeld, err)
 }
-
-// checksOwner: the library's release is a compare-and-delete script.
-func (redsyncLock) checksOwner() {}
-
-// undoesItsFailedTries: the library unlocks every node after a missed try.
-func (redsyncLock) undoesItsFailedTries() {}

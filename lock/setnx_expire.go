@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"flashsale/internal/fault"
 )
 
 // setnxExpire is the first pattern the articles warn about: SETNX k v, then
@@ -24,7 +26,7 @@ func (v setnxExpire) acquire(ctx context.Context, at gap, k keys, value string, 
 	if !ok {
 		return grant{}, ErrNotAcquired
 	}
-	if err := at(ctx, AfterAcquireStep1); err != nil { // BROKEN: a crash here leaves k with no TTL
+	if err := at(ctx, fault.AfterAcquireStep1); err != nil { // BROKEN: a crash here leaves k with no TTL
 		return grant{}, err
 	}
 	if err := v.rdb.PExpire(ctx, k.lock, ttl).Err(); err != nil { // step 2: EXPIRE k ttl (as PEXPIRE: a TTL under a second)

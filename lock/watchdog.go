@@ -72,7 +72,7 @@ func (l *Lease) tick(every time.Duration) error {
 	if l.Err() != nil {
 		return nil
 	}
-	l.locker.observe(Event{Kind: Extended, Variant: l.locker.name, Key: l.name, Lease: l})
+	l.locker.observe(Event{Kind: Extended, Variant: l.locker.rung.Name, Key: l.name, Lease: l})
 	ctx, cancel := context.WithTimeout(context.Background(), every)
 	defer cancel()
 	err := l.Extend(ctx)
@@ -134,7 +134,7 @@ func (l *Lease) markLost(err error) error {
 	l.err = lost
 	close(l.lost)
 	l.mu.Unlock()
-	l.locker.observe(Event{Kind: Lost, Variant: l.locker.name, Key: l.name, Lease: l, Err: lost})
+	l.locker.observe(Event{Kind: Lost, Variant: l.locker.rung.Name, Key: l.name, Lease: l, Err: lost})
 	return lost
 }
 

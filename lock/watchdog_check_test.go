@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"flashsale/internal/fault"
 	"flashsale/lock"
 )
 
@@ -106,23 +107,23 @@ func TestLeaseCheckBeforeWrite(t *testing.T) {
 	const ttl = 300 * time.Millisecond
 	for _, tc := range []struct {
 		variant string
-		point   lock.Point
+		point   fault.Point
 		refused bool // CheckBeforeWrite refuses the paused holder
 	}{
-		{lock.LuaCheck, lock.InCriticalSection, true},
-		{lock.LuaCheck, lock.AfterLeaseCheck, false},
-		{lock.Lua, lock.InCriticalSection, false},
-		{lock.Lua, lock.AfterLeaseCheck, false},
+		{lock.LuaCheck, fault.InCriticalSection, true},
+		{lock.LuaCheck, fault.AfterLeaseCheck, false},
+		{lock.Lua, fault.InCriticalSection, false},
+		{lock.Lua, fault.AfterLeaseCheck, false},
 	} {
 		t.Run(tc.variant+"/"+string(tc.point), func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t, c, lock.WithTTL(ttl))
 			l := e.locker(tc.variant)
 			first := mustAcquire(t, l, "k", time.Second)
-			setFaults(t, e, lock.Fault{Point: tc.point, Action: lock.Pause, P: 1, MS: int(3 * ttl / time.Millisecond)})
+			setFaults(t, e, fault.Fault{Point: tc.point, Action: fault.Pause, P: 1, MS: int(3 * ttl / time.Millisecond)})
 			checked := make(chan error, 1)
 			go func() {
-				if err := first.Checkpoint(context.Background(), lock.InCriticalSection); err != nil {
+				if err := first.Checkpoint(context.Background(), fault.InCriticalSection); err != nil {
 					checked <- err
 					return
 				}
@@ -164,7 +165,7 @@ func TestNoExtendAfterTheCrash(t *testing.T) {
 				switch {
 				case ev.Kind == lock.Extended:
 					extends = append(extends, ev.Time)
-				case ev.Kind == lock.FaultFired && ev.Fault.Action == lock.Crash:
+				case ev.Kind == lock.FaultFired && ev.Fault.Action == fault.Crash:
 					crashedAt = ev.Time
 				}
 			}))
@@ -172,14 +173,14 @@ func TestNoExtendAfterTheCrash(t *testing.T) {
 			// The pause outlasts a watchdog tick (TTL/3), which then waits
 			// for the holder to wake; the crash comes right after it.
 			setFaults(t, e,
-				lock.Fault{Point: lock.InCriticalSection, Action: lock.Pause, P: 1, MS: 250},
-				lock.Fault{Point: lock.AfterLeaseCheck, Action: lock.Crash, P: 1})
+				fault.Fault{Point: fault.InCriticalSection, Action: fault.Pause, P: 1, MS: 250},
+				fault.Fault{Point: fault.AfterLeaseCheck, Action: fault.Crash, P: 1})
 			ctx := context.Background()
 			dead := mustAcquire(t, e.locker(name), "k", time.Second)
-			if err := dead.Checkpoint(ctx, lock.InCriticalSection); err != nil {
+			if err := dead.Checkpoint(ctx, fault.InCriticalSection); err != nil {
 				t.Fatal(err)
 			}
-			if err := dead.CheckBeforeWrite(ctx); !errors.Is(err, lock.ErrCrashed) {
+			if err := dead.CheckBeforeWrite(ctx); !errors.Is(err, fault.ErrCrashed) {
 				t.Fatalf("check before write: %v, want ErrCrashed", err)
 			}
 			e.waitGone(0, "k", 3*ttl)

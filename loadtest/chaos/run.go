@@ -144,7 +144,7 @@ func setUpSale(ctx context.Context, cfg Config, fleet storefront.Fleet) (map[str
 		f := output.FileName(v)
 		rung, _ := lock.Find(v)
 		scopes[v] = checker.Scope{Variant: v, SKUs: []string{"hot-" + f, "scarce-" + f}, Event: state.Event, Seats: seats[i*per : (i+1)*per],
-			StoreGuarded: rung.Guard != lock.GuardLock}
+			StoreGuarded: rung.StoreGuarded}
 	}
 	return scopes, plan, fleet.SetFaults(setup, plan)
 }

@@ -13,11 +13,22 @@ import (
 	"time"
 
 	"flashsale/curriculum"
-	"flashsale/handlers"
 	"flashsale/loadtest"
 	"flashsale/loadtest/cluster"
 	"flashsale/lock"
 )
+
+// ErrInvalidRun marks a request the runner refuses as it stands (a step
+// that is not in the sequence): the caller's mistake, not the run's. The
+// HTTP layer answers it 422 by its InvalidRun method.
+var ErrInvalidRun error = invalidRun{}
+
+type invalidRun struct{}
+
+func (invalidRun) Error() string { return "invalid workshop run" }
+
+// InvalidRun marks the error as a request refused as it stands.
+func (invalidRun) InvalidRun() {}
 
 // Step is one cell of the workshop's sequence: a rung under a scenario, at
 // a rate and for a time short enough for the whole ladder to run in under
@@ -43,11 +54,11 @@ var Sequence = sequence()
 var labSteps = []Step{
 	{lock.None, loadtest.Clean, 300, 1500},
 	{lock.Lua, loadtest.Clean, 300, 1500},
-	{lock.SetNXExpire, loadtest.CrashBetweenSteps, 300, 2000},
+	{curriculum.SetNXExpire, loadtest.CrashBetweenSteps, 300, 2000},
 	{lock.Lua, loadtest.CrashBetweenSteps, 300, 2000},
-	{lock.GetDel, loadtest.PauseBetweenReleaseSteps, 300, 3000},
+	{curriculum.GetDel, loadtest.PauseBetweenReleaseSteps, 300, 3000},
 	{lock.Lua, loadtest.PauseBetweenReleaseSteps, 300, 3000},
-	{lock.PlainDel, loadtest.PauseInCriticalSection, 300, 2000},
+	{curriculum.PlainDel, loadtest.PauseInCriticalSection, 300, 2000},
 	{lock.Lua, loadtest.PauseInCriticalSection, 300, 2000},
 	{lock.LuaFence, loadtest.PauseInCriticalSection, 300, 2000},
 	{lock.Redlock, loadtest.NodeDown, 300, 3000},
@@ -55,17 +66,17 @@ var labSteps = []Step{
 	{lock.Redlock, loadtest.NodeRestart, 200, 2000},
 	{lock.Redlock, loadtest.PauseInCriticalSection, 300, 2000},
 	{lock.RedlockFence, loadtest.PauseInCriticalSection, 300, 2000},
-	{lock.ArticleRedlock, loadtest.Clean, 300, 1500},
+	{curriculum.ArticleRedlock, loadtest.Clean, 300, 1500},
 	{lock.Redlock, loadtest.Clean, 300, 1500},
-	{lock.Redsync, loadtest.Clean, 300, 1500},
+	{curriculum.Redsync, loadtest.Clean, 300, 1500},
 	{lock.Lua, loadtest.LongWork, 300, 3000},
 	{lock.Lua, loadtest.LongWorkWatchdog, 300, 3000},
-	{lock.LuaCheck, loadtest.PauseAfterLeaseCheck, 300, 2000},
+	{curriculum.LuaCheck, loadtest.PauseAfterLeaseCheck, 300, 2000},
 	{lock.LuaFence, loadtest.PauseAfterLeaseCheck, 300, 2000},
-	{lock.DBGuard, loadtest.PauseInCriticalSection, 300, 2000},
-	{lock.DBForUpdate, loadtest.PauseInCriticalSection, 300, 2000},
-	{lock.RedisStock, loadtest.PauseInCriticalSection, 300, 2000},
-	{lock.Attendee, loadtest.Clean, 300, 1500},
+	{curriculum.DBGuard, loadtest.PauseInCriticalSection, 300, 2000},
+	{curriculum.DBForUpdate, loadtest.PauseInCriticalSection, 300, 2000},
+	{curriculum.RedisStock, loadtest.PauseInCriticalSection, 300, 2000},
+	{curriculum.Attendee, loadtest.Clean, 300, 1500},
 }
 
 // sequence is labSteps and a step for every rung they leave out.
@@ -185,7 +196,7 @@ func (w *Runner) StartSequence(only []string) (id string, started bool, err erro
 		}
 		for _, o := range only {
 			if !slices.ContainsFunc(Sequence, func(s Step) bool { return s.ID() == o }) {
-				return "", false, fmt.Errorf("%w: %q is not a step of the sequence", handlers.ErrInvalidRun, o)
+				return "", false, fmt.Errorf("%w: %q is not a step of the sequence", ErrInvalidRun, o)
 			}
 		}
 	}

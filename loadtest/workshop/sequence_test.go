@@ -45,7 +45,7 @@ func TestSequenceIsCellsOfTheMatrix(t *testing.T) {
 func TestSequenceRefusesUnknownSteps(t *testing.T) {
 	w := workshop.NewRunner("token", nil, time.Second, nil)
 	w.SetBase("http://127.0.0.1:1")
-	if _, started, err := w.StartSequence([]string{"lua/meteor"}); started || !errors.Is(err, handlers.ErrInvalidRun) {
+	if _, started, err := w.StartSequence([]string{"lua/meteor"}); started || !errors.Is(err, workshop.ErrInvalidRun) {
 		t.Errorf("an unknown step: started %v, err %v; want ErrInvalidRun", started, err)
 	}
 	if runs := w.Runs(); len(runs) != 0 {

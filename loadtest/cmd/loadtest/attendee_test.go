@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"flashsale/curriculum"
 	"flashsale/internal/testsupport"
 	"flashsale/loadtest"
 	"flashsale/lock"
@@ -79,7 +80,7 @@ func TestAttendeeCheck(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out := t.TempDir()
-			args := []string{"-variants", lock.Attendee, "-scenarios", strings.Join(scenarios, ","), "-judge-as", lock.Lua, "-strict",
+			args := []string{"-variants", curriculum.Attendee, "-scenarios", strings.Join(scenarios, ","), "-judge-as", lock.Lua, "-strict",
 				"-module", tc.module, "-out", out, "-progress=false", "-duration", "2s"}
 			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 			defer cancel()

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"flashsale/internal/randhex"
+	"flashsale/lock/internal/keys"
 	"flashsale/lock/internal/wire"
 )
 
@@ -88,7 +89,7 @@ func eval(src string, keys []string, args ...string) []string {
 
 // of is the line of a lock key ("<ns>lock:<name>" → "<ns>line:<name>").
 func (q *line) of(lockKey string) string {
-	return q.ns + "line:" + lockKey[len(q.ns+"lock:"):]
+	return keys.Line(q.ns, keys.Name(q.ns, lockKey))
 }
 
 // noLine is join's answer when the line could not be asked.

@@ -107,6 +107,11 @@ func newNode(ctx context.Context, addr string, cfg *Config) *Node {
 	return n
 }
 
+// Quorum is how many of n nodes make a majority: n/2+1. Redlock grants
+// with this many yes votes; a node re-seeding its fencing counters needs
+// answers from enough of the others that they include a quorum's worth.
+func Quorum(n int) int { return n/2 + 1 }
+
 // Join makes nodes one set: a node's counters are re-seeded from the
 // others (restart.go).
 func Join(nodes []*Node) {

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"flashsale/lock/internal/keys"
 )
 
 // Restart awareness: a node whose data lost keys (a restart, a failover, a
@@ -113,7 +115,7 @@ func (n *Node) reseed(ctx context.Context) error {
 	var mu sync.Mutex
 	highest := map[string]uint64{}
 	errs := ForEach(ctx, others, timeout, func(ctx context.Context, p *Node) error {
-		counters, err := readCounters(ctx, p.rdb, n.cfg.Namespace+"fence:*")
+		counters, err := readCounters(ctx, p.rdb, keys.Fences(n.cfg.Namespace))
 		if err != nil {
 			return err
 		}
@@ -136,7 +138,7 @@ func (n *Node) reseed(ctx context.Context) error {
 			answered++
 		}
 	}
-	need := len(n.peers) - (len(n.peers)/2 + 1) + 1
+	need := len(n.peers) - Quorum(len(n.peers)) + 1
 	if len(n.peers) == 1 {
 		need = 0 // a lone node has nothing to be re-seeded from; only the store's check guards its tokens
 	}
