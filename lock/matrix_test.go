@@ -92,8 +92,12 @@ func crashBetweenSteps(t *testing.T, e *env, l *lock.Locker) bool {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A crashed one-step acquire leaves a lock that expires within the TTL.
-	ctx, cancel := context.WithTimeout(context.Background(), 4*ttl)
+	// A crashed one-step acquire leaves a lock that expires within the TTL,
+	// after which a client gets in within its retries. The budget is far past
+	// the TTL because a busy machine (-race, every rung in parallel) can
+	// stretch a few tries to a second or more; a lock with no TTL never
+	// comes free, however long the wait.
+	ctx, cancel := context.WithTimeout(context.Background(), 4*ttl+5*time.Second)
 	defer cancel()
 	lease, err := l.Acquire(ctx, "sku")
 	if err == nil {
