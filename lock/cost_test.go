@@ -1,3 +1,5 @@
+//go:build unix
+
 package lock_test
 
 import (
@@ -8,7 +10,10 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/go-redsync/redsync/v4"
 	rsredis "github.com/go-redsync/redsync/v4/redis"
@@ -59,14 +64,48 @@ func commandStats(ctx context.Context, rdb *redis.Client) (map[string]cmdStat, e
 	return out, nil
 }
 
+// cpuSeconds is the CPU a node has used (INFO cpu: user and system).
+func cpuSeconds(ctx context.Context, rdb *redis.Client) (float64, error) {
+	s, err := rdb.Info(ctx, "cpu").Result()
+	if err != nil {
+		return 0, err
+	}
+	var t float64
+	for _, row := range strings.Split(s, "\n") {
+		for _, f := range []string{"used_cpu_sys:", "used_cpu_user:"} {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(row), f); ok {
+				x, err := strconv.ParseFloat(v, 64)
+				if err != nil {
+					return 0, err
+				}
+				t += x
+			}
+		}
+	}
+	return t, nil
+}
+
+// selfCPU is the CPU this process has used: the client's side of the
+// pairs, and whatever else runs in it meanwhile.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 // nodeCost is what the pairs cost one node: calls and microseconds per
 // pair, by command.
 type nodeCost struct {
 	Calls map[string]float64 `json:"calls_per_pair"`
 	Usec  map[string]float64 `json:"usec_per_pair"`
+	// CPU is the node process's CPU per pair in µs, its event loop and
+	// system calls included, which commandstats does not count.
+	CPU float64 `json:"cpu_usec_per_pair"`
 }
 
-// total is every command of c: calls and microseconds per pair.
+// total is every command of c: calls and microseconds per pair. A
+// script's own commands count as commands, and their time in the
+// script's too.
 func (c nodeCost) total() (calls, usec float64) {
 	for k, v := range c.Calls {
 		calls += v
@@ -75,22 +114,26 @@ func (c nodeCost) total() (calls, usec float64) {
 	return calls, usec
 }
 
-// costOf runs n pairs of p on key, one after another, and returns what
-// they cost each node (rdbs, first node first): the difference of the
-// nodes' command counts read before and after, less the reading itself.
-func costOf(tb testing.TB, rdbs []*redis.Client, p pair, key string, n int) []nodeCost {
+// costOf runs n pairs of p, par clients at once each on its own key, and
+// returns what they cost each node (rdbs, first node first): the
+// difference of the nodes' command counts read before and after, less the
+// reading itself.
+func costOf(tb testing.TB, rdbs []*redis.Client, p pair, key string, n, par int) []nodeCost {
 	tb.Helper()
 	ctx := context.Background()
-	read := func() []map[string]cmdStat {
-		out := make([]map[string]cmdStat, len(rdbs))
+	read := func() ([]map[string]cmdStat, []float64) {
+		out, cpu := make([]map[string]cmdStat, len(rdbs)), make([]float64, len(rdbs))
 		for i, rdb := range rdbs {
 			st, err := commandStats(ctx, rdb)
 			if err != nil {
 				tb.Fatalf("node %d: %v", i, err)
 			}
+			if cpu[i], err = cpuSeconds(ctx, rdb); err != nil {
+				tb.Fatalf("node %d: %v", i, err)
+			}
 			out[i] = st
 		}
-		return out
+		return out, cpu
 	}
 	for range 20 { // connections opened and met, scripts loaded
 		unlock, err := p(ctx, key)
@@ -99,18 +142,25 @@ func costOf(tb testing.TB, rdbs []*redis.Client, p pair, key string, n int) []no
 		}
 		unlock()
 	}
-	before := read()
-	for range n {
-		unlock, err := p(ctx, key)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		unlock()
+	before, cpu0 := read()
+	var wg sync.WaitGroup
+	for c := range par {
+		wg.Go(func() {
+			for range n/par + min(1, max(0, n%par-c)) {
+				unlock, err := p(ctx, fmt.Sprintf("%s:%d", key, c))
+				if err != nil {
+					tb.Error(err)
+					return
+				}
+				unlock()
+			}
+		})
 	}
-	after := read()
+	wg.Wait()
+	after, cpu1 := read()
 	out := make([]nodeCost, len(rdbs))
 	for i := range rdbs {
-		c := nodeCost{Calls: map[string]float64{}, Usec: map[string]float64{}}
+		c := nodeCost{Calls: map[string]float64{}, Usec: map[string]float64{}, CPU: (cpu1[i] - cpu0[i]) * 1e6 / float64(n)}
 		for name, a := range after[i] {
 			b := before[i][name]
 			calls, usec := a.Calls-b.Calls, a.Usec-b.Usec
@@ -185,7 +235,7 @@ func TestCommandsPerPair(t *testing.T) {
 			if tc.name != "redsync" {
 				p = variantPair(e.locker(tc.name))
 			}
-			costs := costOf(t, rdbs, p, "cost", 50)
+			costs := costOf(t, rdbs, p, "cost", 50, 1)
 			for i, c := range costs {
 				// Whole commands per pair: a stray command of the
 				// connections' own (a ping, a meeting) rounds away.
@@ -220,29 +270,40 @@ func BenchmarkCommandCost(b *testing.B) {
 		{lock.RedlockFence, variantPair(e.locker(lock.RedlockFence))},
 		{"ref=redsync-5", redsyncPair(rs)},
 	}
-	for _, tc := range cases {
-		b.Run(tc.name, func(b *testing.B) {
-			n := max(b.N, 1)
-			b.ResetTimer()
-			costs := costOf(b, rdbs, tc.p, "cost:"+tc.name, n)
-			b.StopTimer()
-			var calls, usec float64
-			for _, c := range costs {
-				cc, cu := c.total()
-				calls, usec = calls+cc, usec+cu
-			}
-			b.ReportMetric(calls/float64(len(costs)), "cmds/node/pair")
-			b.ReportMetric(usec/float64(len(costs)), "node-µs/node/pair")
-			b.ReportMetric(usec, "node-µs/pair")
-			js, err := json.Marshal(struct {
-				Variant string     `json:"variant"`
-				Pairs   int        `json:"pairs"`
-				Nodes   []nodeCost `json:"nodes"`
-			}{tc.name, n, costs})
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Logf("%s", js)
-		})
+	for _, par := range []int{1, 16} {
+		for _, tc := range cases {
+			b.Run(fmt.Sprintf("par=%d/%s", par, tc.name), func(b *testing.B) { commandCost(b, rdbs, tc.name, tc.p, par) })
+		}
 	}
+}
+
+// commandCost is one case of BenchmarkCommandCost: b.N pairs of p, par at
+// once.
+func commandCost(b *testing.B, rdbs []*redis.Client, name string, p pair, par int) {
+	n := max(b.N, 1)
+	self := selfCPU()
+	costs := costOf(b, rdbs, p, "cost:"+name, n, par)
+	// The warm-up's pairs ran in this process too.
+	client := float64((selfCPU() - self).Microseconds()) / float64(n+20)
+	var calls, usec, cpu float64
+	for _, c := range costs {
+		cc, cu := c.total()
+		calls, usec, cpu = calls+cc, usec+cu, cpu+c.CPU
+	}
+	per := float64(len(costs))
+	b.ReportMetric(calls/per, "cmds/node/pair")
+	b.ReportMetric(usec/per, "cmdstat-µs/node/pair")
+	b.ReportMetric(cpu/per, "cpu-µs/node/pair")
+	b.ReportMetric(client, "client-cpu-µs/pair")
+	js, err := json.Marshal(struct {
+		Variant  string     `json:"variant"`
+		Parallel int        `json:"parallel"`
+		Pairs    int        `json:"pairs"`
+		Client   float64    `json:"client_cpu_usec_per_pair"`
+		Nodes    []nodeCost `json:"nodes"`
+	}{name, par, n, client, costs})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("%s", js)
 }
