@@ -16,8 +16,6 @@ import (
 	"time"
 
 	"github.com/go-redsync/redsync/v4"
-	rsredis "github.com/go-redsync/redsync/v4/redis"
-	rsgoredis "github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	"github.com/redis/go-redis/v9"
 
 	"flashsale/internal/testsupport"
@@ -188,13 +186,7 @@ func costNodes(tb testing.TB, opts ...lock.Option) (*env, []*redis.Client, *reds
 	c := testsupport.Redis(tb, 5)
 	e := newEnv(tb, c, opts...)
 	e.voting()
-	var pools []rsredis.Pool
-	for _, o := range testsupport.Options(tb, c) {
-		cl := redis.NewClient(o)
-		tb.Cleanup(func() { _ = cl.Close() })
-		pools = append(pools, rsgoredis.NewPool(cl))
-	}
-	return e, e.raw, redsync.New(pools...)
+	return e, e.raw, redsyncOn(tb, testsupport.Options(tb, c))
 }
 
 // TestCommandsPerPair holds the commands each node runs for one

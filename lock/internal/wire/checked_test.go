@@ -3,23 +3,16 @@ package wire
 import (
 	"bufio"
 	"fmt"
-	"net"
 	"strings"
 	"testing"
-	"time"
 )
 
 // Checked commands queued while a write is under way share one set of
 // checks, written behind the last of them; each still gets its own reply
 // and the replies of the checks that followed it.
 func TestQueuedChecksAreShared(t *testing.T) {
-	client, server := net.Pipe()
-	defer server.Close()
-	writing := make(chan struct{}, 4)
-	p := &Pipe{cfg: Config{Addr: "test", WriteTimeout: time.Minute}}
-	c := &pipeConn{p: p, nc: announcing{client, writing}, ready: true}
-	p.conn = c
-	go c.read(bufio.NewReader(client))
+	p, c, server, writing := openPipe(t, 4)
+	go c.read(bufio.NewReader(c.nc))
 
 	check := []Command{{Args: []string{"GET", "m"}, Want: BulkOrNil}}
 	got := make(chan string, 3)
