@@ -63,14 +63,19 @@ type benchEnv struct {
 
 func newBenchEnv(b *testing.B) *benchEnv {
 	c := shared(b)
-	e := newEnv(b, c)
+	return &benchEnv{e: newEnv(b, c), redsync: redsyncOn(b, testsupport.Options(b, c))}
+}
+
+// redsyncOn is redsync over nodes, its go-redis clients made as its users
+// make them; they are closed when the test ends.
+func redsyncOn(tb testing.TB, nodes []*redis.Options) *redsync.Redsync {
 	var pools []rsredis.Pool
-	for _, o := range testsupport.Options(b, c) {
+	for _, o := range nodes {
 		cl := redis.NewClient(o)
-		b.Cleanup(func() { _ = cl.Close() })
+		tb.Cleanup(func() { _ = cl.Close() })
 		pools = append(pools, rsgoredis.NewPool(cl))
 	}
-	return &benchEnv{e: e, redsync: redsync.New(pools...)}
+	return redsync.New(pools...)
 }
 
 // BenchmarkUncontended is one acquire+release on a free key.

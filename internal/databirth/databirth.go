@@ -55,23 +55,39 @@ var Watched = []string{
 }
 
 // Ledger is the operator ledger in an INFO commandstats reply: the calls of
-// each Watched command, in that order, joined by dots.
+// each Watched command, in that order, joined by dots. It is read after
+// every vote that can count, so it walks the reply once and keeps nothing
+// of it but the counts.
 func Ledger(commandstats string) string {
-	calls := make(map[string]string, len(Watched))
-	for _, row := range strings.Split(commandstats, "\n") {
-		name, rest, ok := strings.Cut(strings.TrimPrefix(row, "cmdstat_"), ":calls=")
-		if !ok {
-			continue
+	calls := make([]string, len(Watched))
+	for rest := commandstats; rest != ""; {
+		var row string
+		row, rest, _ = strings.Cut(rest, "\n")
+		name, counts, ok := strings.Cut(strings.TrimPrefix(row, "cmdstat_"), ":calls=")
+		if i, watched := watchedAt[name]; ok && watched {
+			n, _, _ := strings.Cut(counts, ",")
+			calls[i] = strings.TrimSpace(n)
 		}
-		n, _, _ := strings.Cut(rest, ",")
-		calls[name] = strings.TrimSpace(n)
 	}
-	out := make([]string, len(Watched))
-	for i, name := range Watched {
-		out[i] = cmp.Or(calls[name], "0")
+	var b strings.Builder
+	b.Grow(2 * len(calls))
+	for i, n := range calls {
+		if i > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(cmp.Or(n, "0"))
 	}
-	return strings.Join(out, ".")
+	return b.String()
 }
+
+// watchedAt is each Watched command's place in the ledger.
+var watchedAt = func() map[string]int {
+	m := make(map[string]int, len(Watched))
+	for i, name := range Watched {
+		m[name] = i
+	}
+	return m
+}()
 
 // Script marks the node if its marker is missing, names another run_id or
 // another operator ledger (its data may have lost keys: they are complete

@@ -13,7 +13,9 @@ import (
 // The check behind every vote that can count. Neither a flush nor any other
 // operator command that removes, rolls back or hides keys breaks a
 // connection, so after each such vote, in the same write, the node's data
-// marker is read again and so is its operator ledger (databirth.Ledger):
+// marker is read again and so is its operator ledger (databirth.Ledger);
+// votes written together share one reading behind the last of them, which
+// comes after each of them all the same:
 // docs/design.md, "It fails closed", lists what each catches.
 
 // errDataLost breaks a vote's connection whose node lost the data its

@@ -56,9 +56,10 @@ func (n *Node) Send(ctx context.Context, c Command, reply func(Answer)) {
 	}
 	// Restart awareness's checks follow the vote in the same write
 	// (restart_check.go): not part of any rung, and no extra round trip.
-	n.pipe.SendAll(append([]wire.Command{{Args: c.Args, Want: want}}, checks...), func(vs []any, tag string, err error) {
-		a := answer(c, vs[0], tag, err)
-		a.Lost = err == nil && !n.kept(tag, vs[1], vs[2])
+	// Votes written together share one set of checks behind the last.
+	n.pipe.SendChecked(wire.Command{Args: c.Args, Want: want}, checks, func(v any, cs []any, tag string, err error) {
+		a := answer(c, v, tag, err)
+		a.Lost = err == nil && !n.kept(tag, cs[0], cs[1])
 		reply(a)
 	})
 }

@@ -142,6 +142,10 @@ type pipeConn struct {
 	err       error // set once: the connection is finished
 	stale     bool  // dropped for owing a reply too long
 	tag       string
+	// checked: the last commands of out are a shared check (checked.go),
+	// its bytes from checkAt on; nil once anything else follows it.
+	checked *sharedCheck
+	checkAt int
 
 	// What arrived, for Answering: bytes read off the socket, bytes the
 	// reader has parsed into replies, and when bytes last arrived (unix ns).
@@ -185,11 +189,8 @@ func (c *pipeConn) send(cmds []Command, dones []ReplyFunc) {
 		}
 		return
 	}
-	for i, cmd := range cmds {
-		c.out = AppendCommand(c.out, cmd.Args...)
-		c.queue = append(c.queue, waiting{done: dones[i], want: cmd.Want})
-	}
-	c.unwritten += len(cmds)
+	c.appendCmds(cmds, dones)
+	c.checked = nil
 	c.flush()
 }
 
@@ -204,7 +205,7 @@ func (c *pipeConn) flush() {
 	c.writing = true
 	for len(c.out) > 0 && c.err == nil {
 		batch, n := c.out, c.unwritten // the last n commands queued
-		c.out, c.unwritten = c.spare[:0], 0
+		c.out, c.unwritten, c.checked = c.spare[:0], 0, nil
 		c.mu.Unlock()
 		_ = c.nc.SetWriteDeadline(time.Now().Add(c.p.cfg.WriteTimeout))
 		_, err := c.nc.Write(batch)
@@ -236,7 +237,7 @@ func (c *pipeConn) fail(err error) {
 	}
 	c.err = err
 	queued := c.queue[c.head:]
-	c.queue, c.head, c.out, c.unwritten = nil, 0, nil, 0
+	c.queue, c.head, c.out, c.unwritten, c.checked = nil, 0, nil, 0, nil
 	nc := c.nc
 	c.mu.Unlock()
 	if nc != nil {

@@ -18,18 +18,26 @@ func (a announcing) Write(b []byte) (int, error) {
 	return a.Conn.Write(b)
 }
 
+// openPipe is a pipe whose open connection is one end of a net.Pipe, and
+// the other end, the node's; writing hears of each write as it begins
+// (up to buffered before one is taken).
+func openPipe(t *testing.T, buffered int) (*Pipe, *pipeConn, net.Conn, chan struct{}) {
+	client, server := net.Pipe()
+	t.Cleanup(func() { _ = server.Close() })
+	writing := make(chan struct{}, buffered)
+	p := &Pipe{cfg: Config{Addr: "test", WriteTimeout: time.Minute}}
+	c := &pipeConn{p: p, nc: announcing{client, writing}, ready: true}
+	p.conn = c
+	return p, c, server, writing
+}
+
 // A command counts from when its bytes were written, not from when it was
 // queued. While this process is still writing it (too busy to, on a
 // saturated machine), the node owes no reply and is answering, and its
 // connection is not dropped as stale; once written and unanswered, the
 // node is silent as before, and the connection stale.
 func TestUnwrittenCommandsOweNoReply(t *testing.T) {
-	client, server := net.Pipe()
-	defer server.Close()
-	writing := make(chan struct{}, 1)
-	p := &Pipe{cfg: Config{Addr: "test", WriteTimeout: time.Minute}}
-	c := &pipeConn{p: p, nc: announcing{client, writing}, ready: true}
-	p.conn = c
+	p, c, server, writing := openPipe(t, 1)
 
 	sent := make(chan struct{})
 	go func() {
