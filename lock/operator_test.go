@@ -73,24 +73,44 @@ func (p *otherProcess) line(t testing.TB) string {
 }
 
 // tryUntil has the second process try key every few milliseconds until
-// deadline; it reports when it was granted, or the zero time and how many
-// tries it made.
+// deadline; it reports when it was granted (the zero time if never) and how
+// many tries it made. A try that began before deadline may be granted just
+// after it: the time says which side of the deadline the grant fell on.
 func (p *otherProcess) tryUntil(t testing.TB, key string, deadline time.Time) (time.Time, int) {
 	t.Helper()
 	if _, err := fmt.Fprintf(p.in, "%s %d\n", key, deadline.UnixNano()); err != nil {
 		t.Fatal(err)
 	}
-	verdict, n, _ := strings.Cut(p.line(t), " ")
-	v, _ := strconv.ParseInt(n, 10, 64)
-	if verdict == "granted" {
-		return time.Unix(0, v), 0
+	f := strings.Fields(p.line(t))
+	if len(f) != 3 {
+		t.Fatalf("the second process answered %q", f)
 	}
-	return time.Time{}, int(v)
+	ns, _ := strconv.ParseInt(f[1], 10, 64)
+	tries, _ := strconv.Atoi(f[2])
+	if f[0] == "granted" {
+		return time.Unix(0, ns), tries
+	}
+	return time.Time{}, tries
+}
+
+// neverGrantedWhile fails t if the second process is granted key before the
+// held lease's validity ends, or if it made too few tries inside it for the
+// test to prove anything.
+func (p *otherProcess) neverGrantedWhile(t testing.TB, key string, held *lock.Lease) {
+	t.Helper()
+	at, tries := p.tryUntil(t, key, held.ValidUntil())
+	if !at.IsZero() && at.Before(held.ValidUntil()) {
+		t.Fatalf("the second process was granted %s %v before the first lease ran out", key, held.ValidUntil().Sub(at).Round(time.Millisecond))
+	}
+	if tries < 3 {
+		t.Fatalf("only %d tries inside the first lease: the test proves nothing", tries)
+	}
 }
 
 // secondProcess is the helper's side of otherProcess: it meets every node,
 // says ready, then answers each "<key> <deadline ns>" line with "granted
-// <ns>" or "none <tries>".
+// <ns> <tries>" or "none 0 <tries>"; the time is taken once the grant's
+// answer is in, so it is never earlier than the grant.
 func secondProcess(spec string) int {
 	parts := strings.Split(spec, ";")
 	ttl, err := time.ParseDuration(parts[2])
@@ -138,9 +158,9 @@ func secondProcess(spec string) int {
 			time.Sleep(10 * time.Millisecond)
 		}
 		if !granted.IsZero() {
-			fmt.Println("granted", granted.UnixNano())
+			fmt.Println("granted", granted.UnixNano(), tries)
 		} else {
-			fmt.Println("none", tries)
+			fmt.Println("none 0", tries)
 		}
 	}
 	return 0
@@ -208,13 +228,7 @@ func TestEvictionUnderOpenConnections(t *testing.T) {
 	second := first.startOther(ttl)
 	held := first.bareQuorum("k", 3, 4) // nodes 0–2
 	first.evict(2, "k")
-	at, tries := second.tryUntil(t, "k", held.ValidUntil())
-	if !at.IsZero() {
-		t.Fatalf("the second process was granted k %v before the first lease ran out", held.ValidUntil().Sub(at).Round(time.Millisecond))
-	}
-	if tries < 3 {
-		t.Fatalf("only %d tries inside the first lease: the test proves nothing", tries)
-	}
+	second.neverGrantedWhile(t, "k", held)
 }
 
 // Every operator action on a live node that can remove, roll back or hide
@@ -300,13 +314,7 @@ func TestOperatorActionsGrantNoLockTwice(t *testing.T) {
 			defer after() // the next action needs the node as it was
 			tc.act(t)
 			ended := time.Now()
-			at, tries := second.tryUntil(t, "k", held.ValidUntil())
-			if !at.IsZero() {
-				t.Fatalf("the second process was granted k %v before the first lease ran out", held.ValidUntil().Sub(at).Round(time.Millisecond))
-			}
-			if tries < 3 {
-				t.Fatalf("only %d tries inside the first lease: the test proves nothing", tries)
-			}
+			second.neverGrantedWhile(t, "k", held)
 			if tc.after != nil {
 				after()
 				ended = time.Now()
