@@ -18,6 +18,7 @@ import (
 	"github.com/go-redsync/redsync/v4"
 	"github.com/redis/go-redis/v9"
 
+	"flashsale/internal/localredis"
 	"flashsale/internal/testsupport"
 	"flashsale/lock"
 )
@@ -68,19 +69,7 @@ func cpuSeconds(ctx context.Context, rdb *redis.Client) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	var t float64
-	for _, row := range strings.Split(s, "\n") {
-		for _, f := range []string{"used_cpu_sys:", "used_cpu_user:"} {
-			if v, ok := strings.CutPrefix(strings.TrimSpace(row), f); ok {
-				x, err := strconv.ParseFloat(v, 64)
-				if err != nil {
-					return 0, err
-				}
-				t += x
-			}
-		}
-	}
-	return t, nil
+	return localredis.CPUSeconds(s)
 }
 
 // selfCPU is the CPU this process has used: the client's side of the

@@ -2,12 +2,11 @@ package sweep
 
 import (
 	"context"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"flashsale/internal/localredis"
 	"flashsale/loadtest/storefront"
 )
 
@@ -96,16 +95,11 @@ func nodesCPU(ctx context.Context, urls []string) (seconds float64, ok bool) {
 		if err != nil {
 			return 0, false
 		}
-		for line := range strings.SplitSeq(info, "\n") {
-			k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
-			if k == "used_cpu_sys" || k == "used_cpu_user" {
-				f, err := strconv.ParseFloat(v, 64)
-				if err != nil {
-					return 0, false
-				}
-				seconds += f
-			}
+		used, err := localredis.CPUSeconds(info)
+		if err != nil {
+			return 0, false
 		}
+		seconds += used
 	}
 	return seconds, true
 }
