@@ -3,13 +3,13 @@ package lock_test
 import (
 	"context"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"flashsale/internal/localredis"
+	"flashsale/internal/redisinfo"
 	"flashsale/internal/testsupport"
 	"flashsale/lock"
 )
@@ -45,13 +45,12 @@ func nodeUptime(t *testing.T, rdb *redis.Client) int64 {
 	if err != nil {
 		return -1
 	}
-	for _, line := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(line, "uptime_in_seconds:"); ok {
-			n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-			return n
-		}
+	v, ok := redisinfo.Field(info, "uptime_in_seconds")
+	if !ok {
+		return -1
 	}
-	return -1
+	n, _ := strconv.ParseInt(v, 10, 64)
+	return n
 }
 
 // A node restarted late in a wall-clock second reports one second of uptime

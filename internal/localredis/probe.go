@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"flashsale/internal/redisinfo"
 )
 
 // probe asks the server on addr whether it is up and, when wantPID > 0,
@@ -34,7 +36,7 @@ func probe(ctx context.Context, addr, password string, wantPID int) error {
 	if err != nil {
 		return fmt.Errorf("INFO server: %w", err)
 	}
-	if v, ok := infoField(info, "process_id"); !ok {
+	if v, ok := redisinfo.Field(info, "process_id"); !ok {
 		return errors.New("INFO server: no process_id")
 	} else if v != strconv.Itoa(wantPID) {
 		return fmt.Errorf("%s is served by pid %s, not by our pid %d", addr, v, wantPID)
@@ -54,7 +56,7 @@ func uptime(ctx context.Context, addr, password string) (time.Duration, error) {
 	if err != nil {
 		return 0, fmt.Errorf("INFO server: %w", err)
 	}
-	v, _ := infoField(info, "uptime_in_seconds")
+	v, _ := redisinfo.Field(info, "uptime_in_seconds")
 	secs, err := strconv.ParseInt(v, 10, 64)
 	if err != nil {
 		return 0, fmt.Errorf("INFO server: no uptime_in_seconds: %w", err)
@@ -106,23 +108,13 @@ func session(ctx context.Context, addr, password string) (call func(args ...stri
 	return call, done, nil
 }
 
-// infoField finds one field of an INFO reply.
-func infoField(info, field string) (string, bool) {
-	for line := range strings.SplitSeq(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
-			return v, true
-		}
-	}
-	return "", false
-}
-
 // CPUSeconds is the CPU time, system and user, that a server's INFO cpu
 // reply says it has used; an error if either figure is missing or not a
 // number.
 func CPUSeconds(info string) (float64, error) {
 	var total float64
 	for _, field := range []string{"used_cpu_sys", "used_cpu_user"} {
-		v, ok := infoField(info, field)
+		v, ok := redisinfo.Field(info, field)
 		if !ok {
 			return 0, fmt.Errorf("INFO cpu has no %s", field)
 		}
@@ -207,8 +199,8 @@ func checkRole(ctx context.Context, addr, role string) error {
 }
 
 func hasField(info, field, want string) bool {
-	v, ok := infoField(info, field)
-	return ok && strings.TrimSpace(v) == want
+	v, ok := redisinfo.Field(info, field)
+	return ok && v == want
 }
 
 // command runs one command on a short connection to addr.

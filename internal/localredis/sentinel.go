@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"flashsale/internal/redisinfo"
 )
 
 // ErrNoRedisServer is returned by StartSentinel where redis-server is not
@@ -308,7 +310,7 @@ func (s *SentinelCluster) follow(ctx context.Context, replica, master *Node) err
 	if err != nil {
 		return fmt.Errorf("localredis: node %d: %w", replica.Index(), err)
 	}
-	if h, _ := infoField(info, "master_host"); h != host || !hasField(info, "master_port", port) {
+	if h, _ := redisinfo.Field(info, "master_host"); h != host || !hasField(info, "master_port", port) {
 		if _, err := command(ctx, replica.Addr(), "REPLICAOF", host, port); err != nil {
 			return fmt.Errorf("localredis: node %d: REPLICAOF %s: %w", replica.Index(), master.Addr(), err)
 		}

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"flashsale/internal/redisinfo"
 )
 
 // Restart awareness as a state machine: what this process knows of one
@@ -95,7 +97,7 @@ func (inc *incarnation) met(rd reading, ttl time.Duration, now time.Time) (meeti
 	defer inc.mu.Unlock()
 	var m meeting
 	id := rd.id()
-	uptime, err := strconv.ParseInt(infoField(rd.info, "uptime_in_seconds"), 10, 64)
+	uptime, err := strconv.ParseInt(redisinfo.Value(rd.info, "uptime_in_seconds"), 10, 64)
 	if err != nil || id == "" {
 		inc.blind = true
 	} else if inc.replaced[id] {

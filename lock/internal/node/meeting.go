@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"flashsale/internal/databirth"
+	"flashsale/internal/redisinfo"
 	"flashsale/lock/internal/wire"
 )
 
@@ -52,7 +53,7 @@ type reading struct {
 	refused  []string // what the node refuses for good to tell
 }
 
-func (rd reading) id() string { return infoField(rd.info, "run_id") }
+func (rd reading) id() string { return redisinfo.Value(rd.info, "run_id") }
 
 // meetingReads names the meeting's reads, for the log.
 var meetingReads = []string{"INFO server", "INFO memory", "the data-birth script", "GET seeded marker", "the TTL record script"}
@@ -79,7 +80,7 @@ func (n *Node) greet(ctx context.Context, ex exchange) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if s, ok := replies[0].(string); ok && infoField(s, "redis_mode") == "sentinel" {
+	if s, ok := replies[0].(string); ok && redisinfo.Value(s, "redis_mode") == "sentinel" {
 		// A failover client's connections to its sentinels: not the node.
 		return "", nil
 	}
@@ -124,7 +125,7 @@ func (n *Node) read(at time.Time, replies []any) (reading, error) {
 	}
 	rd.info, _ = replies[0].(string)
 	memory, _ := replies[1].(string)
-	if p := infoField(memory, "maxmemory_policy"); p != "" && p != "noeviction" {
+	if p := redisinfo.Value(memory, "maxmemory_policy"); p != "" && p != "noeviction" {
 		return rd, fmt.Errorf("%w: %s", errEvicts, p)
 	}
 	if born, _ := replies[2].([]any); len(born) == 3 {
@@ -188,16 +189,6 @@ func notifyFlags(flags string) string {
 		}
 	}
 	return want
-}
-
-// infoField is the value of field in an INFO reply; "" if absent.
-func infoField(info, field string) string {
-	for _, row := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(row, field+":"); ok {
-			return strings.TrimSpace(v)
-		}
-	}
-	return ""
 }
 
 // pipeExchange is the meeting's transport on a votes' connection: it

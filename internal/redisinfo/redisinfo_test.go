@@ -1,0 +1,28 @@
+package redisinfo
+
+import "testing"
+
+func TestField(t *testing.T) {
+	const info = "# Server\r\nredis_version:7.0.15\r\nrun_id:8e92\r\nuptime_in_seconds: 277 \r\nconfig_file:\r\n\r\n# Replication\r\nrole:master"
+	tests := []struct {
+		field, want string
+		ok          bool
+	}{
+		{"run_id", "8e92", true},
+		{"uptime_in_seconds", "277", true},
+		{"config_file", "", true}, // present, empty
+		{"role", "master", true},  // last line, no CRLF
+		{"uptime", "", false},     // a prefix of a field is not the field
+		{"Server", "", false},     // a heading is not a field
+		{"master_host", "", false},
+	}
+	for _, tc := range tests {
+		got, ok := Field(info, tc.field)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("Field(%q) = %q, %v; want %q, %v", tc.field, got, ok, tc.want, tc.ok)
+		}
+		if v := Value(info, tc.field); v != tc.want {
+			t.Errorf("Value(%q) = %q, want %q", tc.field, v, tc.want)
+		}
+	}
+}
