@@ -26,7 +26,7 @@ import (
 // count. It fails closed: a reading or a re-seed that began before the last
 // recorded loss is stale and changes nothing (a meeting that made it fails
 // its connection, so the next one reads the node again), and a meeting the
-// node could not answer fails before it gets here (meeting.go).
+// node could not answer fails before it gets here.
 type awareState int
 
 const (

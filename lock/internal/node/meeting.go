@@ -20,7 +20,7 @@ import (
 // The meeting: what every new connection to a node reads before it carries
 // anything, on the votes' pipe and on go-redis's pool alike, so that the
 // node's incarnation, the age of its data and its eviction policy are
-// known before it can vote (awareness.go). One sequence, two transports.
+// known before it can vote (the incarnation). One sequence, two transports.
 
 // errNotReady fails a connection whose meeting the node could not answer
 // for now (BUSY, LOADING, out of memory …): the node does not vote on it,

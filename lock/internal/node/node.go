@@ -1,6 +1,6 @@
 // Package node is one Redis master as the lock reaches it: a go-redis client
 // and the votes' pipelined connection, both of which meet the node on every
-// new connection (meeting.go) so that what this process knows of the node's
+// new connection so that what this process knows of the node's
 // incarnation (restart awareness) decides whether its votes count.
 package node
 
@@ -27,7 +27,7 @@ type Config struct {
 	TTL          time.Duration // this client's lease TTL
 	Timeout      time.Duration // the per-node timeout of a vote
 	Namespace    string        // the prefix of the keys the nodes hold for the lock
-	RestartAware bool          // votes count only while the node's incarnation may vote (restart.go)
+	RestartAware bool          // votes count only while the node's incarnation may vote
 	// SitOut is how long a node whose data lost keys stays out, for a
 	// largest TTL in use of ttl. Nil: the TTL itself.
 	SitOut func(ttl time.Duration) time.Duration
@@ -53,7 +53,7 @@ func (c *Config) withDefaults() *Config {
 }
 
 // Node is one independent Redis master and what this process knows about
-// its incarnation (awareness.go).
+// its incarnation.
 type Node struct {
 	addr  string
 	rdb   *redis.Client // scans, pub/sub, re-seeding and the single-node variants
@@ -113,7 +113,7 @@ func newNode(ctx context.Context, addr string, cfg *Config) *Node {
 func Quorum(n int) int { return n/2 + 1 }
 
 // Join makes nodes one set: a node's counters are re-seeded from the
-// others (restart.go).
+// others.
 func Join(nodes []*Node) {
 	for _, n := range nodes {
 		n.peers = nodes
@@ -244,7 +244,7 @@ func dial(ctx context.Context, o *redis.Options) (net.Conn, error) {
 }
 
 // handshake authenticates, selects the database, and meets the node
-// (meeting.go) before any vote is sent. Every error fails the connection: a
+// before any vote is sent. Every error fails the connection: a
 // handshake cut short by its deadline still owes replies, and a reader
 // started on it would hand each vote the answer to the command before it.
 func (n *Node) handshake(ctx context.Context, nc net.Conn, r *bufio.Reader, o *redis.Options) (string, error) {

@@ -25,7 +25,7 @@ type Command struct {
 	Args []string // as sent
 	Set  bool     // SET NX PX: its OK or nil reads as 1 or 0
 	// Grants: a yes to it can count toward a grant, so restart awareness's
-	// marker check follows it (restart_check.go). A compare-and-delete's
+	// marker check follows it (Node.kept). A compare-and-delete's
 	// yes gives nobody a lock.
 	Grants bool
 }
@@ -34,7 +34,7 @@ type Command struct {
 type Answer struct {
 	N    int64  // 1 for a SET that set, else what the script returned
 	Tag  string // the incarnation its connection met (connTag)
-	Lost bool   // the node's data lost keys since its connection met them (restart_check.go)
+	Lost bool   // the node's data lost keys since its connection met them (Node.kept)
 	Err  error  // no answer came
 }
 
@@ -55,7 +55,7 @@ func (n *Node) Send(ctx context.Context, c Command, reply func(Answer)) {
 		return
 	}
 	// Restart awareness's checks follow the vote in the same write
-	// (restart_check.go): not part of any rung, and no extra round trip.
+	// (Node.kept judges them): not part of any rung, and no extra round trip.
 	// Votes written together share one set of checks behind the last.
 	n.pipe.SendChecked(wire.Command{Args: c.Args, Want: want}, checks, func(v any, cs []any, tag string, err error) {
 		a := answer(c, v, tag, err)

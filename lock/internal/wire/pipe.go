@@ -142,7 +142,7 @@ type pipeConn struct {
 	err       error // set once: the connection is finished
 	stale     bool  // dropped for owing a reply too long
 	tag       string
-	// checked: the last commands of out are a shared check (checked.go),
+	// checked: the last commands of out are a shared check (SendChecked),
 	// its bytes from checkAt on; nil once anything else follows it.
 	checked *sharedCheck
 	checkAt int
