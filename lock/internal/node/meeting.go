@@ -72,9 +72,9 @@ func (n *Node) meetingCommands() []wire.Command {
 	}
 }
 
-// greet meets the node on a new connection and returns the tag every reply
+// meet meets the node on a new connection and returns the tag every reply
 // on it carries: its incarnation and the data's birth it met (connTag).
-func (n *Node) greet(ctx context.Context, ex exchange) (string, error) {
+func (n *Node) meet(ctx context.Context, ex exchange) (string, error) {
 	at := time.Now()
 	replies, err := ex(ctx, n.meetingCommands()...)
 	if err != nil {
@@ -92,7 +92,7 @@ func (n *Node) greet(ctx context.Context, ex exchange) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if err := n.meet(rd); err != nil {
+	if err := n.record(rd); err != nil {
 		return "", err
 	}
 	if len(rd.refused) == 0 && rd.age.known && rd.id() != "" {

@@ -76,7 +76,7 @@ func New(ctx context.Context, o *redis.Options, cfg *Config) *Node {
 	o = &cp
 	tune(o)
 	n := newNode(ctx, o.Addr, cfg)
-	o.OnConnect = n.chainOnConnect(o.OnConnect)
+	o.OnConnect = n.withMeeting(o.OnConnect)
 	n.rdb = redis.NewClient(o)
 	n.lib = redis.NewClient(&lib)
 	n.openPipe()
@@ -94,7 +94,7 @@ func NewFailover(ctx context.Context, fo *redis.FailoverOptions, cfg *Config) *N
 	fo.ContextTimeoutEnabled, fo.Protocol, fo.MaxRetries = t.ContextTimeoutEnabled, t.Protocol, t.MaxRetries
 	fo.DialerRetries, fo.DisableIdentity = t.DialerRetries, t.DisableIdentity
 	n := newNode(ctx, "sentinel:"+fo.MasterName, cfg)
-	fo.OnConnect = n.chainOnConnect(fo.OnConnect)
+	fo.OnConnect = n.withMeeting(fo.OnConnect)
 	n.rdb = redis.NewFailoverClient(fo)
 	n.lib = redis.NewFailoverClient(&lib)
 	n.openPipe()
@@ -194,10 +194,10 @@ func tune(o *redis.Options) {
 	o.DisableIdentity = true
 }
 
-// chainOnConnect runs onConnect, then the caller's own hook if any.
-func (n *Node) chainOnConnect(prev func(context.Context, *redis.Conn) error) func(context.Context, *redis.Conn) error {
+// withMeeting runs meetPool, then the caller's own hook if any.
+func (n *Node) withMeeting(prev func(context.Context, *redis.Conn) error) func(context.Context, *redis.Conn) error {
 	return func(ctx context.Context, cn *redis.Conn) error {
-		if err := n.onConnect(ctx, cn); err != nil {
+		if err := n.meetPool(ctx, cn); err != nil {
 			return err
 		}
 		if prev != nil {
@@ -217,16 +217,16 @@ func (n *Node) openPipe() {
 		DialTimeout:  o.DialTimeout,
 		WriteTimeout: n.cfg.Timeout + time.Second,
 		Handshake: func(ctx context.Context, nc net.Conn, r *bufio.Reader) (string, error) {
-			return n.handshake(ctx, nc, r, o)
+			return n.meetPipe(ctx, nc, r, o)
 		},
 	})
 }
 
-// onConnect meets the node on a new go-redis connection (pub/sub, scans,
-// re-seeding, the single-node variants), as the pipe's handshake does for
+// meetPool meets the node on a new go-redis connection (pub/sub, scans,
+// re-seeding, the single-node variants), as meetPipe does for
 // the votes.
-func (n *Node) onConnect(ctx context.Context, cn *redis.Conn) error {
-	_, err := n.greet(ctx, poolExchange(cn))
+func (n *Node) meetPool(ctx context.Context, cn *redis.Conn) error {
+	_, err := n.meet(ctx, poolExchange(cn))
 	return err
 }
 
@@ -243,12 +243,12 @@ func dial(ctx context.Context, o *redis.Options) (net.Conn, error) {
 	return d.DialContext(ctx, o.Network, o.Addr)
 }
 
-// handshake authenticates, selects the database, and meets the node
+// meetPipe authenticates, selects the database, and meets the node
 // before any vote is sent. Every error fails the connection: a
-// handshake cut short by its deadline still owes replies, and a reader
+// meeting cut short by its deadline still owes replies, and a reader
 // started on it would hand each vote the answer to the command before it.
-func (n *Node) handshake(ctx context.Context, nc net.Conn, r *bufio.Reader, o *redis.Options) (string, error) {
-	return n.greet(ctx, pipeExchange(nc, r, o))
+func (n *Node) meetPipe(ctx context.Context, nc net.Conn, r *bufio.Reader, o *redis.Options) (string, error) {
+	return n.meet(ctx, pipeExchange(nc, r, o))
 }
 
 // ScanTimeout bounds a whole-keyspace walk of one node, so a paused node

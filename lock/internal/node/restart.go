@@ -32,9 +32,9 @@ func (c *Config) ttlKey() string { return c.Namespace + "ttl" }
 // current incarnation; its value is that incarnation's run_id.
 func (c *Config) seededKey() string { return c.Namespace + "seeded" }
 
-// meet records a meeting's reading rd of the node, logs what
+// record takes in a meeting's reading rd of the node, logs what
 // changed, and starts re-seeding the node's counters when they need it.
-func (n *Node) meet(rd reading) error {
+func (n *Node) record(rd reading) error {
 	m, err := n.inc.met(rd, n.cfg.TTL, time.Now())
 	if err != nil {
 		return err

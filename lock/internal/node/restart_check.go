@@ -19,7 +19,7 @@ import (
 // docs/design.md, "It fails closed", lists what each catches.
 
 // errDataLost breaks a vote's connection whose node lost the data its
-// handshake met.
+// meeting met.
 var errDataLost = errors.New("the node's data marker or operator ledger changed under an open connection: meeting the node again")
 
 // connTag is a vote connection's tag for the incarnation id whose data were

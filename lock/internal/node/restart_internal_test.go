@@ -11,7 +11,7 @@ import (
 )
 
 // A vote counts for the incarnation it was sent to, and a connection to an
-// incarnation already replaced, met late (its handshake's reply processed
+// incarnation already replaced, met late (its meeting's reply processed
 // after the new one's), changes nothing: the node's state must not go back
 // to the old run_id, which would un-seed the new one and refuse votes a
 // legitimate holder got.
@@ -19,7 +19,7 @@ func TestLateMeetOfAReplacedIncarnation(t *testing.T) {
 	n := testNode(context.Background(), 500*time.Millisecond)
 	meet := func(id string, up int) {
 		t.Helper()
-		if err := n.meet(reading{at: time.Now(), info: infoOf(id, up), seeded: id}); err != nil {
+		if err := n.record(reading{at: time.Now(), info: infoOf(id, up), seeded: id}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -36,7 +36,7 @@ func TestLateMeetOfAReplacedIncarnation(t *testing.T) {
 	if !n.Counts("new", later()) {
 		t.Fatal("the new incarnation does not count once its sit-out is over")
 	}
-	meet("old", 3600) // a late handshake of a connection to the old one
+	meet("old", 3600) // a late meeting on a connection to the old one
 	if !n.Counts("new", later()) || n.Counts("old", later()) {
 		t.Error("a late meet of the replaced incarnation turned the node's state back")
 	}
