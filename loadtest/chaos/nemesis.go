@@ -143,8 +143,8 @@ func (n *nemesis) play(ctx context.Context, e NemesisEvent) {
 	var err error
 	detail := ""
 	began := time.Now()
-	logged, endDetail := false, ""               // a fault that logs its own start
-	var ended func(undone *time.Time, err error) // told when the fault is over
+	logged, endDetail := false, ""                 // a fault that logs its own start
+	ended := func(undone *time.Time, err error) {} // told when the fault is over
 	switch e.Kind {
 	case NodeCrash, NodeWipe:
 		var node *localredis.Node
@@ -236,9 +236,6 @@ func (n *nemesis) play(ctx context.Context, e NemesisEvent) {
 		n.logger.Warn("nemesis fault", "kind", e.Kind, "target", e.Target(), "err", err)
 		detail += "; failed: " + err.Error()
 		endDetail += "; failed: " + err.Error()
-	}
-	if ended == nil {
-		ended = func(*time.Time, error) {}
 	}
 	if undo == nil {
 		n.log.write("instant", e, detail)
