@@ -15,11 +15,11 @@ func (s *RecoverySummary) heading(ttl string) string {
 		ttl, recoverySlack, time.Duration(s.PromiseMS)*time.Millisecond, time.Duration(s.BoundMS)*time.Millisecond)
 }
 
-// mark is "OVER" for an action some of whose faults took longer than the
+// mark is " OVER" for an action some of whose faults took longer than the
 // promise (or never recovered), else "".
 func (a ActionRecovery) mark() string {
 	if a.OverPromise > 0 {
-		return "OVER"
+		return " OVER"
 	}
 	return ""
 }
@@ -42,7 +42,7 @@ func (r *Report) recoveryText(b *strings.Builder) {
 	fmt.Fprintf(b, "\n%s:\n", s.heading(r.LockTTL))
 	fmt.Fprintf(b, "  %-20s %6s %8s %8s %6s %13s\n", "action", "faults", "median", "max", "never", "over promise")
 	for _, a := range s.ByAction {
-		fmt.Fprintf(b, "  %-20s %6d %8s %8s %6d %13d %s\n", a.Action, a.Count, ms(a.MedianMS), ms(a.MaxMS), a.Never, a.OverPromise, a.mark())
+		fmt.Fprintf(b, "  %-20s %6d %8s %8s %6d %13d%s\n", a.Action, a.Count, ms(a.MedianMS), ms(a.MaxMS), a.Never, a.OverPromise, a.mark())
 	}
 	for _, rec := range r.OperatorRecovery {
 		if rec.Error != "" {
