@@ -32,8 +32,14 @@ type Report struct {
 	Variants  map[string]*Variant `json:"variants"`
 	Schedule  []NemesisEvent      `json:"schedule"`
 	Nemesis   []NemesisRecord     `json:"nemesis"`
-	Command   string              `json:"command,omitempty"`
-	Started   time.Time           `json:"started"`
+	// OperatorRecovery is, for every node-operator fault, how long after
+	// the action ended a new client's lock over that node alone was
+	// granted: when the node voted again. RecoverySummary sums it up per
+	// action, against the design's promise.
+	OperatorRecovery []OperatorRecovery `json:"operator_recovery,omitempty"`
+	RecoverySummary  *RecoverySummary   `json:"operator_recovery_summary,omitempty"`
+	Command          string             `json:"command,omitempty"`
+	Started          time.Time          `json:"started"`
 	// RunStart is when the clients and the nemesis began: the timeline's 0.
 	RunStart time.Time `json:"run_start"`
 	Finished time.Time `json:"finished"`

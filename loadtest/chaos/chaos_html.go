@@ -23,7 +23,9 @@ func (r *Report) WriteFiles(dir string) error {
 func (r *Report) WriteText(w io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "chaos run: seed %d, %s, %d app instances, %d Redis nodes, lease TTL %s\n", r.Seed, r.Duration, r.Instances, r.Nodes, r.LockTTL)
-	fmt.Fprintf(&b, "nemesis: %s\n\n", r.nemesisSummary())
+	fmt.Fprintf(&b, "nemesis: %s\n", r.nemesisSummary())
+	r.recoveryText(&b)
+	b.WriteString("\n")
 	fmt.Fprintf(&b, "%-14s %-8s %-7s %-7s %8s %6s %8s %8s %7s %6s %9s %6s %10s %12s\n",
 		"variant", "expected", "seen", "", "overlaps", "stale", "oversold", "lost-upd", "dbl-bkd", "stuck", "lost-acks", "201s", "inversions", "linearizable")
 	for _, name := range r.order {
@@ -132,6 +134,7 @@ td:first-child,th:first-child{text-align:left}.bug{background:#fdd}.ok{backgroun
 			class, esc(name), v.Expected, v.Verdict, v.LockOverlaps, v.StaleWrites, v.OversoldUnits, v.LostUpdates, v.DoubleBookedSeats, v.StuckLocks, v.LostAcknowledgedOrders, v.Answers["201"], v.TokenInversions, lin, esc(first))
 	}
 	b.WriteString("</table>")
+	r.recoveryHTML(&b)
 	r.timeline(&b)
 	for _, n := range r.Notes {
 		fmt.Fprintf(&b, "<p>note: %s</p>", esc(n))

@@ -78,6 +78,9 @@ type nemesis struct {
 	// sentinel is node 0's Sentinel cluster in a run with NodeFailover,
 	// else nil.
 	sentinel *localredis.SentinelCluster
+	// recovery probes a node after each NodeOperator fault; nil probes
+	// none.
+	recovery *recoveries
 }
 
 // node is the server that is node i now: with a Sentinel cluster, node 0
@@ -140,7 +143,8 @@ func (n *nemesis) play(ctx context.Context, e NemesisEvent) {
 	var err error
 	detail := ""
 	began := time.Now()
-	logged, endDetail := false, "" // a fault that logs its own start
+	logged, endDetail := false, ""                 // a fault that logs its own start
+	ended := func(undone *time.Time, err error) {} // told when the fault is over
 	switch e.Kind {
 	case NodeCrash, NodeWipe:
 		var node *localredis.Node
@@ -172,6 +176,12 @@ func (n *nemesis) play(ctx context.Context, e NemesisEvent) {
 		}
 		if undoOp != nil {
 			undo = func() error { return undoOp(undoCtx) }
+		}
+		done, doErr := time.Now(), err
+		ended = func(undone *time.Time, err error) {
+			if n.recovery != nil && node != nil {
+				n.recovery.probe(e, node.URL(), done, undone, errors.Join(doErr, err))
+			}
 		}
 	case NodeFailover:
 		// Logged as begun before its steps, which take seconds: a second
@@ -229,6 +239,7 @@ func (n *nemesis) play(ctx context.Context, e NemesisEvent) {
 	}
 	if undo == nil {
 		n.log.write("instant", e, detail)
+		ended(nil, nil)
 		return
 	}
 	if !logged {
@@ -240,7 +251,10 @@ func (n *nemesis) play(ctx context.Context, e NemesisEvent) {
 	case <-ctx.Done():
 		t.Stop()
 	}
-	if err := undo(); err != nil {
+	err = undo()
+	undone := time.Now()
+	ended(&undone, err)
+	if err != nil {
 		n.logger.Warn("nemesis heal", "kind", e.Kind, "target", e.Target(), "err", err)
 		n.log.write("end", e, strings.TrimPrefix(endDetail+"; heal failed: "+err.Error(), "; "))
 		return

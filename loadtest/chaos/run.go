@@ -82,10 +82,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, fmt.Errorf("reading the stock the sale starts with: %w", err)
 	}
 	cl := &clients{bases: local.Bases(), out: clientLog, counts: map[string]map[string]int{}, requests: map[string]*atomic.Int64{}, histories: hs}
-	n := &nemesis{local: local, plan: plan, pattern: cluster.DefaultLockPattern, log: nlog, logger: cfg.Logger, sentinel: local.Sentinel()}
+	n := &nemesis{local: local, plan: plan, pattern: cluster.DefaultLockPattern, log: nlog, logger: cfg.Logger, sentinel: local.Sentinel(),
+		recovery: newRecoveries(ctx, cfg.LockTTL)}
 	rep.RunStart = attack(ctx, cfg, cl, n, rep.Schedule, scopes)
 
 	rep.StuckLockKeys = rep.heal(ctx, cfg, local)
+	if rec := n.recovery.wait(); len(rec) > 0 { // before the nodes stop
+		rep.OperatorRecovery, rep.RecoverySummary = rec, summarize(rec, cfg.LockTTL)
+	}
 	readInto(ctx, fleet[0], hs, scopes, event(scopes)) // what the sale left, after every answer
 	for _, h := range hs {
 		h.Resolve(func(user string) (int, error) { return fleet[0].Orders(ctx, user) })
@@ -155,6 +159,7 @@ func attack(ctx context.Context, cfg Config, cl *clients, n *nemesis, schedule [
 	runCtx, stop := context.WithTimeout(ctx, cfg.Duration)
 	defer stop()
 	start := time.Now()
+	n.recovery.end = start.Add(cfg.Duration)
 	var wg sync.WaitGroup
 	wg.Go(func() { n.run(runCtx, start, schedule) })
 	for _, v := range cfg.Variants {
