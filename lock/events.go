@@ -5,56 +5,43 @@ import (
 	"time"
 
 	"flashsale/internal/fault"
+	"flashsale/internal/locktap"
 )
 
-// EventKind says what happened to a lock.
-type EventKind string
-
-// Event kinds.
-const (
-	Acquired    EventKind = "acquired"
-	Busy        EventKind = "busy"        // not acquired: held by another client
-	Unavailable EventKind = "unavailable" // not acquired: too few nodes answered
-	Crashed     EventKind = "crashed"     // abandoned by an injected crash
-	Released    EventKind = "released"
-	Lost        EventKind = "lost"     // the watchdog could not keep the lease
-	Extended    EventKind = "extended" // the watchdog sent an extend (Time: when)
-	FaultFired  EventKind = "fault"
-)
-
-// Event is one thing that happened to a lock, for metrics and the workshop's
-// timeline of holders.
-type Event struct {
-	Time    time.Time
-	Kind    EventKind
-	Variant string
-	Key     string
-	Tries   int           // acquire attempts (Acquired, Busy, Unavailable)
-	Wait    time.Duration // time spent acquiring
-	Lease   *Lease        // the lease concerned, when there is one
-	Fault   *fault.Fault  // the fault that fired (FaultFired)
-	Err     error
+// The application's tap reaches a set's options and its fault plan through
+// these hooks, so neither is part of what an importer of the lock sees.
+func init() {
+	locktap.Register(
+		func(options any) *locktap.Tap { return &options.(*Options).tap },
+		func(lockers any) *fault.Plan { return lockers.(*Lockers).cfg.faults },
+	)
 }
 
-func outcome(err error) EventKind {
+// outcome is the kind of event an acquire that returned err reports.
+func outcome(err error) locktap.Kind {
 	switch {
 	case err == nil:
-		return Acquired
+		return locktap.Acquired
 	case errors.Is(err, fault.ErrCrashed):
-		return Crashed
+		return locktap.Crashed
 	case errors.Is(err, ErrUnavailable):
-		return Unavailable
+		return locktap.Unavailable
 	default:
-		return Busy
+		return locktap.Busy
 	}
 }
 
-func (l *Locker) observe(e Event) {
+// observe sends e, about lease (nil: about no lease), to the tap's
+// observer, if there is one.
+func (l *Locker) observe(e locktap.Event, lease *Lease) {
 	if l.cfg.observer == nil {
 		return
 	}
 	if e.Time.IsZero() {
 		e.Time = time.Now()
+	}
+	if lease != nil {
+		e.Lease = lease
 	}
 	l.cfg.observer(e)
 }

@@ -11,7 +11,7 @@ import (
 
 // Speed layer.
 //
-// While it is on (WithFast, Lockers.SetFast; on by default), a Locker waits
+// While it is on (Lockers.SetFast, Options.FastOff; on by default), a Locker waits
 // and releases through package fast, which adds: keyspace wake-ups in place
 // of the random delay, the waiters of one process taking turns; a waiting
 // line per hot key across processes, so that a release wakes one process,

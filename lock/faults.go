@@ -7,6 +7,7 @@ import (
 
 	"flashsale/internal/clock"
 	"flashsale/internal/fault"
+	"flashsale/internal/locktap"
 )
 
 // gapFor is the fault hook for one operation of lk on name; lease is nil
@@ -23,7 +24,7 @@ func (lk *Locker) gapFor(name string, l *Lease) gap {
 		if !ok {
 			return nil
 		}
-		lk.observe(Event{Kind: FaultFired, Variant: lk.rung.Name, Key: name, Lease: l, Fault: &fl})
+		lk.observe(locktap.Event{Kind: locktap.FaultFired, Variant: lk.rung.Name, Key: name, Fault: &fl}, l)
 		if fl.Action == fault.Crash {
 			if l != nil {
 				l.crashed()

@@ -17,7 +17,7 @@
 // internal/fast: a waiting line per hot key across processes, keyspace
 // wake-ups, a hand-over to the next waiter of the same process, an ordered
 // release for Redlock, an early busy answer. It decides who tries next and
-// when; it never grants. Switched off (WithFast, Lockers.SetFast), what runs
+// when; it never grants. Switched off (Options.FastOff, Lockers.SetFast), what runs
 // is exactly the ladder and the machinery, and Redlock's pipelined
 // connections (internal/node), which stay on either way.
 package lock
@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"flashsale/internal/fault"
+	"flashsale/internal/locktap"
 	"flashsale/internal/randhex"
 	layout "flashsale/lock/internal/keys"
 )
@@ -97,7 +98,7 @@ func (l *Locker) keysFor(name string) keys {
 func (l *Locker) TryAcquire(ctx context.Context, name string) (*Lease, error) {
 	start := time.Now()
 	lease, err := l.try(ctx, name)
-	l.observe(Event{Kind: outcome(err), Variant: l.rung.Name, Key: name, Tries: 1, Wait: time.Since(start), Lease: lease, Err: err})
+	l.observe(locktap.Event{Kind: outcome(err), Variant: l.rung.Name, Key: name, Tries: 1, Wait: time.Since(start), Err: err}, lease)
 	return lease, err
 }
 
@@ -154,7 +155,7 @@ func (l *Locker) Acquire(ctx context.Context, name string) (*Lease, error) {
 		// answer now: what kept this caller out was the lock being busy.
 		err = errors.Join(ErrNotAcquired, context.Cause(ctx))
 	}
-	l.observe(Event{Kind: outcome(err), Variant: l.rung.Name, Key: name, Tries: tries, Wait: time.Since(start), Lease: lease, Err: err})
+	l.observe(locktap.Event{Kind: outcome(err), Variant: l.rung.Name, Key: name, Tries: tries, Wait: time.Since(start), Err: err}, lease)
 	return lease, err
 }
 
@@ -306,7 +307,7 @@ func (l *Lease) Release(ctx context.Context) error {
 	} else {
 		err = lk.v.release(ctx, lk.gapFor(l.name, l), l.k, l.value)
 	}
-	lk.observe(Event{Time: begun, Kind: Released, Variant: lk.rung.Name, Key: l.name, Lease: l, Err: err})
+	lk.observe(locktap.Event{Time: begun, Kind: locktap.Released, Variant: lk.rung.Name, Key: l.name, Err: err}, l)
 	if err != nil {
 		return fmt.Errorf("release %q: %w", l.name, err)
 	}

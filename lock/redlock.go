@@ -43,7 +43,7 @@ func (r *redlock) acquire(ctx context.Context, at gap, k keys, value string, ttl
 
 	// 2. Try to acquire the lock in all N instances, with the same key and
 	// the same random value, each under a timeout that is small against the
-	// TTL (WithNodeTimeout), so that a node that is down is given up on
+	// TTL (Options.NodeTimeout), so that a node that is down is given up on
 	// quickly.
 	// Here: all at once, not one after another (the page allows it), and
 	// only until the outcome is decided; the other nodes get their SET all
