@@ -145,7 +145,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		Variants: cfg.variants, MaxStreams: cfg.maxStreams, MaxStreamsPerClient: cfg.maxStreamsPerClient,
 		MaxInFlight: cfg.maxInFlight, InFlightTarget: cfg.lockWait / 4,
 		OrderRate: cfg.orderRate, OrderBurst: cfg.orderBurst, BodyTimeout: cfg.bodyTimeout,
-		AuditInterval: cfg.auditInterval, TrustedProxies: cfg.trustedProxies,
+		AuditInterval: cfg.auditInterval, TrustedProxies: cfg.trustedProxies, LockSource: lockSource(),
 	})
 	if err != nil {
 		return err
