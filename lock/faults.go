@@ -10,11 +10,11 @@ import (
 	"flashsale/internal/locktap"
 )
 
-// gapFor is the fault hook for one operation of lk on name; lease is nil
+// faultPointsFor is the fault hook for one operation of lk on name; lease is nil
 // before the lease exists. A fault is decided and acts with the lease's hold
 // mutex held, as the watchdog extends: a pause freezes the watchdog too, and
 // a crash is decided either after an extend or before one that never comes.
-func (lk *Locker) gapFor(name string, l *Lease) gap {
+func (lk *Locker) faultPointsFor(name string, l *Lease) faultPoints {
 	return func(ctx context.Context, p fault.Point) error {
 		if l != nil {
 			l.hold.Lock()

@@ -13,6 +13,8 @@ import (
 	rsgoredis "github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	"github.com/redis/go-redis/v9"
 
+	"flashsale/internal/fault"
+	"flashsale/internal/locktap"
 	layout "flashsale/lock/internal/keys"
 	"flashsale/lock/internal/node"
 )
@@ -246,4 +248,13 @@ func (s *Lockers) Close() error {
 		errs = append(errs, n.Close())
 	}
 	return errors.Join(errs...)
+}
+
+// The application's tap reaches a set's options and its fault plan through
+// these hooks, so neither is part of what an importer of the lock sees.
+func init() {
+	locktap.Register(
+		func(options any) *locktap.Tap { return &options.(*Options).tap },
+		func(lockers any) *fault.Plan { return lockers.(*Lockers).cfg.faults },
+	)
 }

@@ -37,7 +37,7 @@ func (r *redlock) quorum() int { return node.Quorum(len(r.nodes)) }
 // plus 2 ms, the 2 ms for Redis's millisecond precision of expiry.
 func drift(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millisecond }
 
-func (r *redlock) acquire(ctx context.Context, at gap, k keys, value string, ttl time.Duration) (grant, error) {
+func (r *redlock) acquire(ctx context.Context, checkpoint faultPoints, k keys, value string, ttl time.Duration) (grant, error) {
 	// 1. Get the current time.
 	start := time.Now()
 
@@ -51,7 +51,7 @@ func (r *redlock) acquire(ctx context.Context, at gap, k keys, value string, ttl
 	// busy process) is not down: its vote is waited for a little longer
 	// (quorum.go's gather), and counted, as step 3 counts that time too.
 	votes := r.ask(ctx, setNX(k.lock, value, ttl), r.majority())
-	if err := at(ctx, fault.AfterAcquireStep1); err != nil {
+	if err := checkpoint(ctx, fault.AfterAcquireStep1); err != nil {
 		return grant{}, err
 	}
 
@@ -79,7 +79,7 @@ func (r *redlock) acquire(ctx context.Context, at gap, k keys, value string, ttl
 // instances, whether or not the client believes it was able to lock a given
 // instance") with lua's compare-and-delete, and reports ErrNotHeld unless a
 // quorum still held it.
-func (r *redlock) release(ctx context.Context, _ gap, k keys, value string) error {
+func (r *redlock) release(ctx context.Context, _ faultPoints, k keys, value string) error {
 	votes := r.ask(ctx, compareAndDelete.call([]string{k.lock}, value), r.majority())
 	if qe := r.tally("release", k, votes); len(qe.Granted) < r.quorum() {
 		return qe
