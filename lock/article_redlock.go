@@ -18,7 +18,7 @@ import (
 // the nodes one after another, the time taken read from the wall clock and
 // compared with the whole TTL, the caller told only yes or no (no
 // validity), and a release that is a bare DEL on the nodes it acquired.
-// Each flaw is marked BROKEN where it happens; redlock.go is the algorithm
+// Each flaw is marked BROKEN where it happens; redlock is the algorithm
 // it means to be.
 //
 // Where it breaks: with five nodes two clients can each win two, so two

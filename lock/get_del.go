@@ -20,7 +20,7 @@ import (
 type getDel struct{ rdb *redis.Client }
 
 func (v getDel) acquire(ctx context.Context, checkpoint faultPoints, k keys, value string, ttl time.Duration) (grant, error) {
-	return luaLock(v).acquire(ctx, checkpoint, k, value, ttl) // SET k v NX PX ttl, as lua.go
+	return luaLock(v).acquire(ctx, checkpoint, k, value, ttl) // SET k v NX PX ttl, as luaLock
 }
 
 func (v getDel) release(ctx context.Context, checkpoint faultPoints, k keys, value string) error {

@@ -4,16 +4,16 @@
 //
 // The package has two layers. The ladder is what is taught: a variant is a
 // small value that takes, gives back and extends one lease on Redis, one
-// file each, listed once in ladder.go (none.go, setnx_expire.go, get_del.go,
-// plain_del.go, lua.go, redlock.go, lua_check.go, lua_fence.go,
-// redlock_fence.go, article_redlock.go, redsync.go, attendee.go). Under it
-// is the plain machinery every rung needs: the lease and its release (this
-// file), waiting for a busy lock as the Redis distlock page describes it
-// (retry.go), fault points (faults.go), the watchdog, the check before a write (lease_check.go),
+// type each, listed once on the ladder (Ladder: none, setnx-expire, get-del,
+// plain-del, lua, redlock, lua-check, lua+fence, redlock+fence, the
+// article's Redlock, redsync, the attendee's rung). Under it is the plain
+// machinery every rung needs: the lease and its release, waiting for a
+// busy lock as the Redis distlock page describes it (Locker.retry), the
+// fault points, the watchdog, the check before a write (Lease.CheckBeforeWrite),
 // restart awareness (internal/node), errors. Two variants differ only in the
 // lines that make one of them wrong.
 //
-// Beside the ladder is the speed layer, its seam in fast.go and the rest in
+// Beside the ladder is the speed layer, its seam here (waker) and the rest in
 // internal/fast: a waiting line per hot key across processes, keyspace
 // wake-ups, a hand-over to the next waiter of the same process, an ordered
 // release for Redlock, an early busy answer. It decides who tries next and

@@ -18,7 +18,7 @@ import (
 // Where it still breaks: a holder that pauses inside its critical section
 // past the TTL (GC, swap, SIGSTOP) wakes up believing it holds the lock while
 // a successor does too. Only fencing tokens checked by the store make that
-// safe (lua_fence.go). And one node is one point of failure.
+// safe (luaFence). And one node is one point of failure.
 type luaLock struct{ rdb *redis.Client }
 
 func (v luaLock) acquire(ctx context.Context, checkpoint faultPoints, k keys, value string, ttl time.Duration) (grant, error) {

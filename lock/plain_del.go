@@ -17,7 +17,7 @@ import (
 type plainDel struct{ rdb *redis.Client }
 
 func (v plainDel) acquire(ctx context.Context, checkpoint faultPoints, k keys, value string, ttl time.Duration) (grant, error) {
-	return luaLock(v).acquire(ctx, checkpoint, k, value, ttl) // SET k v NX PX ttl, as lua.go
+	return luaLock(v).acquire(ctx, checkpoint, k, value, ttl) // SET k v NX PX ttl, as luaLock
 }
 
 func (v plainDel) release(ctx context.Context, _ faultPoints, k keys, _ string) error {

@@ -8,7 +8,7 @@ import (
 	"flashsale/lock/internal/node"
 )
 
-// This file is Redlock's bookkeeping (redlock.go): one round of a command
+// Redlock's bookkeeping (redlock): one round of a command
 // sent to every node, the votes it gathers, the quorum, and the validity.
 
 // vote is one node's answer as Redlock counts it: heard (or given up on),
@@ -241,7 +241,7 @@ func (r *redlock) unheard(n *node.Node) error {
 // the time did not).
 //
 // The page counts the validity from now: TTL − elapsed − drift. Here it is
-// counted from start, as every rung's grant is (lock.go): elapsed plus
+// counted from start, as every rung's grant is (grant): elapsed plus
 // that, which ends at the same instant, start + TTL − drift.
 func (r *redlock) lease(op string, k keys, votes []vote, start time.Time, ttl time.Duration) (grant, error) {
 	qe := r.tally(op, k, votes)

@@ -12,13 +12,13 @@ import (
 // Locks with Redis", redis.io/docs/latest/develop/use/patterns/distributed-locks/)
 // over N independent masters, written as the page's steps, numbered as
 // there. Each master is a node (internal/node); the votes, the quorum and
-// the validity are counted in quorum.go.
+// the validity are counted by redlock.ask and redlock.lease.
 //
 // Where it breaks: a node that restarts without its data forgets the locks
 // it granted. If a lease held a bare quorum, the restarted node can vote for
 // a second client: two holders. The page's answer is the delayed restart,
 // which restart awareness (internal/node) applies for every client. A
-// holder paused past its validity still needs fencing (redlock_fence.go),
+// holder paused past its validity still needs fencing (redlockFence),
 // as for lua.
 //
 // Where this code differs from the page, each difference is marked "Here:"
@@ -49,7 +49,7 @@ func (r *redlock) acquire(ctx context.Context, checkpoint faultPoints, k keys, v
 	// only until the outcome is decided; the other nodes get their SET all
 	// the same. A node that is answering but whose reply was read late (a
 	// busy process) is not down: its vote is waited for a little longer
-	// (quorum.go's gather), and counted, as step 3 counts that time too.
+	// (redlock.gather), and counted, as step 3 counts that time too.
 	votes := r.ask(ctx, setNX(k.lock, value, ttl), r.majority())
 	if err := checkpoint(ctx, fault.AfterAcquireStep1); err != nil {
 		return grant{}, err
@@ -60,7 +60,7 @@ func (r *redlock) acquire(ctx context.Context, checkpoint faultPoints, k keys, v
 	// Here: a node that restarted within the sit-out does not count
 	// (restart awareness, internal/node).
 	// 4. Its validity is the TTL minus the time that passed, minus the
-	// clock drift (quorum.go's lease, the one place it is computed).
+	// clock drift (redlock.lease, the one place it is computed).
 	// Here: the drift is the reference implementations' 1% + 2 ms, where
 	// the page asks for "a few milliseconds" (drift, above).
 	g, err := r.lease("acquire", k, votes, start, ttl)
@@ -68,7 +68,7 @@ func (r *redlock) acquire(ctx context.Context, checkpoint faultPoints, k keys, v
 		// 5. Otherwise, unlock every instance, even those that seemed not
 		// to grant it, and try again after a random delay.
 		// Here: the retry is not Redlock's own but every rung's wait
-		// (retry.go; with the speed layer on, its wake-ups, fast.go).
+		// (Locker.retry; with the speed layer on, its wake-ups).
 		r.unlock(k, value)
 		return grant{}, err
 	}
