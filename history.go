@@ -2,24 +2,24 @@ package main
 
 import (
 	"flashsale/internal/history"
-	"flashsale/lock"
+	"flashsale/internal/locktap"
 )
 
 // leaseRecord is the history line of a lock event: a lease acquired,
 // released or lost, as its holder saw it. Other events (busy, unavailable,
 // faults) carry no lease and are not history. It lives with the wiring so
 // that the history package, below the lock, never imports it.
-func leaseRecord(e lock.Event) (history.Record, bool) {
+func leaseRecord(e locktap.Event) (history.Record, bool) {
 	if e.Lease == nil {
 		return history.Record{}, false
 	}
 	var op string
 	switch e.Kind {
-	case lock.Acquired:
+	case locktap.Acquired:
 		op = "acquired"
-	case lock.Released:
+	case locktap.Released:
 		op = "released"
-	case lock.Lost:
+	case locktap.Lost:
 		op = "lost"
 	default:
 		return history.Record{}, false
@@ -39,7 +39,7 @@ func leaseRecord(e lock.Event) (history.Record, bool) {
 
 // recordLease writes e's lease to h, if e is about a lease; a nil h
 // records nothing.
-func recordLease(h *history.Recorder, e lock.Event) {
+func recordLease(h *history.Recorder, e locktap.Event) {
 	if rec, ok := leaseRecord(e); ok {
 		h.Write(rec)
 	}

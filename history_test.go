@@ -9,6 +9,7 @@ import (
 
 	"flashsale/internal/history"
 	"flashsale/internal/localredis"
+	"flashsale/internal/locktap"
 	"flashsale/internal/testsupport"
 	"flashsale/lock"
 )
@@ -25,8 +26,7 @@ func TestHistoryRecordsLeasesAndWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lockers, err := lock.NewLockers(testsupport.Options(t, c), lock.WithTTL(time.Second),
-		lock.WithObserver(func(e lock.Event) { recordLease(rec, e) }))
+	lockers, err := lock.NewLockers(testsupport.Options(t, c), locktap.Tapped(lock.Options{TTL: time.Second}, locktap.Tap{Observer: func(e locktap.Event) { recordLease(rec, e) }}))
 	if err != nil {
 		t.Fatal(err)
 	}

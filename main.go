@@ -28,6 +28,7 @@ import (
 	"flashsale/internal/broker"
 	"flashsale/internal/cli"
 	"flashsale/internal/history"
+	"flashsale/internal/locktap"
 	"flashsale/inventory"
 	"flashsale/loadtest/workshop"
 	"flashsale/lock"
@@ -91,10 +92,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if self, ok := sequenceEnvironment(cfg); ok {
 		runs.UseOwnEnvironment(self)
 	}
-	lockers, err := lock.NewLockers(nodes, lock.WithSentinel(cfg.sentinel),
-		lock.WithTTL(cfg.lockTTL), lock.WithNamespace(cfg.namespace), lock.WithLogger(log),
-		lock.WithRestartAwareness(cfg.restartAware), lock.WithWatchdog(cfg.watchdog), lock.WithFast(cfg.fast),
-		lock.WithObserver(func(e lock.Event) { metrics.ObserveLock(e); runs.Observe(e); recordLease(hist, e) }))
+	opts := lock.Options{
+		Sentinel: cfg.sentinel, TTL: cfg.lockTTL, Namespace: cfg.namespace, Logger: log,
+		RestartAwarenessOff: !cfg.restartAware, Watchdog: cfg.watchdog, FastOff: !cfg.fast,
+	}
+	locktap.On(&opts).Observer = func(e locktap.Event) { metrics.ObserveLock(e); runs.Observe(e); recordLease(hist, e) }
+	lockers, err := lock.NewLockers(nodes, opts)
 	if err != nil {
 		return err
 	}
@@ -142,7 +145,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		Variants: cfg.variants, MaxStreams: cfg.maxStreams, MaxStreamsPerClient: cfg.maxStreamsPerClient,
 		MaxInFlight: cfg.maxInFlight, InFlightTarget: cfg.lockWait / 4,
 		OrderRate: cfg.orderRate, OrderBurst: cfg.orderBurst, BodyTimeout: cfg.bodyTimeout,
-		AuditInterval: cfg.auditInterval, TrustedProxies: cfg.trustedProxies,
+		AuditInterval: cfg.auditInterval, TrustedProxies: cfg.trustedProxies, LockSource: lockSource(),
 	})
 	if err != nil {
 		return err

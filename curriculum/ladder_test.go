@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -14,7 +15,6 @@ import (
 	"flashsale/inventory"
 	"flashsale/loadtest"
 	"flashsale/loadtest/workshop"
-	"flashsale/lock"
 	"flashsale/web"
 )
 
@@ -29,8 +29,8 @@ func TestLadderIsDeclaredOnce(t *testing.T) {
 			t.Errorf("%s: %s names %q, not a column of the matrix (%s)", r.Name, what, s, strings.Join(scenarios, ", "))
 		}
 	}
-	page := web.Handler(web.Options{LockSource: lock.Source, StoreSource: inventory.Source, Logger: slog.New(slog.DiscardHandler)})
-	files := curriculum.Sources(lock.Source, inventory.Source)
+	page := web.Handler(web.Options{LockSource: os.DirFS("../lock"), StoreSource: inventory.Source, Logger: slog.New(slog.DiscardHandler)})
+	files := curriculum.Sources(os.DirFS("../lock"), inventory.Source)
 	seen := map[string]bool{}
 	for _, r := range curriculum.Lessons() {
 		if seen[r.Name] {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/goccy/go-yaml"
 
+	"flashsale/internal/locktap"
 	"flashsale/lock"
 )
 
@@ -76,7 +77,7 @@ func checkExpr(expr string, s scrape, job string) []string {
 			labelsInExpr[l] = true
 		}
 	}
-	outcomes := []string{string(lock.Acquired), string(lock.Busy), string(lock.Unavailable), string(lock.Crashed)}
+	outcomes := []string{string(locktap.Acquired), string(locktap.Busy), string(locktap.Unavailable), string(locktap.Crashed)}
 	for _, sel := range selector.FindAllStringSubmatch(expr, -1) {
 		name := sel[1]
 		for _, mt := range matcher.FindAllStringSubmatch(sel[2], -1) {

@@ -19,6 +19,7 @@ import (
 	"flashsale/internal/broker"
 	"flashsale/internal/fault"
 	"flashsale/internal/localredis"
+	"flashsale/internal/locktap"
 	"flashsale/internal/testsupport"
 	"flashsale/inventory"
 	"flashsale/lock"
@@ -62,8 +63,7 @@ func newApp(t *testing.T, o appOpts) *app {
 	ns := testsupport.Namespace()
 	log := testsupport.Logger()
 	metrics := handlers.NewMetrics()
-	lockers, err := lock.NewLockers(testsupport.Options(t, nodes), lock.WithTTL(o.ttl), lock.WithNamespace(ns),
-		lock.WithLogger(log), lock.WithObserver(metrics.ObserveLock), lock.WithNodeTimeout(50*time.Millisecond))
+	lockers, err := lock.NewLockers(testsupport.Options(t, nodes), locktap.Tapped(lock.Options{TTL: o.ttl, Namespace: ns, Logger: log, NodeTimeout: 50 * time.Millisecond}, locktap.Tap{Observer: metrics.ObserveLock}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,8 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"flashsale/internal/locktap"
 	"flashsale/inventory"
-	"flashsale/lock"
 )
 
 // Metrics are the storefront's Prometheus metrics on a registry of their own:
@@ -134,21 +134,21 @@ func NewMetrics() *Metrics {
 func (m *Metrics) Registry() *prometheus.Registry { return m.registry }
 
 // ObserveLock records one lock event. It is the lock package's observer
-// (lock.WithObserver) and, like it must be, never blocks.
-func (m *Metrics) ObserveLock(e lock.Event) {
+// (locktap.Tap.Observer) and, like it must be, never blocks.
+func (m *Metrics) ObserveLock(e locktap.Event) {
 	switch e.Kind {
-	case lock.Acquired, lock.Busy, lock.Unavailable, lock.Crashed:
+	case locktap.Acquired, locktap.Busy, locktap.Unavailable, locktap.Crashed:
 		m.lockAcquire.WithLabelValues(e.Variant, string(e.Kind)).Observe(e.Wait.Seconds())
 		if e.Tries > 0 {
 			m.lockTries.WithLabelValues(e.Variant).Observe(float64(e.Tries))
 		}
-	case lock.Released:
+	case locktap.Released:
 		if e.Lease != nil {
 			m.lockHold.WithLabelValues(e.Variant).Observe(e.Time.Sub(e.Lease.Acquired()).Seconds())
 		}
-	case lock.Lost:
+	case locktap.Lost:
 		m.leasesLost.WithLabelValues(e.Variant).Inc()
-	case lock.FaultFired:
+	case locktap.FaultFired:
 		if e.Fault != nil {
 			m.faultsFired.WithLabelValues(string(e.Fault.Point), string(e.Fault.Action)).Inc()
 		}

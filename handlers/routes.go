@@ -4,7 +4,6 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"flashsale/inventory"
-	"flashsale/lock"
 	"flashsale/web"
 )
 
@@ -18,7 +17,7 @@ func (s *Server) routes() {
 	e.NoRoute(s.handle(func(*gin.Context) error { return &Error{Code: "not_found"} }))
 	e.NoMethod(s.handle(func(*gin.Context) error { return &Error{Code: "method_not_allowed"} }))
 
-	pages := gin.WrapH(web.Handler(web.Options{LockSource: lock.Source, StoreSource: inventory.Source, Logger: s.log}))
+	pages := gin.WrapH(web.Handler(web.Options{LockSource: s.lockSource, StoreSource: inventory.Source, Logger: s.log}))
 	for _, p := range web.Routes() {
 		e.GET(p, pages)
 		e.HEAD(p, pages)

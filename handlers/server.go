@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -76,6 +77,10 @@ type Config struct {
 	// X-Forwarded-For and X-Real-IP name the client. Default: none, so the
 	// client is the peer address.
 	TrustedProxies []string
+	// LockSource holds package lock's files at its root, for the workshop
+	// page to show a rung's code (web.Options.LockSource). Default: none,
+	// so a lock rung's source answers 404.
+	LockSource fs.FS
 }
 
 // Server is the storefront's http.Handler.
@@ -97,6 +102,7 @@ type Server struct {
 	inFlight    *inFlight  // nil: no bound on the sales in flight
 	bodyTimeout time.Duration
 	audits      *auditCache
+	lockSource  fs.FS
 	// closing is closed when shutdown begins: every stream ends.
 	closing   chan struct{}
 	closeOnce sync.Once
@@ -161,6 +167,7 @@ func NewServer(cfg Config) (*Server, error) {
 		streams:     &streamLimit{max: cfg.MaxStreams, perClient: cfg.MaxStreamsPerClient, byClient: map[string]int{}},
 		bodyTimeout: cfg.BodyTimeout,
 		audits:      newAuditCache(cfg.AuditInterval),
+		lockSource:  cfg.LockSource,
 		closing:     make(chan struct{}),
 	}
 	if cfg.MaxInFlight == 0 {

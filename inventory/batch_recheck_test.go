@@ -11,6 +11,7 @@ import (
 
 	"flashsale/curriculum"
 	"flashsale/internal/fault"
+	"flashsale/internal/locktap"
 	"flashsale/internal/testsupport"
 	"flashsale/inventory"
 	"flashsale/lock"
@@ -33,9 +34,8 @@ func TestBatchRetryAfterATwinChecksTheLeaseAgain(t *testing.T) {
 	var once sync.Once
 	var meanwhile error
 	first := newSale(t, dsn, nodes, inventory.Config{LockWait: 10 * time.Second, Batch: true},
-		lock.WithNamespace(ns), lock.WithTTL(2*time.Second),
-		lock.WithObserver(func(e lock.Event) {
-			if e.Kind != lock.FaultFired || e.Fault.Point != fault.AfterLeaseCheck {
+		locktap.Tapped(lock.Options{Namespace: ns, TTL: 2 * time.Second}, locktap.Tap{Observer: func(e locktap.Event) {
+			if e.Kind != locktap.FaultFired || e.Fault.Point != fault.AfterLeaseCheck {
 				return
 			}
 			// The batch has checked its lease and not yet written: the
@@ -48,10 +48,10 @@ func TestBatchRetryAfterATwinChecksTheLeaseAgain(t *testing.T) {
 				}
 				meanwhile = raw.Set(ctx, ns+"lock:sku:hot", "a successor", 10*time.Second).Err()
 			})
-		}))
-	other = newSale(t, dsn, nodes, inventory.Config{LockWait: 10 * time.Second}, lock.WithNamespace(ns))
+		}}))
+	other = newSale(t, dsn, nodes, inventory.Config{LockWait: 10 * time.Second}, lock.Options{Namespace: ns})
 	first.reset(t, 10, 0)
-	if err := first.lockers.Faults().Set(1, []fault.Fault{{Point: fault.AfterLeaseCheck, Action: fault.Pause, P: 1, MS: 1}}); err != nil {
+	if err := locktap.Plan(first.lockers).Set(1, []fault.Fault{{Point: fault.AfterLeaseCheck, Action: fault.Pause, P: 1, MS: 1}}); err != nil {
 		t.Fatal(err)
 	}
 	v := curriculum.LuaCheck

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"flashsale/internal/fault"
+	"flashsale/internal/locktap"
 	"flashsale/internal/testsupport"
 	"flashsale/inventory"
 	"flashsale/lock"
@@ -19,12 +20,12 @@ import (
 // batch from one per order.
 type leaseCount struct{ n atomic.Int64 }
 
-func (c *leaseCount) option() lock.Option {
-	return lock.WithObserver(func(e lock.Event) {
-		if e.Kind == lock.Acquired {
+func (c *leaseCount) option() lock.Options {
+	return locktap.Tapped(lock.Options{}, locktap.Tap{Observer: func(e locktap.Event) {
+		if e.Kind == locktap.Acquired {
 			c.n.Add(1)
 		}
-	})
+	}})
 }
 
 // reply is one order's answer.
@@ -217,20 +218,19 @@ func TestBatchStaleFenceRefusedWhole(t *testing.T) {
 		t.Run(v, func(t *testing.T) {
 			paused := make(chan struct{}, 1)
 			dsn := testsupport.SQLite(t)
-			ns := lock.WithNamespace(testsupport.Namespace())
-			ttl, nodeTimeout := lock.WithTTL(150*time.Millisecond), lock.WithNodeTimeout(50*time.Millisecond)
+			opts := lock.Options{Namespace: testsupport.Namespace(), TTL: 150 * time.Millisecond, NodeTimeout: 50 * time.Millisecond}
 			cfg := inventory.Config{LockWait: 3 * time.Second, Batch: true}
-			first := newSale(t, dsn, nodes, cfg, ns, ttl, nodeTimeout, lock.WithObserver(func(e lock.Event) {
-				if e.Kind == lock.FaultFired {
+			first := newSale(t, dsn, nodes, cfg, locktap.Tapped(opts, locktap.Tap{Observer: func(e locktap.Event) {
+				if e.Kind == locktap.FaultFired {
 					select {
 					case paused <- struct{}{}:
 					default:
 					}
 				}
-			}))
-			second := newSale(t, dsn, nodes, cfg, ns, ttl, nodeTimeout)
+			}}))
+			second := newSale(t, dsn, nodes, cfg, opts)
 			first.reset(t, 10, 0)
-			if err := first.lockers.Faults().Set(1, []fault.Fault{{Point: fault.InCriticalSection, Action: fault.Pause, P: 1, MS: 600}}); err != nil {
+			if err := locktap.Plan(first.lockers).Set(1, []fault.Fault{{Point: fault.InCriticalSection, Action: fault.Pause, P: 1, MS: 600}}); err != nil {
 				t.Fatal(err)
 			}
 			ps := make([]inventory.Purchase, 3)
@@ -260,9 +260,9 @@ func TestBatchStaleFenceRefusedWhole(t *testing.T) {
 // and the queue is served again once it runs out.
 func TestBatchCrashAbandonsTheBatch(t *testing.T) {
 	nodes := testsupport.Redis(t, 1)
-	s := newSale(t, testsupport.SQLite(t), nodes, inventory.Config{LockWait: 3 * time.Second, Batch: true}, lock.WithTTL(200*time.Millisecond))
+	s := newSale(t, testsupport.SQLite(t), nodes, inventory.Config{LockWait: 3 * time.Second, Batch: true}, lock.Options{TTL: 200 * time.Millisecond})
 	s.reset(t, 10, 0)
-	if err := s.lockers.Faults().Set(1, []fault.Fault{{Point: fault.InCriticalSection, Action: fault.Crash, P: 1}}); err != nil {
+	if err := locktap.Plan(s.lockers).Set(1, []fault.Fault{{Point: fault.InCriticalSection, Action: fault.Crash, P: 1}}); err != nil {
 		t.Fatal(err)
 	}
 	ps := make([]inventory.Purchase, 4)
@@ -281,7 +281,7 @@ func TestBatchCrashAbandonsTheBatch(t *testing.T) {
 	if a := s.audit(t); a.Orders != 0 || a.SoldUnits != 0 {
 		t.Fatalf("audit after the crash %+v: want nothing written", a)
 	}
-	s.lockers.Faults().Set(0, nil)
+	locktap.Plan(s.lockers).Set(0, nil)
 	for i, p := range ps { // the same requests again, once the abandoned lease runs out
 		if o, replay, err := s.svc.Buy(context.Background(), p); err != nil || replay {
 			t.Fatalf("order %d again: %+v replay=%v err=%v", i, o, replay, err)

@@ -15,6 +15,7 @@ import (
 	"flashsale/curriculum"
 	"flashsale/internal/fault"
 	"flashsale/internal/localredis"
+	"flashsale/internal/locktap"
 	"flashsale/internal/testsupport"
 	"flashsale/inventory"
 	"flashsale/lock"
@@ -27,11 +28,20 @@ type sale struct {
 	db      *gorm.DB
 }
 
-func newSale(t testing.TB, dsn string, nodes *localredis.Cluster, cfg inventory.Config, opts ...lock.Option) sale {
+// newSale is a sale over the store at dsn and the lockers opts (at most
+// one) describe, in a namespace of its own unless opts names one.
+func newSale(t testing.TB, dsn string, nodes *localredis.Cluster, cfg inventory.Config, opts ...lock.Options) sale {
 	t.Helper()
 	ctx := context.Background()
-	opts = append([]lock.Option{lock.WithNamespace(testsupport.Namespace()), lock.WithLogger(testsupport.Logger())}, opts...)
-	lockers, err := lock.NewLockers(testsupport.Options(t, nodes), opts...)
+	var o lock.Options
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	if o.Namespace == "" {
+		o.Namespace = testsupport.Namespace()
+	}
+	o.Logger = testsupport.Logger()
+	lockers, err := lock.NewLockers(testsupport.Options(t, nodes), o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,23 +213,23 @@ func TestPauseInCriticalSection(t *testing.T) {
 	}
 	// paused hears of every holder the fault pauses in its critical section.
 	paused := make(chan struct{}, 4)
-	heard := func(e lock.Event) {
-		if e.Kind == lock.FaultFired && e.Fault.Point == fault.InCriticalSection {
+	heard := func(e locktap.Event) {
+		if e.Kind == locktap.FaultFired && e.Fault.Point == fault.InCriticalSection {
 			paused <- struct{}{}
 		}
 	}
 	s := newSale(t, testsupport.SQLite(t), nodes, inventory.Config{LockWait: 3 * time.Second},
-		lock.WithTTL(150*time.Millisecond), lock.WithNodeTimeout(50*time.Millisecond), lock.WithObserver(heard))
+		locktap.Tapped(lock.Options{TTL: 150 * time.Millisecond, NodeTimeout: 50 * time.Millisecond}, locktap.Tap{Observer: heard}))
 	for _, c := range cases {
 		t.Run(c.variant, func(t *testing.T) {
 			s.reset(t, 10, 0)
 			for len(paused) > 0 { // the previous case's second holder
 				<-paused
 			}
-			if err := s.lockers.Faults().Set(1, []fault.Fault{{Point: fault.InCriticalSection, Action: fault.Pause, P: 1, MS: 600}}); err != nil {
+			if err := locktap.Plan(s.lockers).Set(1, []fault.Fault{{Point: fault.InCriticalSection, Action: fault.Pause, P: 1, MS: 600}}); err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(func() { s.lockers.Faults().Set(0, nil) })
+			t.Cleanup(func() { locktap.Plan(s.lockers).Set(0, nil) })
 			staleBefore := s.svc.Stats().StaleFence.Load()
 			first := make(chan error, 1)
 			go func() {
@@ -252,21 +262,21 @@ func TestPauseInCriticalSection(t *testing.T) {
 func TestCrashAfterSetNXLeavesAStuckLock(t *testing.T) {
 	nodes := testsupport.Redis(t, 1)
 	s := newSale(t, testsupport.SQLite(t), nodes, inventory.Config{LockWait: 300 * time.Millisecond},
-		lock.WithTTL(200*time.Millisecond))
+		lock.Options{TTL: 200 * time.Millisecond})
 	for _, c := range []struct {
 		variant string
 		stuck   int
 	}{{curriculum.SetNXExpire, 1}, {lock.Lua, 0}} {
 		t.Run(c.variant, func(t *testing.T) {
 			s.reset(t, 10, 0)
-			if err := s.lockers.Faults().Set(7, []fault.Fault{{Point: fault.AfterAcquireStep1, Action: fault.Crash, P: 1}}); err != nil {
+			if err := locktap.Plan(s.lockers).Set(7, []fault.Fault{{Point: fault.AfterAcquireStep1, Action: fault.Crash, P: 1}}); err != nil {
 				t.Fatal(err)
 			}
 			_, _, err := s.svc.Buy(context.Background(), inventory.Purchase{SKU: "hot", Qty: 1, User: "u", Lock: c.variant})
 			if !errors.Is(err, inventory.ErrHolderCrashed) {
 				t.Fatalf("want holder crashed, got %v", err)
 			}
-			s.lockers.Faults().Set(0, nil)
+			locktap.Plan(s.lockers).Set(0, nil)
 			time.Sleep(300 * time.Millisecond) // longer than the TTL
 			_, _, err = s.svc.Buy(context.Background(), inventory.Purchase{SKU: "hot", Qty: 1, User: "v", Lock: c.variant})
 			a := s.audit(t)
@@ -511,17 +521,17 @@ func TestResetFencesOffRequestsInFlight(t *testing.T) {
 		t.Run(variant, func(t *testing.T) {
 			paused := make(chan struct{}, 1)
 			s := newSale(t, testsupport.SQLite(t), nodes, inventory.Config{LockWait: 3 * time.Second},
-				lock.WithTTL(200*time.Millisecond), lock.WithObserver(func(e lock.Event) {
-					if e.Kind == lock.FaultFired {
+				locktap.Tapped(lock.Options{TTL: 200 * time.Millisecond}, locktap.Tap{Observer: func(e locktap.Event) {
+					if e.Kind == locktap.FaultFired {
 						select {
 						case paused <- struct{}{}:
 						default:
 						}
 					}
-				}))
+				}}))
 			ctx := context.Background()
 			s.reset(t, 10, 0)
-			if err := s.lockers.Faults().Set(1, []fault.Fault{{Point: fault.InCriticalSection, Action: fault.Pause, P: 1, MS: 800}}); err != nil {
+			if err := locktap.Plan(s.lockers).Set(1, []fault.Fault{{Point: fault.InCriticalSection, Action: fault.Pause, P: 1, MS: 800}}); err != nil {
 				t.Fatal(err)
 			}
 			first := make(chan error, 1)
@@ -530,7 +540,7 @@ func TestResetFencesOffRequestsInFlight(t *testing.T) {
 				first <- err
 			}()
 			<-paused // the first holder has read the stock and is frozen
-			if err := s.lockers.Faults().Set(0, nil); err != nil {
+			if err := locktap.Plan(s.lockers).Set(0, nil); err != nil {
 				t.Fatal(err)
 			}
 			s.reset(t, 10, 0)

@@ -22,7 +22,7 @@ import (
 func twoProcesses(t *testing.T, dsn string, cfg inventory.Config) []sale {
 	t.Helper()
 	nodes := testsupport.Redis(t, 1)
-	ns := lock.WithNamespace(testsupport.Namespace())
+	ns := lock.Options{Namespace: testsupport.Namespace()}
 	return []sale{newSale(t, dsn, nodes, cfg, ns), newSale(t, dsn, nodes, cfg, ns)}
 }
 

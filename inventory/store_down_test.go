@@ -9,6 +9,7 @@ import (
 
 	"flashsale/curriculum"
 	"flashsale/internal/fault"
+	"flashsale/internal/locktap"
 	"flashsale/internal/testsupport"
 	"flashsale/inventory"
 	"flashsale/lock"
@@ -34,12 +35,12 @@ func notStoreDown(err error) error {
 func TestStoreGoneMidSaleIsUnavailable(t *testing.T) {
 	nodes := testsupport.Redis(t, 1)
 	dsn, link := testsupport.ProxiedPostgres(t)
-	cut := func(e lock.Event) {
-		if e.Kind == lock.FaultFired && e.Fault.Point == fault.InCriticalSection {
+	cut := func(e locktap.Event) {
+		if e.Kind == locktap.FaultFired && e.Fault.Point == fault.InCriticalSection {
 			link.Cut()
 		}
 	}
-	s := newSale(t, dsn, nodes, inventory.Config{LockWait: 2 * time.Second}, lock.WithObserver(cut))
+	s := newSale(t, dsn, nodes, inventory.Config{LockWait: 2 * time.Second}, locktap.Tapped(lock.Options{}, locktap.Tap{Observer: cut}))
 	ctx := context.Background()
 	cases := []struct {
 		name    string
@@ -69,11 +70,11 @@ func TestStoreGoneMidSaleIsUnavailable(t *testing.T) {
 				_, _, err := s.svc.Buy(ctx, inventory.Purchase{SKU: "hot", Qty: 1, User: user, Lock: c.variant})
 				return err
 			}
-			if err := s.lockers.Faults().Set(1, []fault.Fault{{Point: fault.InCriticalSection, Action: fault.Pause, P: 1, MS: 1}}); err != nil {
+			if err := locktap.Plan(s.lockers).Set(1, []fault.Fault{{Point: fault.InCriticalSection, Action: fault.Pause, P: 1, MS: 1}}); err != nil {
 				t.Fatal(err)
 			}
 			err := sell("ann")
-			if err := s.lockers.Faults().Set(0, nil); err != nil {
+			if err := locktap.Plan(s.lockers).Set(0, nil); err != nil {
 				t.Fatal(err)
 			}
 			if err := notStoreDown(err); err != nil {

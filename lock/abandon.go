@@ -25,7 +25,7 @@ func (l *Locker) abandon(ctx context.Context, k keys, value string, err error, t
 		return
 	}
 	l.detached(ctx, func(ctx context.Context) {
-		_ = l.v.release(ctx, noGap, k, value)
+		_ = l.v.release(ctx, noFaultPoints, k, value)
 		if then != nil {
 			then()
 		}

@@ -70,12 +70,12 @@ func TestAbandonedTryCleansUp(t *testing.T) {
 	for _, variant := range []string{lock.Lua, lock.LuaCheck, lock.LuaFence} {
 		t.Run(variant, func(t *testing.T) {
 			c := shared(t)
-			e := newEnv(t, c, lock.WithTTL(3*time.Second))
+			e := newEnv(t, c, lock.Options{TTL: 3 * time.Second})
 			opts := e.nodes[0]
 			link := newSlowLink(t, opts.Addr)
 			slow := *opts
 			slow.Addr = link.addr()
-			ls := e.instanceOn(&slow)
+			ls := e.instanceOn(&slow, lock.Options{})
 			l, err := ls.Get(variant)
 			if err != nil {
 				t.Fatal(err)
@@ -105,7 +105,7 @@ func TestAbandonedTryCleansUp(t *testing.T) {
 // client holds stays.
 func TestAbandonedTryLeavesAnotherHolder(t *testing.T) {
 	c := shared(t)
-	e := newEnv(t, c, lock.WithTTL(3*time.Second))
+	e := newEnv(t, c, lock.Options{TTL: 3 * time.Second})
 	other, err := e.locker(lock.Lua).TryAcquire(context.Background(), "k")
 	if err != nil {
 		t.Fatal(err)
@@ -113,7 +113,7 @@ func TestAbandonedTryLeavesAnotherHolder(t *testing.T) {
 	link := newSlowLink(t, e.nodes[0].Addr)
 	slow := *e.nodes[0]
 	slow.Addr = link.addr()
-	ls := e.instanceOn(&slow)
+	ls := e.instanceOn(&slow, lock.Options{})
 	l, err := ls.Get(lock.Lua)
 	if err != nil {
 		t.Fatal(err)
@@ -139,10 +139,10 @@ func TestAbandonedTryLeavesAnotherHolder(t *testing.T) {
 
 // instanceOn is another app instance in the env's namespace with node 0
 // reached at o (a proxy in front of it), closed when the test ends.
-func (e *env) instanceOn(o *redis.Options, opts ...lock.Option) *lock.Lockers {
+func (e *env) instanceOn(o *redis.Options, opts lock.Options) *lock.Lockers {
 	e.t.Helper()
-	base := []lock.Option{lock.WithNamespace(e.ns), lock.WithTTL(e.ls.TTL())}
-	ls, err := lock.NewLockers([]*redis.Options{o}, append(base, opts...)...)
+	opts.Namespace, opts.TTL = e.ns, e.ls.TTL()
+	ls, err := lock.NewLockers([]*redis.Options{o}, opts)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -210,11 +210,11 @@ func TestAbandonedHandOverCleansUp(t *testing.T) {
 		for _, events := range []bool{true, false} {
 			t.Run(fmt.Sprintf("%s/events=%v", variant, events), func(t *testing.T) {
 				c := shared(t)
-				e := newEnv(t, c, lock.WithTTL(8*time.Second))
+				e := newEnv(t, c, lock.Options{TTL: 8 * time.Second})
 				link := newSlowLink(t, e.nodes[0].Addr)
 				slow := *e.nodes[0]
 				slow.Addr = link.addr()
-				ls := e.instanceOn(&slow, lock.WithNotifications(events))
+				ls := e.instanceOn(&slow, lock.Options{NotificationsOff: !events})
 				ls.SetFast(true)
 				l, err := ls.Get(variant)
 				if err != nil {

@@ -18,7 +18,7 @@ import (
 // the nodes one after another, the time taken read from the wall clock and
 // compared with the whole TTL, the caller told only yes or no (no
 // validity), and a release that is a bare DEL on the nodes it acquired.
-// Each flaw is marked BROKEN where it happens; redlock.go is the algorithm
+// Each flaw is marked BROKEN where it happens; redlock is the algorithm
 // it means to be.
 //
 // Where it breaks: with five nodes two clients can each win two, so two
@@ -41,7 +41,7 @@ func newArticleRedlock(nodes []*redis.Client) *articleRedlock {
 	return &articleRedlock{nodes: nodes, quorum: 2, won: map[string][]*redis.Client{}}
 }
 
-func (a *articleRedlock) acquire(ctx context.Context, at gap, k keys, value string, ttl time.Duration) (grant, error) {
+func (a *articleRedlock) acquire(ctx context.Context, checkpoint faultPoints, k keys, value string, ttl time.Duration) (grant, error) {
 	start := time.Now().Round(0) // start_time = time.time(): BROKEN: the wall clock, which can step
 	var acquired []*redis.Client
 	var failed []error
@@ -58,7 +58,7 @@ func (a *articleRedlock) acquire(ctx context.Context, at gap, k keys, value stri
 		}
 		acquired = append(acquired, n)
 	}
-	if err := at(ctx, fault.AfterAcquireStep1); err != nil {
+	if err := checkpoint(ctx, fault.AfterAcquireStep1); err != nil {
 		return grant{}, err
 	}
 	elapsed := time.Now().Round(0).Sub(start) // BROKEN: wall clock again; no drift allowance
@@ -80,7 +80,7 @@ func (a *articleRedlock) acquire(ctx context.Context, at gap, k keys, value stri
 }
 
 // release is the article's: DEL on each node the acquire won.
-func (a *articleRedlock) release(ctx context.Context, _ gap, k keys, value string) error {
+func (a *articleRedlock) release(ctx context.Context, _ faultPoints, k keys, value string) error {
 	a.mu.Lock()
 	nodes := a.won[value]
 	delete(a.won, value)

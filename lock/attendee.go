@@ -18,25 +18,25 @@ import (
 //
 //	go run ./loadtest/cmd/loadtest -variants attendee -scenarios clean,crash-between-steps,pause-between-release-steps -judge-as lua -strict
 //
-// Keep every at(ctx, …) call wherever one step can still be separated from
+// Keep every checkpoint(ctx, …) call wherever one step can still be separated from
 // the next: the faults land there, and a rung that drops them only hides its
 // flaw from the matrix.
 type attendee struct{ rdb *redis.Client }
 
-func (v attendee) acquire(ctx context.Context, at gap, k keys, value string, ttl time.Duration) (grant, error) {
+func (v attendee) acquire(ctx context.Context, checkpoint faultPoints, k keys, value string, ttl time.Duration) (grant, error) {
 	// SET k v NX PX ttl
 	err := v.rdb.Do(ctx, "set", k.lock, value, "nx", "px", ms(ttl)).Err()
 	// SPOT THE FLAW: redis.Nil means "no such key", so the lock was free… or does it, here?
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return grant{}, down(v.rdb, err)
 	}
-	if err := at(ctx, fault.AfterAcquireStep1); err != nil {
+	if err := checkpoint(ctx, fault.AfterAcquireStep1); err != nil {
 		return grant{}, err
 	}
 	return grant{validity: ttl}, nil
 }
 
-func (v attendee) release(ctx context.Context, at gap, k keys, value string) error {
+func (v attendee) release(ctx context.Context, checkpoint faultPoints, k keys, value string) error {
 	got, err := v.rdb.Get(ctx, k.lock).Result() // 1. is the lock still ours?
 	switch {
 	case errors.Is(err, redis.Nil), err == nil && got != value:
@@ -44,7 +44,7 @@ func (v attendee) release(ctx context.Context, at gap, k keys, value string) err
 	case err != nil:
 		return down(v.rdb, err)
 	}
-	if err := at(ctx, fault.BetweenReleaseSteps); err != nil { // FIX ME: the lease can run out and change hands here
+	if err := checkpoint(ctx, fault.BetweenReleaseSteps); err != nil { // FIX ME: the lease can run out and change hands here
 		return err
 	}
 	if err := v.rdb.Del(ctx, k.lock).Err(); err != nil { // 2. DEL k, whoever holds it by now

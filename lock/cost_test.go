@@ -170,7 +170,7 @@ func costOf(tb testing.TB, rdbs []*redis.Client, p pair, key string, n, par int)
 
 // costNodes starts five fresh nodes for a cost reading, with a raw client
 // to each and redsync over them as its users make it.
-func costNodes(tb testing.TB, opts ...lock.Option) (*env, []*redis.Client, *redsync.Redsync) {
+func costNodes(tb testing.TB, opts ...lock.Options) (*env, []*redis.Client, *redsync.Redsync) {
 	tb.Helper()
 	c := testsupport.Redis(tb, 5)
 	e := newEnv(tb, c, opts...)
@@ -211,7 +211,7 @@ func TestCommandsPerPair(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(fmt.Sprintf("%s/fast=%v", tc.name, tc.fast), func(t *testing.T) {
-			e, rdbs, rs := costNodes(t, lock.WithFast(tc.fast))
+			e, rdbs, rs := costNodes(t, lock.Options{FastOff: !tc.fast})
 			p := redsyncPair(rs)
 			if tc.name != "redsync" {
 				p = variantPair(e.locker(tc.name))

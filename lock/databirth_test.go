@@ -31,9 +31,8 @@ func TestPromotedReplicaSitsOut(t *testing.T) {
 			// Long enough for the failover, which takes seconds, to end
 			// inside the first lease's validity.
 			const ttl = 15 * time.Second
-			opts := []lock.Option{lock.WithSentinel(fo), lock.WithTTL(ttl), lock.WithRestartAwareness(aware),
-				lock.WithNodeTimeout(200 * time.Millisecond)}
-			first := newEnvOn(t, testsupport.Options(t, plain), opts...)
+			opts := lock.Options{Sentinel: fo, TTL: ttl, RestartAwarenessOff: !aware, NodeTimeout: 200 * time.Millisecond}
+			first := newEnvOn(t, testsupport.Options(t, plain), opts)
 			if aware {
 				// Every node's data are born at its start: the sit-out of a
 				// first start passes before the test begins.
@@ -46,7 +45,8 @@ func TestPromotedReplicaSitsOut(t *testing.T) {
 			}
 
 			// A process that starts only now.
-			second := newEnvOn(t, testsupport.Options(t, plain), append(opts, lock.WithNamespace(first.ns))...)
+			opts.Namespace = first.ns
+			second := newEnvOn(t, testsupport.Options(t, plain), opts)
 			secondHolder(t, aware, second.locker(lock.Redlock), held)
 		})
 	}
@@ -60,14 +60,15 @@ func TestFlushedNodeSitsOut(t *testing.T) {
 		t.Run(fmt.Sprintf("aware=%v", aware), func(t *testing.T) {
 			c := testsupport.Redis(t, 5, localredis.Options{})
 			const ttl = 3 * time.Second
-			opts := []lock.Option{lock.WithTTL(ttl), lock.WithRestartAwareness(aware)}
-			first := newEnv(t, c, opts...)
+			opts := lock.Options{TTL: ttl, RestartAwarenessOff: !aware}
+			first := newEnv(t, c, opts)
 			first.aged(c)
 			held := first.bareQuorum("k", 3, 4) // nodes 0–2
 			if err := first.raw[2].FlushAll(context.Background()).Err(); err != nil {
 				t.Fatal(err)
 			}
-			second := newEnvOn(t, testsupport.Options(t, c), append(opts, lock.WithNamespace(first.ns))...)
+			opts.Namespace = first.ns
+			second := newEnvOn(t, testsupport.Options(t, c), opts)
 			secondHolder(t, aware, second.locker(lock.Redlock), held)
 		})
 	}
@@ -83,11 +84,11 @@ func TestFlushUnderOpenConnectionsSitsOut(t *testing.T) {
 		t.Run(who, func(t *testing.T) {
 			c := testsupport.Redis(t, 5, localredis.Options{})
 			const ttl = 3 * time.Second
-			first := newEnv(t, c, lock.WithTTL(ttl))
+			first := newEnv(t, c, lock.Options{TTL: ttl})
 			first.aged(c)
 			try := first.locker(lock.Redlock)
 			if who != "same process" {
-				other := first.instance(lock.WithTTL(ttl))
+				other := first.instance(lock.Options{TTL: ttl})
 				try = mustGet(t, other, lock.Redlock)
 				// Meet every node on the votes' connections before the flush.
 				warm := mustAcquire(t, try, "warm", 5*time.Second)

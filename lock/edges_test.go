@@ -38,7 +38,7 @@ func stallConfig(stall time.Duration) func() chunkFault {
 func TestStalledHandshakeNeverShiftsVotes(t *testing.T) {
 	c := testsupport.Redis(t, 5, localredis.Options{})
 	const ttl = 2 * time.Second
-	holder := newEnv(t, c, lock.WithTTL(ttl))
+	holder := newEnv(t, c, lock.Options{TTL: ttl})
 	holder.aged(c)
 	ctx := context.Background()
 
@@ -53,7 +53,7 @@ func TestStalledHandshakeNeverShiftsVotes(t *testing.T) {
 	proxy := newRelayProxy(t, opts[0].Addr, stallConfig(300*time.Millisecond))
 	opts[0].Addr = proxy.addr()
 	opts[0].DialTimeout = 150 * time.Millisecond
-	ls, err := lock.NewLockers(opts, lock.WithNamespace(holder.ns), lock.WithTTL(ttl), lock.WithNodeTimeout(time.Second))
+	ls, err := lock.NewLockers(opts, lock.Options{Namespace: holder.ns, TTL: ttl, NodeTimeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func TestRestartedNodesSitOutForANewClient(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			c := testsupport.Redis(t, 5, localredis.Options{})
 			const ttl = 3 * time.Second
-			first := newEnv(t, c, lock.WithTTL(ttl))
+			first := newEnv(t, c, lock.Options{TTL: ttl})
 			first.aged(c)
 			ctx := context.Background()
 			held, err := first.locker(name).TryAcquire(ctx, "k")
@@ -109,8 +109,7 @@ func TestRestartedNodesSitOutForANewClient(t *testing.T) {
 			}
 
 			// A process that starts now: it has no memory of the nodes.
-			ls, err := lock.NewLockers(testsupport.Options(t, c), lock.WithNamespace(first.ns), lock.WithTTL(ttl),
-				lock.WithNodeTimeout(100*time.Millisecond))
+			ls, err := lock.NewLockers(testsupport.Options(t, c), lock.Options{Namespace: first.ns, TTL: ttl, NodeTimeout: 100 * time.Millisecond})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -147,7 +146,7 @@ func TestCrashStopsTheWatchdog(t *testing.T) {
 	for _, name := range []string{lock.Lua, lock.Redlock, lock.RedlockFence} {
 		t.Run(name, func(t *testing.T) {
 			const ttl = 600 * time.Millisecond
-			e := newEnv(t, shared(t), lock.WithTTL(ttl), lock.WithWatchdog(true))
+			e := newEnv(t, shared(t), lock.Options{TTL: ttl, Watchdog: true})
 			e.voting()
 			setFaults(t, e, fault.Fault{Point: fault.InCriticalSection, Action: fault.Crash, P: 1})
 			l := e.locker(name)

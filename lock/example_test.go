@@ -20,7 +20,7 @@ func ExampleLockers() {
 	node := startNode()
 	defer node.Stop()
 
-	lockers, err := lock.NewLockers([]*redis.Options{{Addr: node.Addrs()[0]}}, lock.WithLogger(quiet))
+	lockers, err := lock.NewLockers([]*redis.Options{{Addr: node.Addrs()[0]}}, lock.Options{Logger: quiet})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func ExampleLockers() {
 // runs out, is answered with ErrNotAcquired.
 func ExampleLocker_TryAcquire() {
 	// A TTL far longer than the example, so the first lease cannot run out.
-	locker, stop := startLocker(lock.Lua, lock.WithTTL(time.Minute))
+	locker, stop := startLocker(lock.Lua, lock.Options{TTL: time.Minute})
 	defer stop()
 	ctx := context.Background()
 	first, err := locker.Acquire(ctx, "sku:hot")
@@ -76,7 +76,7 @@ func ExampleLocker_TryAcquire() {
 // grant of a key carries a larger one, for the store to check its writes
 // against.
 func ExampleLease_Token() {
-	locker, stop := startLocker(lock.LuaFence)
+	locker, stop := startLocker(lock.LuaFence, lock.Options{})
 	defer stop()
 	ctx := context.Background()
 	for range 3 {
@@ -114,9 +114,10 @@ func startNode() *localredis.Cluster {
 
 // startLocker is the named variant over a node of its own; stop closes the
 // lockers and stops the node.
-func startLocker(variant string, opts ...lock.Option) (locker *lock.Locker, stop func()) {
+func startLocker(variant string, opts lock.Options) (locker *lock.Locker, stop func()) {
 	node := startNode()
-	lockers, err := lock.NewLockers([]*redis.Options{{Addr: node.Addrs()[0]}}, append(opts, lock.WithLogger(quiet))...)
+	opts.Logger = quiet
+	lockers, err := lock.NewLockers([]*redis.Options{{Addr: node.Addrs()[0]}}, opts)
 	if err == nil {
 		locker, err = lockers.Get(variant)
 	}

@@ -41,7 +41,7 @@ func TestSentinelFailover(t *testing.T) {
 			ttl := 30 * time.Second
 			ns := fmt.Sprintf("failover%d:", time.Now().UnixNano())
 			client := func() *lock.Locker {
-				ls, err := lock.NewLockers(nil, lock.WithSentinel(fo), lock.WithTTL(ttl), lock.WithNamespace(ns))
+				ls, err := lock.NewLockers(nil, lock.Options{Sentinel: fo, TTL: ttl, Namespace: ns})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -11,7 +11,7 @@ import (
 
 // Speed layer.
 //
-// While it is on (WithFast, Lockers.SetFast; on by default), a Locker waits
+// While it is on (Lockers.SetFast, Options.FastOff; on by default), a Locker waits
 // and releases through package fast, which adds: keyspace wake-ups in place
 // of the random delay, the waiters of one process taking turns; a waiting
 // line per hot key across processes, so that a release wakes one process,
@@ -68,7 +68,7 @@ func (l *Lease) releaseFast(ctx context.Context) error {
 	if !lk.lined() {
 		// Wake this process's next waiter now rather than after the
 		// keyspace event's round trip; other processes still get the event.
-		err := lk.v.release(ctx, lk.gapFor(l.name, l), l.k, l.value)
+		err := lk.v.release(ctx, lk.faultPointsFor(l.name, l), l.k, l.value)
 		if err == nil {
 			lk.wake.Deleted(key)
 		}
@@ -90,7 +90,7 @@ func (l *Lease) releaseFast(ctx context.Context) error {
 		// cannot overtake it.
 		return o.releaseThen(ctx, l.k, l.value, valid, next)
 	}
-	err := lk.v.release(ctx, lk.gapFor(l.name, l), l.k, l.value)
+	err := lk.v.release(ctx, lk.faultPointsFor(l.name, l), l.k, l.value)
 	if err == nil {
 		next()
 	}
@@ -209,13 +209,13 @@ func (r *redlock) handOver(ctx context.Context, k keys, from, to string, ttl tim
 // handOver is redlock+fence's: redlock's, drawing the
 // next holder's token and writing it back as its acquire does.
 func (r redlockFence) handOver(ctx context.Context, k keys, from, to string, ttl time.Duration) (grant, error) {
-	return r.fenced(ctx, noGap, k, to, ttl, passLeaseFenced.vote([]string{k.lock, k.fence}, from, to, ms(ttl)))
+	return r.fenced(ctx, noFaultPoints, k, to, ttl, passLeaseFenced.vote([]string{k.lock, k.fence}, from, to, ms(ttl)))
 }
 
 // handedOver is a lease handed over to a waiter, as the waiter returns it:
 // its own now, with the after-acquire fault point where it would have been.
 func (l *Locker) handedOver(ctx context.Context, lease *Lease, tries int) (*Lease, int, error) {
-	if err := l.gapFor(lease.name, lease)(ctx, fault.AfterAcquireStep1); err != nil {
+	if err := l.faultPointsFor(lease.name, lease)(ctx, fault.AfterAcquireStep1); err != nil {
 		return nil, tries, err
 	}
 	return lease, tries, nil
@@ -241,7 +241,7 @@ type orderedRelease interface {
 func (r *redlock) releaseThen(ctx context.Context, k keys, value string, valid bool, queued func()) error {
 	u, need := r.majority(), r.quorum()
 	if valid {
-		u, need = enough{yes: 1}, 1
+		u, need = quorumRule{yes: 1}, 1
 	}
 	// send has queued a command on every node's connection when it returns
 	// (none where ctx was done already: the next waiter's try then finds

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"flashsale/internal/localredis"
+	"flashsale/internal/locktap"
 	"flashsale/internal/testsupport"
 	"flashsale/lock"
 )
@@ -25,11 +26,11 @@ func TestSpeedLayerSwitch(t *testing.T) {
 		name := map[bool]string{false: "off", true: "on"}[fast]
 		t.Run(name, func(t *testing.T) {
 			var tries atomic.Int64
-			e := newEnv(t, shared(t), lock.WithFast(!fast), lock.WithObserver(func(ev lock.Event) {
-				if ev.Kind == lock.Acquired {
+			e := newEnv(t, shared(t), locktap.Tapped(lock.Options{FastOff: fast}, locktap.Tap{Observer: func(ev locktap.Event) {
+				if ev.Kind == locktap.Acquired {
 					tries.Store(int64(ev.Tries))
 				}
-			}))
+			}}))
 			e.ls.SetFast(fast) // at run time, the other way round from the start
 			if e.ls.Fast() != fast {
 				t.Fatalf("Fast() = %v after SetFast(%v)", e.ls.Fast(), fast)
@@ -155,8 +156,8 @@ func TestSpeedLayerOffRunsNothing(t *testing.T) {
 		}
 		raw = append(raw, r)
 	}
-	e := newEnvOn(t, nodes, lock.WithFast(false))
-	other := e.instance(lock.WithFast(false))
+	e := newEnvOn(t, nodes, lock.Options{FastOff: true})
+	other := e.instance(lock.Options{FastOff: true})
 	for _, name := range []string{lock.Lua, lock.Redlock} {
 		l := e.locker(name)
 		ol, err := other.Get(name)

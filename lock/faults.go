@@ -7,13 +7,14 @@ import (
 
 	"flashsale/internal/clock"
 	"flashsale/internal/fault"
+	"flashsale/internal/locktap"
 )
 
-// gapFor is the fault hook for one operation of lk on name; lease is nil
+// faultPointsFor is the fault hook for one operation of lk on name; lease is nil
 // before the lease exists. A fault is decided and acts with the lease's hold
 // mutex held, as the watchdog extends: a pause freezes the watchdog too, and
 // a crash is decided either after an extend or before one that never comes.
-func (lk *Locker) gapFor(name string, l *Lease) gap {
+func (lk *Locker) faultPointsFor(name string, l *Lease) faultPoints {
 	return func(ctx context.Context, p fault.Point) error {
 		if l != nil {
 			l.hold.Lock()
@@ -23,7 +24,7 @@ func (lk *Locker) gapFor(name string, l *Lease) gap {
 		if !ok {
 			return nil
 		}
-		lk.observe(Event{Kind: FaultFired, Variant: lk.rung.Name, Key: name, Lease: l, Fault: &fl})
+		lk.observe(locktap.Event{Kind: locktap.FaultFired, Variant: lk.rung.Name, Key: name, Fault: &fl}, l)
 		if fl.Action == fault.Crash {
 			if l != nil {
 				l.crashed()

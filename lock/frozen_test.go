@@ -29,8 +29,8 @@ func TestFrozenFirstNodeHotKey(t *testing.T) {
 	modes := []bool{true, false}
 	control, frozen := map[bool]*env{}, map[bool]*env{}
 	for _, fast := range modes {
-		control[fast] = newEnv(t, c, lock.WithFast(fast))
-		frozen[fast] = newEnv(t, c, lock.WithFast(fast))
+		control[fast] = newEnv(t, c, lock.Options{FastOff: !fast})
+		frozen[fast] = newEnv(t, c, lock.Options{FastOff: !fast})
 		frozen[fast].aged(c)
 		control[fast].aged(c)
 		// The frozen set's connections are open, nothing asked on them

@@ -19,11 +19,11 @@ import (
 // holder's lock: a third client can now enter beside the second (two holders).
 type getDel struct{ rdb *redis.Client }
 
-func (v getDel) acquire(ctx context.Context, at gap, k keys, value string, ttl time.Duration) (grant, error) {
-	return luaLock(v).acquire(ctx, at, k, value, ttl) // SET k v NX PX ttl, as lua.go
+func (v getDel) acquire(ctx context.Context, checkpoint faultPoints, k keys, value string, ttl time.Duration) (grant, error) {
+	return luaLock(v).acquire(ctx, checkpoint, k, value, ttl) // SET k v NX PX ttl, as luaLock
 }
 
-func (v getDel) release(ctx context.Context, at gap, k keys, value string) error {
+func (v getDel) release(ctx context.Context, checkpoint faultPoints, k keys, value string) error {
 	got, err := v.rdb.Get(ctx, k.lock).Result() // step 1: GET k
 	if errors.Is(err, redis.Nil) || (err == nil && got != value) {
 		return ErrNotHeld
@@ -31,7 +31,7 @@ func (v getDel) release(ctx context.Context, at gap, k keys, value string) error
 	if err != nil {
 		return down(v.rdb, err)
 	}
-	if err := at(ctx, fault.BetweenReleaseSteps); err != nil { // BROKEN: k may expire and change hands here
+	if err := checkpoint(ctx, fault.BetweenReleaseSteps); err != nil { // BROKEN: k may expire and change hands here
 		return err
 	}
 	if err := v.rdb.Del(ctx, k.lock).Err(); err != nil { // step 2: DEL k — maybe no longer ours

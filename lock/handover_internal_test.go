@@ -42,7 +42,7 @@ func TestReleaseHandsTheLeaseToAWaiterHere(t *testing.T) {
 	for _, variant := range []string{Lua, LuaFence, Redlock, RedlockFence} {
 		t.Run(variant, func(t *testing.T) {
 			ns := "h:" + variant + ":"
-			ls, err := NewLockers(opts, WithNamespace(ns), WithNodeTimeout(100*time.Millisecond), WithBackoff(20*time.Second, 20*time.Second))
+			ls, err := NewLockers(opts, Options{Namespace: ns, NodeTimeout: 100 * time.Millisecond, BackoffMin: 20 * time.Second, BackoffMax: 20 * time.Second})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -124,8 +124,7 @@ func TestHandOverToAClosedRoomIsGivenBack(t *testing.T) {
 		for _, when := range []string{"before", "after"} {
 			t.Run(variant+"/closes "+when, func(t *testing.T) {
 				ns := "c:" + variant + ":" + when + ":"
-				ls, err := NewLockers(opts, WithNamespace(ns), WithNodeTimeout(100*time.Millisecond), WithTTL(10*time.Second),
-					WithRestartAwareness(false)) // nodes younger than this TTL vote too
+				ls, err := NewLockers(opts, Options{Namespace: ns, NodeTimeout: 100 * time.Millisecond, TTL: 10 * time.Second, RestartAwarenessOff: true}) // nodes younger than this TTL vote too
 				if err != nil {
 					t.Fatal(err)
 				}

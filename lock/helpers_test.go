@@ -67,19 +67,18 @@ type env struct {
 	raw   []*redis.Client
 }
 
-func newEnv(t testing.TB, c *localredis.Cluster, opts ...lock.Option) *env {
+// newEnv is a fresh namespace on c's nodes, with the lockers opts (at most
+// one) describe.
+func newEnv(t testing.TB, c *localredis.Cluster, opts ...lock.Options) *env {
 	t.Helper()
 	return newEnvOn(t, testsupport.Options(t, c), opts...)
 }
 
 // newEnvOn is newEnv over the given nodes only.
-func newEnvOn(t testing.TB, nodes []*redis.Options, opts ...lock.Option) *env {
+func newEnvOn(t testing.TB, nodes []*redis.Options, opts ...lock.Options) *env {
 	t.Helper()
 	ns := fmt.Sprintf("t%d:", namespaces.Add(1))
-	// A generous per-node timeout unless the test sets one: these tests run
-	// beside others on a shared machine, and a slow answer is not the point.
-	base := []lock.Option{lock.WithNamespace(ns), lock.WithNodeTimeout(100 * time.Millisecond)}
-	ls, err := lock.NewLockers(nodes, append(base, opts...)...)
+	ls, err := lock.NewLockers(nodes, testOptions(ns, opts))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,10 +98,9 @@ func newEnvOn(t testing.TB, nodes []*redis.Options, opts ...lock.Option) *env {
 // instance is another app instance on the env's nodes and namespace, as a
 // separate process would be: its own connections, waiting rooms and place
 // in a key's line. It is closed when the test ends.
-func (e *env) instance(opts ...lock.Option) *lock.Lockers {
+func (e *env) instance(opts ...lock.Options) *lock.Lockers {
 	e.t.Helper()
-	base := []lock.Option{lock.WithNamespace(e.ns), lock.WithNodeTimeout(100 * time.Millisecond)}
-	ls, err := lock.NewLockers(e.nodes, append(base, opts...)...)
+	ls, err := lock.NewLockers(e.nodes, testOptions(e.ns, opts))
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -243,4 +241,21 @@ func lockRungs() []string {
 		}
 	}
 	return out
+}
+
+// testOptions is opts' one element (or none) in namespace ns, with a
+// generous per-node timeout unless it sets one: these tests run beside
+// others on a shared machine, and a slow answer is not the point.
+func testOptions(ns string, opts []lock.Options) lock.Options {
+	var o lock.Options
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	if o.Namespace == "" {
+		o.Namespace = ns
+	}
+	if o.NodeTimeout == 0 {
+		o.NodeTimeout = 100 * time.Millisecond
+	}
+	return o
 }

@@ -22,7 +22,7 @@ func TestInProcessNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Stop() })
-	e := newEnvOn(t, testsupport.Options(t, c), lock.WithTTL(time.Second))
+	e := newEnvOn(t, testsupport.Options(t, c), lock.Options{TTL: time.Second})
 	for _, name := range []string{lock.Lua, lock.LuaFence, lock.Redlock, lock.RedlockFence} {
 		t.Run(name, func(t *testing.T) {
 			l := e.locker(name)

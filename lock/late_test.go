@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"flashsale/internal/localredis"
+	"flashsale/internal/locktap"
 	"flashsale/internal/testsupport"
 	"flashsale/lock"
 )
@@ -206,7 +207,7 @@ func TestFrozenNodesAreUnavailable(t *testing.T) {
 	const lockers, rounds, wait = 4, 3, time.Second
 	envs := map[bool]*env{}
 	for _, fast := range []bool{true, false} {
-		envs[fast] = newEnv(t, c, lock.WithFast(fast))
+		envs[fast] = newEnv(t, c, lock.Options{FastOff: !fast})
 		envs[fast].aged(c)
 	}
 	if err := c.Nodes[0].Pause(); err != nil {
@@ -246,8 +247,8 @@ func TestLateVoteCounts(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	var tries atomic.Int64
-	l, g := gatedRedlock(ctx, t, "late-vote", func(ev lock.Event) {
-		if ev.Kind == lock.Acquired && ev.Key == "late-vote" {
+	l, g := gatedRedlock(ctx, t, "late-vote", func(ev locktap.Event) {
+		if ev.Kind == locktap.Acquired && ev.Key == "late-vote" {
 			tries.Store(int64(ev.Tries))
 		}
 	})
@@ -277,7 +278,7 @@ func TestLateVoteCounts(t *testing.T) {
 // timeout) whose connections to the shared nodes read through a gate, with
 // one lease of key taken and given back so that the votes' connections are
 // open and their readers wait on the sockets.
-func gatedRedlock(ctx context.Context, t *testing.T, key string, observe func(lock.Event)) (*lock.Locker, *readGate) {
+func gatedRedlock(ctx context.Context, t *testing.T, key string, observe func(locktap.Event)) (*lock.Locker, *readGate) {
 	t.Helper()
 	g := newReadGate()
 	nodes := testsupport.Options(t, shared(t))
@@ -292,11 +293,8 @@ func gatedRedlock(ctx context.Context, t *testing.T, key string, observe func(lo
 		}
 		nodes[i] = &cp
 	}
-	opts := []lock.Option{lock.WithFast(false), lock.WithNotifications(false), lock.WithNodeTimeout(50 * time.Millisecond)}
-	if observe != nil {
-		opts = append(opts, lock.WithObserver(observe))
-	}
-	e := newEnvOn(t, nodes, opts...)
+	opts := lock.Options{FastOff: true, NotificationsOff: true, NodeTimeout: 50 * time.Millisecond}
+	e := newEnvOn(t, nodes, locktap.Tapped(opts, locktap.Tap{Observer: observe}))
 	t.Cleanup(func() { g.set(false) }) // before the lockers close: a parked reader would hold them
 	l, err := e.ls.Get(lock.Redlock)
 	if err != nil {

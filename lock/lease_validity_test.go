@@ -29,7 +29,7 @@ func TestLeaseLostOnceItsValidityPassedWhileExtendsTimeOut(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = c.Stop() })
 	const ttl = 600 * time.Millisecond
-	e := newEnvOn(t, testsupport.Options(t, c), lock.WithTTL(ttl), lock.WithWatchdog(true), lock.WithFast(false))
+	e := newEnvOn(t, testsupport.Options(t, c), lock.Options{TTL: ttl, Watchdog: true, FastOff: true})
 	setFaults(t, e, fault.Fault{Point: fault.AfterAcquireStep1, Action: fault.Pause, P: 1, MS: int(ttl / 6 / time.Millisecond)})
 	lease := mustAcquire(t, e.locker(lock.Lua), "k", 5*time.Second)
 	setFaults(t, e)
@@ -72,7 +72,7 @@ func TestPausedHolderWithAWatchdogFindsItsValidityOver(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			e := newEnv(t, c, lock.WithTTL(ttl), lock.WithWatchdog(tc.watchdog))
+			e := newEnv(t, c, lock.Options{TTL: ttl, Watchdog: tc.watchdog})
 			ctx := context.Background()
 			lease := mustAcquire(t, e.locker(lock.Lua), "k", 5*time.Second)
 			defer lease.Release(ctx)

@@ -74,7 +74,7 @@ func TestDeadHeadDoesNotStrandTheLine(t *testing.T) {
 	holder := mustAcquire(t, l, "k", time.Second)
 
 	// The dead process: it waits, joins the line, and dies there.
-	dead, err := lock.NewLockers(testsupport.Options(t, c), lock.WithNamespace(e.ns), lock.WithNodeTimeout(100*time.Millisecond))
+	dead, err := lock.NewLockers(testsupport.Options(t, c), lock.Options{Namespace: e.ns, NodeTimeout: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func TestDeadHeadDoesNotStrandTheLine(t *testing.T) {
 
 // noTimers is a backoff so long that a waiter in these tests can only get
 // the lock within its wait by a wake-up: the line's, or a delete event.
-var noTimers = lock.WithBackoff(20*time.Second, 20*time.Second)
+var noTimers = lock.Options{BackoffMin: 20 * time.Second, BackoffMax: 20 * time.Second}
 
 // A holder that took the key uncontended does not know anyone waits, so its
 // release does not ask the line; a process that joined the empty line while
@@ -314,8 +314,8 @@ func TestStalePlaceNeverStrandsAWaiter(t *testing.T) {
 		t.Run(variant, func(t *testing.T) {
 			h := newEnv(t, c)
 			h.voting()
-			s := newEnvOn(t, testsupport.Options(t, c), lock.WithNamespace(h.ns), noTimers)
-			p := newEnvOn(t, testsupport.Options(t, c), lock.WithNamespace(h.ns), noTimers)
+			s := newEnvOn(t, testsupport.Options(t, c), lock.Options{Namespace: h.ns}, noTimers)
+			p := newEnvOn(t, testsupport.Options(t, c), lock.Options{Namespace: h.ns}, noTimers)
 			ctx := context.Background()
 			holder := mustAcquire(t, h.locker(variant), "k", time.Second)
 

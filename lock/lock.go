@@ -4,20 +4,20 @@
 //
 // The package has two layers. The ladder is what is taught: a variant is a
 // small value that takes, gives back and extends one lease on Redis, one
-// file each, listed once in ladder.go (none.go, setnx_expire.go, get_del.go,
-// plain_del.go, lua.go, redlock.go, lua_check.go, lua_fence.go,
-// redlock_fence.go, article_redlock.go, redsync.go, attendee.go). Under it
-// is the plain machinery every rung needs: the lease and its release (this
-// file), waiting for a busy lock as the Redis distlock page describes it
-// (retry.go), fault points (faults.go), the watchdog, the check before a write (lease_check.go),
+// type each, listed once on the ladder (Ladder: none, setnx-expire, get-del,
+// plain-del, lua, redlock, lua-check, lua+fence, redlock+fence, the
+// article's Redlock, redsync, the attendee's rung). Under it is the plain
+// machinery every rung needs: the lease and its release, waiting for a
+// busy lock as the Redis distlock page describes it (Locker.retry), the
+// fault points, the watchdog, the check before a write (Lease.CheckBeforeWrite),
 // restart awareness (internal/node), errors. Two variants differ only in the
 // lines that make one of them wrong.
 //
-// Beside the ladder is the speed layer, its seam in fast.go and the rest in
+// Beside the ladder is the speed layer, its seam here (waker) and the rest in
 // internal/fast: a waiting line per hot key across processes, keyspace
 // wake-ups, a hand-over to the next waiter of the same process, an ordered
 // release for Redlock, an early busy answer. It decides who tries next and
-// when; it never grants. Switched off (WithFast, Lockers.SetFast), what runs
+// when; it never grants. Switched off (Options.FastOff, Lockers.SetFast), what runs
 // is exactly the ladder and the machinery, and Redlock's pipelined
 // connections (internal/node), which stay on either way.
 package lock
@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"flashsale/internal/fault"
+	"flashsale/internal/locktap"
 	"flashsale/internal/randhex"
 	layout "flashsale/lock/internal/keys"
 )
@@ -49,22 +50,22 @@ type grant struct {
 	token    uint64 // fencing token; meaningful only when fenced
 }
 
-// gap is a fault point between two steps of a variant's operation. It returns
-// fault.ErrCrashed when the operation must be abandoned there.
-type gap func(ctx context.Context, p fault.Point) error
+// faultPoints is called at each point between two steps of a variant's
+// operation; it returns fault.ErrCrashed when the operation must end there.
+type faultPoints func(ctx context.Context, p fault.Point) error
 
-// noGap is the gap of an operation no fault point reaches: the undo of an
+// noFaultPoints is the faultPoints of an operation no fault reaches: the undo of an
 // abandoned try (Locker.abandon), and a hand-over, which runs in the releasing
 // holder while the next holder meets the after-acquire fault point itself,
 // once the lease reaches it (Locker.handedOver).
-func noGap(context.Context, fault.Point) error { return nil }
+func noFaultPoints(context.Context, fault.Point) error { return nil }
 
 // variant is one rung of the ladder: a way to take, give back and extend a
 // lease with a given owner value. Implementations make exactly the Redis calls
-// the pattern they teach makes, with a gap wherever that pattern has two steps.
+// the pattern they teach makes, with a fault point wherever that pattern has two steps.
 type variant interface {
-	acquire(ctx context.Context, at gap, k keys, value string, ttl time.Duration) (grant, error)
-	release(ctx context.Context, at gap, k keys, value string) error
+	acquire(ctx context.Context, checkpoint faultPoints, k keys, value string, ttl time.Duration) (grant, error)
+	release(ctx context.Context, checkpoint faultPoints, k keys, value string) error
 	extend(ctx context.Context, k keys, value string, ttl time.Duration) (time.Duration, error)
 }
 
@@ -97,7 +98,7 @@ func (l *Locker) keysFor(name string) keys {
 func (l *Locker) TryAcquire(ctx context.Context, name string) (*Lease, error) {
 	start := time.Now()
 	lease, err := l.try(ctx, name)
-	l.observe(Event{Kind: outcome(err), Variant: l.rung.Name, Key: name, Tries: 1, Wait: time.Since(start), Lease: lease, Err: err})
+	l.observe(locktap.Event{Kind: outcome(err), Variant: l.rung.Name, Key: name, Tries: 1, Wait: time.Since(start), Err: err}, lease)
 	return lease, err
 }
 
@@ -105,7 +106,7 @@ func (l *Locker) try(ctx context.Context, name string) (*Lease, error) {
 	k := l.keysFor(name)
 	value := newValue()
 	start := time.Now()
-	g, err := l.v.acquire(ctx, l.gapFor(name, nil), k, value, l.cfg.ttl)
+	g, err := l.v.acquire(ctx, l.faultPointsFor(name, nil), k, value, l.cfg.ttl)
 	if err != nil {
 		l.abandon(ctx, k, value, err, nil) // the SET may have landed all the same
 		return nil, err
@@ -154,7 +155,7 @@ func (l *Locker) Acquire(ctx context.Context, name string) (*Lease, error) {
 		// answer now: what kept this caller out was the lock being busy.
 		err = errors.Join(ErrNotAcquired, context.Cause(ctx))
 	}
-	l.observe(Event{Kind: outcome(err), Variant: l.rung.Name, Key: name, Tries: tries, Wait: time.Since(start), Lease: lease, Err: err})
+	l.observe(locktap.Event{Kind: outcome(err), Variant: l.rung.Name, Key: name, Tries: tries, Wait: time.Since(start), Err: err}, lease)
 	return lease, err
 }
 
@@ -282,7 +283,7 @@ func (l *Lease) Extend(ctx context.Context) error {
 // an injected crash returns fault.ErrCrashed and the caller must abandon its work
 // without releasing, as a dead process would.
 func (l *Lease) Checkpoint(ctx context.Context, p fault.Point) error {
-	return l.locker.gapFor(l.name, l)(ctx, p)
+	return l.locker.faultPointsFor(l.name, l)(ctx, p)
 }
 
 // Release gives the lock back. Releasing twice is a no-op. A release that
@@ -304,9 +305,9 @@ func (l *Lease) Release(ctx context.Context) error {
 	if lk.fast() {
 		err = l.releaseFast(ctx)
 	} else {
-		err = lk.v.release(ctx, lk.gapFor(l.name, l), l.k, l.value)
+		err = lk.v.release(ctx, lk.faultPointsFor(l.name, l), l.k, l.value)
 	}
-	lk.observe(Event{Time: begun, Kind: Released, Variant: lk.rung.Name, Key: l.name, Lease: l, Err: err})
+	lk.observe(locktap.Event{Time: begun, Kind: locktap.Released, Variant: lk.rung.Name, Key: l.name, Err: err}, l)
 	if err != nil {
 		return fmt.Errorf("release %q: %w", l.name, err)
 	}
@@ -329,4 +330,33 @@ func (l *Locker) detached(ctx context.Context, fn func(ctx context.Context)) {
 		defer cancel()
 		fn(ctx)
 	}()
+}
+
+// outcome is the kind of event an acquire that returned err reports.
+func outcome(err error) locktap.Kind {
+	switch {
+	case err == nil:
+		return locktap.Acquired
+	case errors.Is(err, fault.ErrCrashed):
+		return locktap.Crashed
+	case errors.Is(err, ErrUnavailable):
+		return locktap.Unavailable
+	default:
+		return locktap.Busy
+	}
+}
+
+// observe sends e, about lease (nil: about no lease), to the tap's
+// observer, if there is one.
+func (l *Locker) observe(e locktap.Event, lease *Lease) {
+	if l.cfg.observer == nil {
+		return
+	}
+	if e.Time.IsZero() {
+		e.Time = time.Now()
+	}
+	if lease != nil {
+		e.Lease = lease
+	}
+	l.cfg.observer(e)
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"flashsale/internal/fault"
+	"flashsale/internal/locktap"
 	"flashsale/lock"
 )
 
@@ -23,7 +24,7 @@ func TestAcquireReleaseExtend(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			e := newEnv(t, c, lock.WithTTL(time.Second))
+			e := newEnv(t, c, lock.Options{TTL: time.Second})
 			l := e.locker(name)
 			ctx := context.Background()
 
@@ -99,7 +100,7 @@ func TestStaleLease(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			e := newEnv(t, c, lock.WithTTL(200*time.Millisecond))
+			e := newEnv(t, c, lock.Options{TTL: 200 * time.Millisecond})
 			l := e.locker(tc.name)
 			ctx := context.Background()
 			stale := mustAcquire(t, l, "k", time.Second)
@@ -145,7 +146,7 @@ func TestOneKeyManyClients(t *testing.T) {
 			continue
 		}
 		t.Run(name, func(t *testing.T) {
-			e := newEnv(t, c, lock.WithTTL(2*time.Second))
+			e := newEnv(t, c, lock.Options{TTL: 2 * time.Second})
 			l := e.locker(name)
 			var counter, holders, overlaps, lostReleases, lastToken, staleTokens atomic.Int64
 			var wg sync.WaitGroup
@@ -214,7 +215,7 @@ func TestWaiterWokenByRelease(t *testing.T) {
 			t.Parallel()
 			// Restart awareness off: with a 30 s TTL it would keep nodes younger
 			// than that out of every quorum, and this test is about wake-ups.
-			e := newEnv(t, c, lock.WithTTL(30*time.Second), lock.WithBackoff(time.Minute, time.Minute), lock.WithRestartAwareness(false))
+			e := newEnv(t, c, lock.Options{TTL: 30 * time.Second, BackoffMin: time.Minute, BackoffMax: time.Minute, RestartAwarenessOff: true})
 			l := e.locker(name)
 			held := mustAcquire(t, l, "k", time.Second)
 			tried := make(chan struct{})
@@ -266,12 +267,12 @@ func TestWaitersTryOncePerRelease(t *testing.T) {
 	for _, name := range []string{lock.Lua, lock.Redlock} {
 		t.Run(name, func(t *testing.T) {
 			var tries, acquired atomic.Int64
-			e := newEnv(t, c, lock.WithObserver(func(ev lock.Event) {
-				if ev.Kind == lock.Acquired {
+			e := newEnv(t, c, locktap.Tapped(lock.Options{}, locktap.Tap{Observer: func(ev locktap.Event) {
+				if ev.Kind == locktap.Acquired {
 					tries.Add(int64(ev.Tries))
 					acquired.Add(1)
 				}
-			}))
+			}}))
 			l := e.locker(name)
 			const clients, rounds = 16, 15
 			var wg sync.WaitGroup
@@ -303,7 +304,7 @@ func TestWaitersTryOncePerRelease(t *testing.T) {
 }
 
 func TestAcquireGivesUpWithContext(t *testing.T) {
-	e := newEnv(t, shared(t), lock.WithTTL(10*time.Second))
+	e := newEnv(t, shared(t), lock.Options{TTL: 10 * time.Second})
 	l := e.locker(lock.Lua)
 	held := mustAcquire(t, l, "k", time.Second)
 	defer held.Release(context.Background())
@@ -323,7 +324,7 @@ func TestWatchdog(t *testing.T) {
 	for _, name := range []string{lock.Lua, lock.Redlock, lock.RedlockFence} {
 		t.Run(name+"/keeps", func(t *testing.T) {
 			t.Parallel()
-			e := newEnv(t, c, lock.WithTTL(ttl), lock.WithWatchdog(true))
+			e := newEnv(t, c, lock.Options{TTL: ttl, Watchdog: true})
 			l := e.locker(name)
 			lease := mustAcquire(t, l, "k", time.Second)
 			time.Sleep(4 * ttl) // work for several TTLs; the watchdog must carry the lease
@@ -340,10 +341,10 @@ func TestWatchdog(t *testing.T) {
 		})
 		t.Run(name+"/paused-holder-loses", func(t *testing.T) {
 			t.Parallel()
-			e := newEnv(t, c, lock.WithTTL(ttl), lock.WithWatchdog(true))
+			e := newEnv(t, c, lock.Options{TTL: ttl, Watchdog: true})
 			l := e.locker(name)
 			holder := mustAcquire(t, l, "k", time.Second)
-			if err := e.ls.Faults().Set(1, []fault.Fault{{Point: fault.InCriticalSection, Action: fault.Pause, P: 1, MS: int(3 * ttl / time.Millisecond)}}); err != nil {
+			if err := locktap.Plan(e.ls).Set(1, []fault.Fault{{Point: fault.InCriticalSection, Action: fault.Pause, P: 1, MS: int(3 * ttl / time.Millisecond)}}); err != nil {
 				t.Fatal(err)
 			}
 			paused := make(chan error, 1)
@@ -383,7 +384,7 @@ func TestUnknownVariant(t *testing.T) {
 func TestValidityCountsFromTheFirstCommand(t *testing.T) {
 	const ttl = 2 * time.Second
 	drift := lock.MinUptime(ttl) - time.Second - ttl
-	e := newEnv(t, shared(t), lock.WithTTL(ttl))
+	e := newEnv(t, shared(t), lock.Options{TTL: ttl})
 	e.voting()
 	ctx := context.Background()
 	for _, tc := range []struct {

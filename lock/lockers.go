@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"flashsale/internal/fault"
+	"flashsale/internal/locktap"
 	layout "flashsale/lock/internal/keys"
 	"flashsale/lock/internal/node"
 )
@@ -31,30 +32,16 @@ type Lockers struct {
 }
 
 // NewLockers connects to the given Redis nodes (independent masters, one per
-// Redlock vote; after a Sentinel-managed first one with WithSentinel) and
+// Redlock vote; after a Sentinel-managed first one, Options.Sentinel) and
 // builds every variant. It does not wait for the nodes: a
 // node that is down now counts as failed until it answers.
-func NewLockers(nodes []*redis.Options, opts ...Option) (*Lockers, error) {
-	cfg := defaultConfig()
-	for _, o := range opts {
-		o(cfg)
+func NewLockers(nodes []*redis.Options, o Options) (*Lockers, error) {
+	cfg, err := o.settle()
+	if err != nil {
+		return nil, err
 	}
 	if len(nodes) == 0 && cfg.sentinel == nil {
 		return nil, errors.New("lock: at least one Redis node is needed")
-	}
-	if cfg.ttl <= 0 {
-		return nil, fmt.Errorf("lock: ttl must be positive, got %v", cfg.ttl)
-	}
-	if cfg.nodeTimeout <= 0 {
-		// Short against the TTL, as the Redlock description asks, but not so
-		// short that a busy machine's scheduling counts as a dead node.
-		cfg.nodeTimeout = min(max(cfg.ttl/20, 50*time.Millisecond), cfg.ttl/3)
-	}
-	if cfg.backoffMax <= 0 {
-		cfg.backoffMax = cfg.ttl / 8
-	}
-	if cfg.backoffMin <= 0 || cfg.backoffMin > cfg.backoffMax {
-		cfg.backoffMin = min(time.Millisecond, cfg.backoffMax)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Lockers{cfg: cfg, cancel: cancel}
@@ -128,9 +115,6 @@ func (s *Lockers) Get(name string) (*Locker, error) {
 // Namespace is the prefix of every Redis key the lockers use; the store's
 // own keys on the first node (redis-stock) share it.
 func (s *Lockers) Namespace() string { return s.cfg.namespace }
-
-// Faults is the fault plan every variant shares.
-func (s *Lockers) Faults() *fault.Plan { return s.cfg.faults }
 
 // SetWatchdog switches the watchdog on or off for the leases granted from
 // now on (a lease keeps the watchdog it was granted with), so the workshop
@@ -264,4 +248,13 @@ func (s *Lockers) Close() error {
 		errs = append(errs, n.Close())
 	}
 	return errors.Join(errs...)
+}
+
+// The application's tap reaches a set's options and its fault plan through
+// these hooks, so neither is part of what an importer of the lock sees.
+func init() {
+	locktap.Register(
+		func(options any) *locktap.Tap { return &options.(*Options).tap },
+		func(lockers any) *fault.Plan { return lockers.(*Lockers).cfg.faults },
+	)
 }

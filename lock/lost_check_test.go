@@ -17,7 +17,7 @@ func TestCheckBeforeWriteRefusesALeaseTheWatchdogLost(t *testing.T) {
 	c := shared(t)
 	for _, variant := range []string{lock.Lua, lock.Redlock, lock.LuaCheck} {
 		t.Run(variant, func(t *testing.T) {
-			e := newEnv(t, c, lock.WithTTL(600*time.Millisecond), lock.WithWatchdog(true))
+			e := newEnv(t, c, lock.Options{TTL: 600 * time.Millisecond, Watchdog: true})
 			e.voting()
 			ctx := context.Background()
 			lease := mustAcquire(t, e.locker(variant), "k", 5*time.Second)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"flashsale/internal/locktap"
 	"flashsale/lock"
 )
 
@@ -26,15 +27,14 @@ func TestLeaseLostUnderAnObserverThatReadsIt(t *testing.T) {
 		t.Run(variant, func(t *testing.T) {
 			t.Parallel()
 			read := make(chan time.Time, 1)
-			e := newEnv(t, c, lock.WithTTL(600*time.Millisecond), lock.WithWatchdog(true),
-				lock.WithObserver(func(ev lock.Event) {
-					if ev.Kind == lock.Lost {
-						select {
-						case read <- ev.Lease.ValidUntil():
-						default:
-						}
+			e := newEnv(t, c, locktap.Tapped(lock.Options{TTL: 600 * time.Millisecond, Watchdog: true}, locktap.Tap{Observer: func(ev locktap.Event) {
+				if ev.Kind == locktap.Lost {
+					select {
+					case read <- ev.Lease.ValidUntil():
+					default:
 					}
-				}))
+				}
+			}}))
 			e.voting()
 			ctx := context.Background()
 			lease := lostLease(t, e, variant)

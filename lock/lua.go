@@ -18,10 +18,10 @@ import (
 // Where it still breaks: a holder that pauses inside its critical section
 // past the TTL (GC, swap, SIGSTOP) wakes up believing it holds the lock while
 // a successor does too. Only fencing tokens checked by the store make that
-// safe (lua_fence.go). And one node is one point of failure.
+// safe (luaFence). And one node is one point of failure.
 type luaLock struct{ rdb *redis.Client }
 
-func (v luaLock) acquire(ctx context.Context, at gap, k keys, value string, ttl time.Duration) (grant, error) {
+func (v luaLock) acquire(ctx context.Context, checkpoint faultPoints, k keys, value string, ttl time.Duration) (grant, error) {
 	// Spelled out: go-redis's SetNX would send EX instead of PX for a TTL
 	// of whole seconds, and the command seen in MONITOR would not be this.
 	err := v.rdb.Do(ctx, "set", k.lock, value, "nx", "px", ms(ttl)).Err() // SET k value NX PX ttl
@@ -33,7 +33,7 @@ func (v luaLock) acquire(ctx context.Context, at gap, k keys, value string, ttl 
 	}
 	// One command made the key and its TTL: a crash here leaves a lock
 	// that still expires.
-	if err := at(ctx, fault.AfterAcquireStep1); err != nil {
+	if err := checkpoint(ctx, fault.AfterAcquireStep1); err != nil {
 		return grant{}, err
 	}
 	return grant{validity: ttl}, nil
@@ -47,7 +47,7 @@ if redis.call("get", KEYS[1]) == ARGV[1] then
 end
 return 0`)
 
-func (v luaLock) release(ctx context.Context, _ gap, k keys, value string) error {
+func (v luaLock) release(ctx context.Context, _ faultPoints, k keys, value string) error {
 	n, err := compareAndDelete.Run(ctx, v.rdb, []string{k.lock}, value).Int()
 	if err != nil {
 		return down(v.rdb, err)

@@ -30,7 +30,7 @@ if redis.call("set", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then
 end
 return 0`)
 
-func (v luaFence) acquire(ctx context.Context, at gap, k keys, value string, ttl time.Duration) (grant, error) {
+func (v luaFence) acquire(ctx context.Context, checkpoint faultPoints, k keys, value string, ttl time.Duration) (grant, error) {
 	token, err := acquireFenced.Run(ctx, v.rdb, []string{k.lock, k.fence}, value, ttl.Milliseconds()).Uint64()
 	if err != nil {
 		return grant{}, down(v.rdb, err)
@@ -38,7 +38,7 @@ func (v luaFence) acquire(ctx context.Context, at gap, k keys, value string, ttl
 	if token == 0 {
 		return grant{}, ErrNotAcquired
 	}
-	if err := at(ctx, fault.AfterAcquireStep1); err != nil {
+	if err := checkpoint(ctx, fault.AfterAcquireStep1); err != nil {
 		return grant{}, err
 	}
 	return grant{validity: ttl, token: token}, nil

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"flashsale/internal/fault"
+	"flashsale/internal/locktap"
 	"flashsale/lock"
 )
 
@@ -56,7 +57,7 @@ func TestFaultMatrix(t *testing.T) {
 					}
 					t.Run(name, func(t *testing.T) {
 						t.Parallel()
-						e := newEnv(t, c, lock.WithTTL(ttl), lock.WithFast(fast))
+						e := newEnv(t, c, lock.Options{TTL: ttl, FastOff: !fast})
 						broke := sc.run(t, e, e.locker(name))
 						if why := sc.either[name]; why != "" {
 							t.Logf("%s under %s: broke = %v, either way (%s)", name, sc.name, broke, why)
@@ -74,7 +75,7 @@ func TestFaultMatrix(t *testing.T) {
 
 func setFaults(t *testing.T, e *env, faults ...fault.Fault) {
 	t.Helper()
-	if err := e.ls.Faults().Set(42, faults); err != nil {
+	if err := locktap.Plan(e.ls).Set(42, faults); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -38,13 +38,13 @@ func TestMeetingFailsClosed(t *testing.T) {
 			// operator command, which keeps the node out for a sit-out).
 			c := testsupport.Redis(t, 5, localredis.Options{Args: []string{"--key-load-delay", "100", "--loading-process-events-interval-bytes", "1024", "--busy-reply-threshold", "20"}})
 			const ttl = 4 * time.Second
-			first := newEnv(t, c, lock.WithTTL(ttl))
+			first := newEnv(t, c, lock.Options{TTL: ttl})
 			first.aged(c) // marks every node's data, and waits until they are old
 			// The second process starts, and so meets the nodes, during the
 			// fault; then it takes a lock, which four nodes grant.
 			var second *env
 			tc.during(t, c, func() {
-				second = newEnvOn(t, testsupport.Options(t, c), lock.WithTTL(ttl), lock.WithNamespace(first.ns), lock.WithFast(false))
+				second = newEnvOn(t, testsupport.Options(t, c), lock.Options{TTL: ttl, Namespace: first.ns, FastOff: true})
 				warm, err := second.locker(lock.Redlock).TryAcquire(context.Background(), "warm")
 				if err != nil {
 					t.Fatalf("four nodes answer, yet: %v", err)
@@ -135,7 +135,7 @@ func waitAnswer(t *testing.T, rdb *redis.Client, code string) {
 // and counts again once set back to noeviction.
 func TestEvictingNodeDoesNotVote(t *testing.T) {
 	c := testsupport.Redis(t, 5, localredis.Options{})
-	e := newEnv(t, c, lock.WithFast(false))
+	e := newEnv(t, c, lock.Options{FastOff: true})
 	e.aged(c)
 	l := e.locker(lock.Redlock)
 	policy := func(p string) {

@@ -122,7 +122,7 @@ func secondProcess(spec string) int {
 	for _, a := range strings.Split(parts[0], ",") {
 		nodes = append(nodes, &redis.Options{Addr: a})
 	}
-	ls, err := lock.NewLockers(nodes, lock.WithNamespace(parts[1]), lock.WithTTL(ttl), lock.WithNodeTimeout(100*time.Millisecond))
+	ls, err := lock.NewLockers(nodes, lock.Options{Namespace: parts[1], TTL: ttl, NodeTimeout: 100 * time.Millisecond})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
@@ -223,7 +223,7 @@ func (e *env) endEviction(i int) {
 func TestEvictionUnderOpenConnections(t *testing.T) {
 	c := testsupport.Redis(t, 5, localredis.Options{})
 	const ttl = 2 * time.Second
-	first := newEnv(t, c, lock.WithTTL(ttl))
+	first := newEnv(t, c, lock.Options{TTL: ttl})
 	first.aged(c)
 	second := first.startOther(ttl)
 	held := first.bareQuorum("k", 3, 4) // nodes 0–2
@@ -243,7 +243,7 @@ func TestOperatorActionsGrantNoLockTwice(t *testing.T) {
 	c := testsupport.Redis(t, 5, opts)
 	spare := testsupport.Redis(t, 1, opts).Nodes[0] // a server outside the set, to replicate with
 	const ttl = time.Second
-	first := newEnv(t, c, lock.WithTTL(ttl))
+	first := newEnv(t, c, lock.Options{TTL: ttl})
 	first.aged(c)
 	second := first.startOther(ttl)
 	ctx := context.Background()

@@ -1,6 +1,7 @@
 package lock
 
 import (
+	"fmt"
 	"log/slog"
 	"sync/atomic"
 	"time"
@@ -8,10 +9,59 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"flashsale/internal/fault"
+	"flashsale/internal/locktap"
 	"flashsale/lock/internal/node"
 )
 
-// config is what every Locker of one Lockers set shares.
+// Options configures a set of lockers. The zero value is a working
+// configuration: every field left zero takes the default its comment gives.
+type Options struct {
+	// TTL is the lease time to live. Default 2s.
+	TTL time.Duration
+	// NodeTimeout bounds each call to one Redis node during a Redlock
+	// acquire, so a dead node costs at most this much. Default TTL/20, at
+	// least 50 ms (and at most TTL/3).
+	NodeTimeout time.Duration
+	// Namespace prefixes every Redis key the locks use. Default "flashsale:".
+	Namespace string
+	// BackoffMin and BackoffMax bound the fallback retry delay of a waiting
+	// Acquire: it starts at BackoffMin and doubles, with jitter, up to
+	// BackoffMax. Default 1 ms and TTL/8.
+	BackoffMin, BackoffMax time.Duration
+	// Watchdog makes every lease extend itself at a third of its TTL until
+	// it is released, and report through Lease.Lost when it could not.
+	// Lockers.SetWatchdog switches it later.
+	Watchdog bool
+	// FastOff switches the speed layer off: every variant runs exactly its
+	// taught code, a waiter retries after a random delay, a release is the
+	// variant's own, nothing listens for wake-ups and the app sets no
+	// keyspace notifications. Redlock's votes travel on their pipelined
+	// connections either way. Lockers.SetFast switches it later.
+	FastOff bool
+	// NotificationsOff stops waking waiters by keyspace notifications, and
+	// the waiting line across processes: the speed layer's waiters fall back
+	// to the jittered backoff. It matters only while the speed layer is on.
+	NotificationsOff bool
+	// RestartAwarenessOff stops Redlock ignoring a node that just restarted
+	// (or just started) until every lease its previous incarnation can have
+	// granted has run out, a bit more than the largest TTL any client of it
+	// uses, and re-seeding a node's fencing counters from the other nodes
+	// once per incarnation before it counts. Set it only to show the double
+	// grant that restart awareness prevents.
+	RestartAwarenessOff bool
+	// Sentinel puts a Sentinel-managed master in front of the nodes given to
+	// NewLockers: it is the first node (the single-node variants' only one,
+	// and one Redlock vote), reached as whichever server its sentinels name
+	// as master now. The nodes given may then be none. Default none.
+	Sentinel *redis.FailoverOptions
+	// Logger is where the lockers log. Default slog.Default().
+	Logger *slog.Logger
+
+	tap locktap.Tap // the application's fault plan and observer
+}
+
+// config is what every Locker of one Lockers set shares: the options
+// settled, and the switches that change at run time.
 type config struct {
 	ttl           time.Duration
 	nodeTimeout   time.Duration
@@ -23,23 +73,48 @@ type config struct {
 	backoffMin    time.Duration
 	backoffMax    time.Duration
 	faults        *fault.Plan
-	observer      func(Event)
+	observer      func(locktap.Event)
 	logger        *slog.Logger
 	sentinel      *redis.FailoverOptions
 }
 
-func defaultConfig() *config {
+// settle is the config o describes, every zero field at its default.
+func (o Options) settle() (*config, error) {
 	c := &config{
-		ttl:           2 * time.Second,
-		namespace:     "flashsale:",
-		restartAware:  true,
-		notifications: true,
-		backoffMin:    time.Millisecond,
-		faults:        fault.NewPlan(),
-		logger:        slog.Default(),
+		ttl: o.TTL, nodeTimeout: o.NodeTimeout, namespace: o.Namespace,
+		restartAware: !o.RestartAwarenessOff, notifications: !o.NotificationsOff,
+		backoffMin: o.BackoffMin, backoffMax: o.BackoffMax,
+		faults: o.tap.Faults, observer: o.tap.Observer, logger: o.Logger, sentinel: o.Sentinel,
 	}
-	c.fast.Store(true)
-	return c
+	c.watchdog.Store(o.Watchdog)
+	c.fast.Store(!o.FastOff)
+	if c.ttl < 0 {
+		return nil, fmt.Errorf("lock: ttl must be positive, got %v", c.ttl)
+	}
+	if c.ttl == 0 {
+		c.ttl = 2 * time.Second
+	}
+	if c.namespace == "" {
+		c.namespace = "flashsale:"
+	}
+	if c.faults == nil {
+		c.faults = fault.NewPlan()
+	}
+	if c.logger == nil {
+		c.logger = slog.Default()
+	}
+	if c.nodeTimeout <= 0 {
+		// Short against the TTL, as the Redlock description asks, but not so
+		// short that a busy machine's scheduling counts as a dead node.
+		c.nodeTimeout = min(max(c.ttl/20, 50*time.Millisecond), c.ttl/3)
+	}
+	if c.backoffMax <= 0 {
+		c.backoffMax = c.ttl / 8
+	}
+	if c.backoffMin <= 0 || c.backoffMin > c.backoffMax {
+		c.backoffMin = min(time.Millisecond, c.backoffMax)
+	}
+	return c, nil
 }
 
 // nodeConfig is what the nodes need of c, once NewLockers has settled it.
@@ -64,68 +139,3 @@ func MinUptime(ttl time.Duration) time.Duration { return sitOut(ttl) + time.Seco
 // sitOut is how long a node whose data lost keys stays out, for a largest
 // TTL in use of ttl.
 func sitOut(ttl time.Duration) time.Duration { return ttl + drift(ttl) }
-
-// Option configures a Lockers set.
-type Option func(*config)
-
-// WithTTL sets the lease time to live. Default 2s.
-func WithTTL(d time.Duration) Option { return func(c *config) { c.ttl = d } }
-
-// WithNodeTimeout bounds each call to one Redis node during a Redlock
-// acquire, so a dead node costs at most this much. Default TTL/20, at
-// least 50 ms (and at most TTL/3).
-func WithNodeTimeout(d time.Duration) Option { return func(c *config) { c.nodeTimeout = d } }
-
-// WithNamespace prefixes every Redis key the locks use. Default "flashsale:".
-func WithNamespace(ns string) Option { return func(c *config) { c.namespace = ns } }
-
-// WithWatchdog makes every lease extend itself at a third of its TTL until it
-// is released, and report through Lease.Lost when it could not. Default off;
-// Lockers.SetWatchdog switches it later.
-func WithWatchdog(on bool) Option { return func(c *config) { c.watchdog.Store(on) } }
-
-// WithRestartAwareness makes Redlock ignore a node that just restarted (or
-// just started) until every lease its previous incarnation can have granted
-// has run out, a bit more than the largest TTL any client of it uses, and
-// re-seed a node's fencing counters from the other nodes once per
-// incarnation before it counts (docs/design.md says how). Default on; turn it
-// off only to show the double grant it prevents.
-func WithRestartAwareness(on bool) Option { return func(c *config) { c.restartAware = on } }
-
-// WithFast switches the speed layer on or off. Off, every variant
-// runs exactly its taught code: a waiter retries after a random delay, a
-// release is the variant's own, nothing listens for wake-ups and the app
-// sets no keyspace notifications. Redlock's votes travel on their pipelined
-// connections either way (internal/node says why). Default on; Lockers.SetFast
-// switches it later.
-func WithFast(on bool) Option { return func(c *config) { c.fast.Store(on) } }
-
-// WithNotifications turns waking waiters by keyspace notifications, and the
-// waiting line across processes, on or off: off, the speed layer's waiters
-// fall back to the jittered backoff. It matters only while the speed layer
-// is on: off, neither runs whatever this says. Default on.
-func WithNotifications(on bool) Option { return func(c *config) { c.notifications = on } }
-
-// WithBackoff bounds the fallback retry delay of a waiting Acquire: it starts
-// at min and doubles, with jitter, up to max (default TTL/8).
-func WithBackoff(min, max time.Duration) Option {
-	return func(c *config) { c.backoffMin, c.backoffMax = min, max }
-}
-
-// WithFaults shares a fault plan with every variant. Default: an empty plan.
-func WithFaults(f *fault.Plan) Option { return func(c *config) { c.faults = f } }
-
-// WithObserver receives an Event for every acquire, release, lost lease and
-// fired fault; it must not block. It may read the event's Lease (its
-// validity): no event is sent with the lease's state locked.
-func WithObserver(fn func(Event)) Option { return func(c *config) { c.observer = fn } }
-
-// WithLogger sets the logger. Default slog.Default().
-func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
-
-// WithSentinel puts a Sentinel-managed master in front of the nodes given
-// to NewLockers: it is the first node (the single-node variants' only one,
-// and one Redlock vote), reached as whichever server fo's sentinels name
-// as master now. The nodes given may then be none. A nil fo is no
-// Sentinel-managed node.
-func WithSentinel(fo *redis.FailoverOptions) Option { return func(c *config) { c.sentinel = fo } }

@@ -16,11 +16,11 @@ import (
 // in beside the second.
 type plainDel struct{ rdb *redis.Client }
 
-func (v plainDel) acquire(ctx context.Context, at gap, k keys, value string, ttl time.Duration) (grant, error) {
-	return luaLock(v).acquire(ctx, at, k, value, ttl) // SET k v NX PX ttl, as lua.go
+func (v plainDel) acquire(ctx context.Context, checkpoint faultPoints, k keys, value string, ttl time.Duration) (grant, error) {
+	return luaLock(v).acquire(ctx, checkpoint, k, value, ttl) // SET k v NX PX ttl, as luaLock
 }
 
-func (v plainDel) release(ctx context.Context, _ gap, k keys, _ string) error {
+func (v plainDel) release(ctx context.Context, _ faultPoints, k keys, _ string) error {
 	if err := v.rdb.Del(ctx, k.lock).Err(); err != nil { // BROKEN: DEL k, whoever holds it now
 		return down(v.rdb, err)
 	}

@@ -8,7 +8,7 @@ import (
 )
 
 // plainExtend is PEXPIRE k ttl with no owner check, the renewal of the
-// broken rungs (setnx_expire.go, get_del.go, plain_del.go): it renews
+// broken rungs (setnxExpire, getDel, plainDel): it renews
 // whatever lock is there, possibly someone else's.
 func plainExtend(ctx context.Context, rdb *redis.Client, k keys, ttl time.Duration) (time.Duration, error) {
 	ok, err := rdb.PExpire(ctx, k.lock, ttl).Result()

@@ -8,7 +8,7 @@ import (
 	"flashsale/lock/internal/node"
 )
 
-// This file is Redlock's bookkeeping (redlock.go): one round of a command
+// Redlock's bookkeeping (redlock): one round of a command
 // sent to every node, the votes it gathers, the quorum, and the validity.
 
 // vote is one node's answer as Redlock counts it: heard (or given up on),
@@ -23,18 +23,18 @@ type vote struct {
 	err    error
 }
 
-// enough says when a round is decided: yes votes that count, with the first
+// quorumRule says when a round is settled: yes votes that count, with the first
 // node heard from too if first, or so many no votes (and failures) that yes
 // is out of reach.
-type enough struct {
+type quorumRule struct {
 	yes   int
 	first bool
 }
 
 // majority is the usual rule: a quorum of yes, or a quorum out of reach.
-func (r *redlock) majority() enough { return enough{yes: r.quorum()} }
+func (r *redlock) majority() quorumRule { return quorumRule{yes: r.quorum()} }
 
-func (e enough) decided(votes []vote) bool {
+func (e quorumRule) settled(votes []vote) bool {
 	yes, no := counted(votes)
 	return (yes >= e.yes && (!e.first || votes[0].heard)) || no > len(votes)-e.yes
 }
@@ -64,7 +64,7 @@ type reply struct {
 // nothing (node.Node.Silent: frozen, cut off) is not waited for even if
 // need asks for it: the round would give up on it all the same, a timeout
 // or a late window later, at every try.
-func (r *redlock) ask(ctx context.Context, c node.Command, need enough) []vote {
+func (r *redlock) ask(ctx context.Context, c node.Command, need quorumRule) []vote {
 	if need.first && r.nodes[0].Silent() {
 		need.first = false
 	}
@@ -87,7 +87,7 @@ func (r *redlock) send(ctx context.Context, c node.Command) <-chan reply {
 // is then waited for until the late window from the round's start, so a
 // saturated process does not fail tries a majority granted. It costs no
 // safety: lease counts the validity from the round's start.
-func (r *redlock) gather(ctx context.Context, replies <-chan reply, need enough) []vote {
+func (r *redlock) gather(ctx context.Context, replies <-chan reply, need quorumRule) []vote {
 	start := time.Now()
 	votes := make([]vote, len(r.nodes))
 	for i, n := range r.nodes {
@@ -95,7 +95,7 @@ func (r *redlock) gather(ctx context.Context, replies <-chan reply, need enough)
 	}
 	timer := time.NewTimer(r.cfg.nodeTimeout)
 	defer timer.Stop()
-	for !need.decided(votes) && !allHeard(votes) {
+	for !need.settled(votes) && !allHeard(votes) {
 		select {
 		case a := <-replies:
 			v := &votes[a.i]
@@ -241,7 +241,7 @@ func (r *redlock) unheard(n *node.Node) error {
 // the time did not).
 //
 // The page counts the validity from now: TTL − elapsed − drift. Here it is
-// counted from start, as every rung's grant is (lock.go): elapsed plus
+// counted from start, as every rung's grant is (grant): elapsed plus
 // that, which ends at the same instant, start + TTL − drift.
 func (r *redlock) lease(op string, k keys, votes []vote, start time.Time, ttl time.Duration) (grant, error) {
 	qe := r.tally(op, k, votes)

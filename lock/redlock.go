@@ -12,13 +12,13 @@ import (
 // Locks with Redis", redis.io/docs/latest/develop/use/patterns/distributed-locks/)
 // over N independent masters, written as the page's steps, numbered as
 // there. Each master is a node (internal/node); the votes, the quorum and
-// the validity are counted in quorum.go.
+// the validity are counted by redlock.ask and redlock.lease.
 //
 // Where it breaks: a node that restarts without its data forgets the locks
 // it granted. If a lease held a bare quorum, the restarted node can vote for
 // a second client: two holders. The page's answer is the delayed restart,
 // which restart awareness (internal/node) applies for every client. A
-// holder paused past its validity still needs fencing (redlock_fence.go),
+// holder paused past its validity still needs fencing (redlockFence),
 // as for lua.
 //
 // Where this code differs from the page, each difference is marked "Here:"
@@ -37,21 +37,21 @@ func (r *redlock) quorum() int { return node.Quorum(len(r.nodes)) }
 // plus 2 ms, the 2 ms for Redis's millisecond precision of expiry.
 func drift(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millisecond }
 
-func (r *redlock) acquire(ctx context.Context, at gap, k keys, value string, ttl time.Duration) (grant, error) {
+func (r *redlock) acquire(ctx context.Context, checkpoint faultPoints, k keys, value string, ttl time.Duration) (grant, error) {
 	// 1. Get the current time.
 	start := time.Now()
 
 	// 2. Try to acquire the lock in all N instances, with the same key and
 	// the same random value, each under a timeout that is small against the
-	// TTL (WithNodeTimeout), so that a node that is down is given up on
+	// TTL (Options.NodeTimeout), so that a node that is down is given up on
 	// quickly.
 	// Here: all at once, not one after another (the page allows it), and
 	// only until the outcome is decided; the other nodes get their SET all
 	// the same. A node that is answering but whose reply was read late (a
 	// busy process) is not down: its vote is waited for a little longer
-	// (quorum.go's gather), and counted, as step 3 counts that time too.
+	// (redlock.gather), and counted, as step 3 counts that time too.
 	votes := r.ask(ctx, setNX(k.lock, value, ttl), r.majority())
-	if err := at(ctx, fault.AfterAcquireStep1); err != nil {
+	if err := checkpoint(ctx, fault.AfterAcquireStep1); err != nil {
 		return grant{}, err
 	}
 
@@ -60,7 +60,7 @@ func (r *redlock) acquire(ctx context.Context, at gap, k keys, value string, ttl
 	// Here: a node that restarted within the sit-out does not count
 	// (restart awareness, internal/node).
 	// 4. Its validity is the TTL minus the time that passed, minus the
-	// clock drift (quorum.go's lease, the one place it is computed).
+	// clock drift (redlock.lease, the one place it is computed).
 	// Here: the drift is the reference implementations' 1% + 2 ms, where
 	// the page asks for "a few milliseconds" (drift, above).
 	g, err := r.lease("acquire", k, votes, start, ttl)
@@ -68,7 +68,7 @@ func (r *redlock) acquire(ctx context.Context, at gap, k keys, value string, ttl
 		// 5. Otherwise, unlock every instance, even those that seemed not
 		// to grant it, and try again after a random delay.
 		// Here: the retry is not Redlock's own but every rung's wait
-		// (retry.go; with the speed layer on, its wake-ups, fast.go).
+		// (Locker.retry; with the speed layer on, its wake-ups).
 		r.unlock(k, value)
 		return grant{}, err
 	}
@@ -79,7 +79,7 @@ func (r *redlock) acquire(ctx context.Context, at gap, k keys, value string, ttl
 // instances, whether or not the client believes it was able to lock a given
 // instance") with lua's compare-and-delete, and reports ErrNotHeld unless a
 // quorum still held it.
-func (r *redlock) release(ctx context.Context, _ gap, k keys, value string) error {
+func (r *redlock) release(ctx context.Context, _ faultPoints, k keys, value string) error {
 	votes := r.ask(ctx, compareAndDelete.call([]string{k.lock}, value), r.majority())
 	if qe := r.tally("release", k, votes); len(qe.Granted) < r.quorum() {
 		return qe

@@ -33,21 +33,21 @@ import (
 // fenced Redlock lease") gives the cases.
 type redlockFence struct{ *redlock }
 
-func (r redlockFence) acquire(ctx context.Context, at gap, k keys, value string, ttl time.Duration) (grant, error) {
-	return r.fenced(ctx, at, k, value, ttl, acquireFenced.vote([]string{k.lock, k.fence}, value, ms(ttl)))
+func (r redlockFence) acquire(ctx context.Context, checkpoint faultPoints, k keys, value string, ttl time.Duration) (grant, error) {
+	return r.fenced(ctx, checkpoint, k, value, ttl, acquireFenced.vote([]string{k.lock, k.fence}, value, ms(ttl)))
 }
 
 // fenced is redlock's acquire, steps 1 to 5, with take in place of SET NX
 // PX: a script that takes the lock and draws a token on each node
 // (acquireFenced, lua+fence's). And one step more, which costs no round
 // trip: the token is written back before the lease is used.
-func (r redlockFence) fenced(ctx context.Context, at gap, k keys, value string, ttl time.Duration, take node.Command) (grant, error) {
+func (r redlockFence) fenced(ctx context.Context, checkpoint faultPoints, k keys, value string, ttl time.Duration, take node.Command) (grant, error) {
 	start := time.Now()
 	// A yes is decided only once the first node has answered too: lua+fence
 	// draws from that node's counter alone, and only its answer makes this
 	// token pass it.
-	drawn := r.ask(ctx, take, enough{yes: r.quorum(), first: true})
-	if err := at(ctx, fault.AfterAcquireStep1); err != nil {
+	drawn := r.ask(ctx, take, quorumRule{yes: r.quorum(), first: true})
+	if err := checkpoint(ctx, fault.AfterAcquireStep1); err != nil {
 		return grant{}, err
 	}
 	g, err := r.lease("acquire", k, drawn, start, ttl)

@@ -33,7 +33,7 @@ func TestRedlockNodesDown(t *testing.T) {
 	for _, name := range []string{lock.Redlock, lock.RedlockFence} {
 		t.Run(name, func(t *testing.T) {
 			c := testsupport.Redis(t, 5, localredis.Options{})
-			e := newEnv(t, c, lock.WithTTL(2*time.Second))
+			e := newEnv(t, c, lock.Options{TTL: 2 * time.Second})
 			l := e.locker(name)
 			tk := &tokens{t: t}
 			ctx := context.Background()
@@ -116,7 +116,7 @@ func TestRedlockNodeRestart(t *testing.T) {
 		t.Run(tc.variant+"/"+tc.name, func(t *testing.T) {
 			c := testsupport.Redis(t, 5, localredis.Options{})
 			const ttl = 2 * time.Second
-			e := newEnv(t, c, lock.WithTTL(ttl), lock.WithRestartAwareness(tc.aware))
+			e := newEnv(t, c, lock.Options{TTL: ttl, RestartAwarenessOff: !tc.aware})
 			e.aged(c)
 			l := e.locker(tc.variant)
 			ctx := context.Background()
@@ -200,7 +200,7 @@ func TestPausedNodeGetsReleaseAfterAcquire(t *testing.T) {
 	// A TTL that cannot run out during the test. Restart awareness would keep
 	// these new nodes out of every quorum for that long; this test is about
 	// the order of commands on one connection, not about restarts.
-	e := newEnv(t, c, lock.WithTTL(30*time.Second), lock.WithRestartAwareness(false))
+	e := newEnv(t, c, lock.Options{TTL: 30 * time.Second, RestartAwarenessOff: true})
 	l := e.locker(lock.Redlock)
 	ctx := context.Background()
 	warm := mustAcquire(t, l, "k", time.Second) // opens every node's connection
@@ -267,7 +267,7 @@ func TestFencedVariantsShareTheCounter(t *testing.T) {
 func TestFenceTokenGrowsAcrossQuorums(t *testing.T) {
 	for _, fast := range []bool{false, true} {
 		t.Run(map[bool]string{false: "fast=off", true: "fast=on"}[fast], func(t *testing.T) {
-			e := newEnv(t, shared(t), lock.WithFast(fast))
+			e := newEnv(t, shared(t), lock.Options{FastOff: !fast})
 			e.voting()
 			ctx := context.Background()
 			// held makes nodes refuse votes on the key: another client's
@@ -302,7 +302,7 @@ func TestFenceTokenGrowsAcrossQuorums(t *testing.T) {
 			}
 
 			defer held(3, 4)() // the next quorum: nodes 0, 1, 2
-			other, err := e.instance(lock.WithFast(fast)).Get(lock.RedlockFence)
+			other, err := e.instance(lock.Options{FastOff: !fast}).Get(lock.RedlockFence)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -49,7 +49,7 @@ func (v redsyncLock) mutex(k keys, value string, ttl time.Duration, opts ...reds
 	}, opts...)...)
 }
 
-func (v redsyncLock) acquire(ctx context.Context, at gap, k keys, value string, ttl time.Duration) (grant, error) {
+func (v redsyncLock) acquire(ctx context.Context, checkpoint faultPoints, k keys, value string, ttl time.Duration) (grant, error) {
 	start := time.Now()
 	var m *redsync.Mutex
 	if _, budget := ctx.Deadline(); budget {
@@ -62,13 +62,13 @@ func (v redsyncLock) acquire(ctx context.Context, at gap, k keys, value string, 
 	}
 	// One call took the lock everywhere it could: a crash here leaves keys
 	// that still expire.
-	if err := at(ctx, fault.AfterAcquireStep1); err != nil {
+	if err := checkpoint(ctx, fault.AfterAcquireStep1); err != nil {
 		return grant{}, err
 	}
 	return grant{validity: m.Until().Sub(start)}, nil
 }
 
-func (v redsyncLock) release(ctx context.Context, _ gap, k keys, value string) error {
+func (v redsyncLock) release(ctx context.Context, _ faultPoints, k keys, value string) error {
 	ok, err := v.mutex(k, value, 0).UnlockContext(ctx)
 	if !ok {
 		return redsyncReleaseErr(err)

@@ -60,7 +60,7 @@ func nodeUptime(t *testing.T, rdb *redis.Client) int64 {
 func TestRestartSitOutSurvivesTheSecondBoundary(t *testing.T) {
 	c := testsupport.Redis(t, 5, localredis.Options{})
 	const ttl = 2 * time.Second
-	first := newEnv(t, c, lock.WithTTL(ttl))
+	first := newEnv(t, c, lock.Options{TTL: ttl})
 	first.aged(c)
 	ctx := context.Background()
 
@@ -80,7 +80,7 @@ func TestRestartSitOutSurvivesTheSecondBoundary(t *testing.T) {
 	}
 
 	// A process that meets the node only now, after the tick.
-	second := newEnvOn(t, testsupport.Options(t, c), lock.WithNamespace(first.ns), lock.WithTTL(ttl))
+	second := newEnvOn(t, testsupport.Options(t, c), lock.Options{Namespace: first.ns, TTL: ttl})
 	grantedWhileHeld(t, second.locker(lock.Redlock), "k", held)
 }
 
@@ -89,8 +89,8 @@ func TestRestartSitOutSurvivesTheSecondBoundary(t *testing.T) {
 // TTL must not be granted a lock that a client with a long one holds.
 func TestRestartSitOutIsTheLargestTTL(t *testing.T) {
 	c := testsupport.Redis(t, 5, localredis.Options{})
-	long := newEnv(t, c, lock.WithTTL(5*time.Second))
-	short := newEnvOn(t, testsupport.Options(t, c), lock.WithNamespace(long.ns), lock.WithTTL(500*time.Millisecond))
+	long := newEnv(t, c, lock.Options{TTL: 5 * time.Second})
+	short := newEnvOn(t, testsupport.Options(t, c), lock.Options{Namespace: long.ns, TTL: 500 * time.Millisecond})
 	long.aged(c)
 	short.aged(c)
 	ctx := context.Background()

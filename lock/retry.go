@@ -24,8 +24,8 @@ func (l *Locker) retry(ctx context.Context, name string) (*Lease, int, error) {
 // else keep what the try found, let w wait, and try again. It returns the
 // lease, the tries made and the error.
 func (l *Locker) waitLoop(ctx context.Context, name string, w waiter) (*Lease, int, error) {
-	told := func() error {
-		if err := w.Told(); err != nil {
+	report := func() error {
+		if err := w.Report(); err != nil {
 			return err
 		}
 		return ErrNotAcquired
@@ -36,7 +36,7 @@ func (l *Locker) waitLoop(ctx context.Context, name string, w waiter) (*Lease, i
 		case handed != nil:
 			return l.handedOver(ctx, handed, tries+1)
 		case !ok:
-			return nil, tries, errors.Join(told(), context.Cause(ctx))
+			return nil, tries, errors.Join(report(), context.Cause(ctx))
 		}
 		lease, err := l.try(ctx, name)
 		tries++
@@ -47,9 +47,9 @@ func (l *Locker) waitLoop(ctx context.Context, name string, w waiter) (*Lease, i
 		case !retryable(err):
 			return nil, tries, err
 		case ctx.Err() != nil:
-			return nil, tries, errors.Join(lastReport(err, told()), context.Cause(ctx))
+			return nil, tries, errors.Join(finalError(err, report()), context.Cause(ctx))
 		}
-		w.Found(keptReport(err, told()))
+		w.Found(errorToKeep(err, report()))
 	}
 }
 
@@ -61,8 +61,8 @@ type waiter interface {
 	Next(ctx context.Context) (handed *Lease, ok bool)
 	// Found notes what a failed try found, to tell if the wait runs out.
 	Found(err error)
-	// Told is what the waiter tells if its wait runs out now; nil: busy.
-	Told() error
+	// Report is what the waiter tells if its wait runs out now; nil: busy.
+	Report() error
 	// Took notes the lease a try took.
 	Took(lease *Lease)
 }
@@ -91,8 +91,8 @@ func (d *randomDelay) Next(ctx context.Context) (*Lease, bool) {
 // Found keeps what the last try found.
 func (d *randomDelay) Found(err error) { d.last = err }
 
-// Told is what the last try found.
-func (d *randomDelay) Told() error { return d.last }
+// Report is what the last try found.
+func (d *randomDelay) Report() error { return d.last }
 
 // Took keeps nothing: a lease taken ends the wait.
 func (*randomDelay) Took(*Lease) {}
@@ -102,11 +102,11 @@ func retryable(err error) bool {
 	return errors.Is(err, ErrNotAcquired) || errors.Is(err, ErrUnavailable)
 }
 
-// lastReport is what a wait that ended with the caller's context reports of
+// finalError is what a wait that ended with the caller's context reports of
 // its last try, err: its own error if a node really failed (refused the
 // connection, say), else what the tries before it found. A try merely cut short by the
 // deadline says nothing about Redis being down.
-func lastReport(err, before error) error {
+func finalError(err, before error) error {
 	if !errors.Is(err, ErrUnavailable) {
 		return before
 	}
@@ -124,13 +124,13 @@ func lastReport(err, before error) error {
 	return err
 }
 
-// keptReport is what a waiter keeps of a failed try, to report if its wait
+// errorToKeep is what a waiter keeps of a failed try, to report if its wait
 // runs out: the try's error, unless it is a single node's read cut short by
-// the caller's deadline, which lastReport would not report either (a busy
+// the caller's deadline, which finalError would not report either (a busy
 // process's read timing out is not Redis down), then what it kept before.
 // The deadline's error can arrive a moment before ctx says it is done, and
 // the try is then not the last.
-func keptReport(err, before error) error {
+func errorToKeep(err, before error) error {
 	if _, quorum := errors.AsType[*QuorumError](err); !quorum && errors.Is(err, ErrUnavailable) && timedOut(err) {
 		return before
 	}

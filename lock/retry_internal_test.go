@@ -31,8 +31,8 @@ func TestKeptReport(t *testing.T) {
 		{"a quorum error is kept", quorum, busy, quorum},
 		{"busy is kept", busy, refused, busy},
 	} {
-		if got := keptReport(tc.err, tc.before); got != tc.want {
-			t.Errorf("%s: keptReport(%v, %v) = %v, want %v", tc.name, tc.err, tc.before, got, tc.want)
+		if got := errorToKeep(tc.err, tc.before); got != tc.want {
+			t.Errorf("%s: errorToKeep(%v, %v) = %v, want %v", tc.name, tc.err, tc.before, got, tc.want)
 		}
 	}
 }

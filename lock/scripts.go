@@ -12,8 +12,8 @@ import (
 
 // A rung's own script lives in the rung's file, beside the code that runs
 // it, so the side-by-side of two rungs shows it (compareAndDelete and
-// compareAndPexpire in lua.go, acquireFenced in lua_fence.go, raiseFence in
-// redlock_fence.go); the speed layer's live in its files, and restart
+// compareAndPexpire with luaLock, acquireFenced with luaFence, raiseFence
+// with redlockFence); the speed layer's live with it, and restart
 // awareness's in internal/node. Redis runs a script atomically, so a check
 // and the action it guards cannot be separated by an expiry or by another
 // client.

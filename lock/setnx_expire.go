@@ -18,7 +18,7 @@ import (
 // The release (a plain DEL) has the plain-del flaw as well.
 type setnxExpire struct{ rdb *redis.Client }
 
-func (v setnxExpire) acquire(ctx context.Context, at gap, k keys, value string, ttl time.Duration) (grant, error) {
+func (v setnxExpire) acquire(ctx context.Context, checkpoint faultPoints, k keys, value string, ttl time.Duration) (grant, error) {
 	ok, err := v.rdb.Do(ctx, "setnx", k.lock, value).Bool() // step 1: SETNX k v — no TTL yet
 	if err != nil {
 		return grant{}, down(v.rdb, err)
@@ -26,7 +26,7 @@ func (v setnxExpire) acquire(ctx context.Context, at gap, k keys, value string, 
 	if !ok {
 		return grant{}, ErrNotAcquired
 	}
-	if err := at(ctx, fault.AfterAcquireStep1); err != nil { // BROKEN: a crash here leaves k with no TTL
+	if err := checkpoint(ctx, fault.AfterAcquireStep1); err != nil { // BROKEN: a crash here leaves k with no TTL
 		return grant{}, err
 	}
 	if err := v.rdb.PExpire(ctx, k.lock, ttl).Err(); err != nil { // step 2: EXPIRE k ttl (as PEXPIRE: a TTL under a second)
@@ -35,7 +35,7 @@ func (v setnxExpire) acquire(ctx context.Context, at gap, k keys, value string, 
 	return grant{validity: ttl}, nil
 }
 
-func (v setnxExpire) release(ctx context.Context, _ gap, k keys, _ string) error {
+func (v setnxExpire) release(ctx context.Context, _ faultPoints, k keys, _ string) error {
 	if err := v.rdb.Del(ctx, k.lock).Err(); err != nil { // DEL k, whoever holds it
 		return down(v.rdb, err)
 	}

@@ -36,7 +36,7 @@ func TestTaughtCommands(t *testing.T) {
 		t.Run(tc.variant, func(t *testing.T) {
 			// 2s, a whole number of seconds: the TTL a client would round
 			// to EX 2 if it chose the command by the value.
-			e := newEnv(t, c, lock.WithTTL(2*time.Second), lock.WithFast(false))
+			e := newEnv(t, c, lock.Options{TTL: 2 * time.Second, FastOff: true})
 			e.voting()
 			lk, err := e.ls.Get(tc.variant)
 			if err != nil {

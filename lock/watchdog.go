@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"flashsale/internal/locktap"
 )
 
 // startWatchdog extends the lease every third of its TTL until it is
@@ -72,7 +74,7 @@ func (l *Lease) tick(every time.Duration) error {
 	if l.Err() != nil {
 		return nil
 	}
-	l.locker.observe(Event{Kind: Extended, Variant: l.locker.rung.Name, Key: l.name, Lease: l})
+	l.locker.observe(locktap.Event{Kind: locktap.Extended, Variant: l.locker.rung.Name, Key: l.name}, l)
 	ctx, cancel := context.WithTimeout(context.Background(), every)
 	defer cancel()
 	err := l.Extend(ctx)
@@ -134,7 +136,7 @@ func (l *Lease) markLost(err error) error {
 	l.err = lost
 	close(l.lost)
 	l.mu.Unlock()
-	l.locker.observe(Event{Kind: Lost, Variant: l.locker.rung.Name, Key: l.name, Lease: l, Err: lost})
+	l.locker.observe(locktap.Event{Kind: locktap.Lost, Variant: l.locker.rung.Name, Key: l.name, Err: lost}, l)
 	return lost
 }
 

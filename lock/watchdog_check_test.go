@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"flashsale/internal/fault"
+	"flashsale/internal/locktap"
 	"flashsale/lock"
 )
 
@@ -27,7 +28,7 @@ func TestWatchdogSwitchCarriesLongWork(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			e := newEnv(t, c, lock.WithTTL(ttl))
+			e := newEnv(t, c, lock.Options{TTL: ttl})
 			e.ls.SetWatchdog(tc.watchdog)
 			if e.ls.Watchdog() != tc.watchdog {
 				t.Fatalf("Watchdog() = %v after SetWatchdog(%v)", e.ls.Watchdog(), tc.watchdog)
@@ -72,7 +73,7 @@ func TestExtendAfterTheLeaseChangedHands(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			e := newEnv(t, c, lock.WithTTL(ttl))
+			e := newEnv(t, c, lock.Options{TTL: ttl})
 			l := e.locker(tc.name)
 			first := mustAcquire(t, l, "k", time.Second)
 			second := mustAcquire(t, l, "k", 5*ttl) // in once the first lease expires
@@ -117,7 +118,7 @@ func TestLeaseCheckBeforeWrite(t *testing.T) {
 	} {
 		t.Run(tc.variant+"/"+string(tc.point), func(t *testing.T) {
 			t.Parallel()
-			e := newEnv(t, c, lock.WithTTL(ttl))
+			e := newEnv(t, c, lock.Options{TTL: ttl})
 			l := e.locker(tc.variant)
 			first := mustAcquire(t, l, "k", time.Second)
 			setFaults(t, e, fault.Fault{Point: tc.point, Action: fault.Pause, P: 1, MS: int(3 * ttl / time.Millisecond)})
@@ -159,16 +160,16 @@ func TestNoExtendAfterTheCrash(t *testing.T) {
 			var mu sync.Mutex
 			var crashedAt time.Time
 			var extends []time.Time
-			e := newEnv(t, shared(t), lock.WithTTL(ttl), lock.WithWatchdog(true), lock.WithObserver(func(ev lock.Event) {
+			e := newEnv(t, shared(t), locktap.Tapped(lock.Options{TTL: ttl, Watchdog: true}, locktap.Tap{Observer: func(ev locktap.Event) {
 				mu.Lock()
 				defer mu.Unlock()
 				switch {
-				case ev.Kind == lock.Extended:
+				case ev.Kind == locktap.Extended:
 					extends = append(extends, ev.Time)
-				case ev.Kind == lock.FaultFired && ev.Fault.Action == fault.Crash:
+				case ev.Kind == locktap.FaultFired && ev.Fault.Action == fault.Crash:
 					crashedAt = ev.Time
 				}
-			}))
+			}}))
 			e.voting()
 			// The pause outlasts a watchdog tick (TTL/3), which then waits
 			// for the holder to wake; the crash comes right after it.

@@ -34,7 +34,7 @@ func TestLostWriteBackCostsOneRefusalAtMost(t *testing.T) {
 	proxy := newRelayProxy(t, opts[1].Addr, resetOnce([]byte(lock.RaiseFenceScript), &fired))
 	opts[1].Addr = proxy.addr()
 	const ttl = 2 * time.Second
-	e := newEnvOn(t, opts, lock.WithTTL(ttl))
+	e := newEnvOn(t, opts, lock.Options{TTL: ttl})
 	e.aged(c)
 	ctx := context.Background()
 	l := e.locker(lock.RedlockFence)

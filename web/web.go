@@ -36,9 +36,9 @@ var static embed.FS
 // Options configure the pages.
 type Options struct {
 	// LockSource holds the lock variant files (none.go, setnx_expire.go,
-	// get_del.go, plain_del.go, lua.go, redlock.go) at its root: pass
-	// lock.Source. The web package cannot embed them itself (embed cannot
-	// reach outside its own directory). When nil, or when a file is missing,
+	// get_del.go, plain_del.go, lua.go, redlock.go) at its root: the
+	// program embeds them, as the web package cannot (embed cannot reach
+	// outside its own directory). When nil, or when a file is missing,
 	// GET /workshop/source/{variant} answers 404 for the variants affected
 	// and the rest of the pages work as usual.
 	LockSource fs.FS
@@ -56,7 +56,7 @@ type Options struct {
 // mount the same handler on each, for GET and HEAD. The handler looks at the
 // request path itself, so the parameter names do not matter.
 //
-//	h := gin.WrapH(web.Handler(web.Options{LockSource: lock.Source}))
+//	h := gin.WrapH(web.Handler(web.Options{LockSource: lockFiles}))
 //	for _, p := range web.Routes() { r.GET(p, h); r.HEAD(p, h) }
 func Routes() []string {
 	return []string{"/", "/workshop", "/static/*file", "/workshop/source/:variant"}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -31,7 +32,7 @@ func get(t *testing.T, h http.Handler, method, target string, header http.Header
 }
 
 func TestPages(t *testing.T) {
-	h := Handler(Options{LockSource: lock.Source, StoreSource: inventory.Source, Logger: quiet()})
+	h := Handler(Options{LockSource: os.DirFS("../lock"), StoreSource: inventory.Source, Logger: quiet()})
 	for _, tc := range []struct {
 		method, path string
 		status       int
@@ -106,7 +107,7 @@ func TestRoutesCoverHandler(t *testing.T) {
 }
 
 func TestSource(t *testing.T) {
-	h := Handler(Options{LockSource: lock.Source, StoreSource: inventory.Source, Logger: quiet()})
+	h := Handler(Options{LockSource: os.DirFS("../lock"), StoreSource: inventory.Source, Logger: quiet()})
 	read := func(variant string) sourceView {
 		res := get(t, h, "GET", "/workshop/source/"+variant, nil)
 		if res.StatusCode != 200 {
@@ -197,7 +198,7 @@ func TestDiffLines(t *testing.T) {
 // Both pages offer every rung of the lock package's ladder, in its order,
 // and list no variant of their own.
 func TestPagesOfferTheLadder(t *testing.T) {
-	h := Handler(Options{LockSource: lock.Source, StoreSource: inventory.Source, Logger: quiet()})
+	h := Handler(Options{LockSource: os.DirFS("../lock"), StoreSource: inventory.Source, Logger: quiet()})
 	for _, page := range []string{"/", "/workshop"} {
 		res := get(t, h, "GET", page, nil)
 		body, _ := io.ReadAll(res.Body)

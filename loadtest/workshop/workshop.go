@@ -15,8 +15,8 @@ import (
 	"sync"
 	"time"
 
+	"flashsale/internal/locktap"
 	"flashsale/loadtest"
-	"flashsale/lock"
 )
 
 // event is one message on a run's stream, encoded as JSON.
@@ -57,8 +57,8 @@ func (w *Runner) SetBase(url string) {
 }
 
 // Observe records lock events for the running cell's timeline. It is chained
-// into lock.WithObserver and never blocks for long.
-func (w *Runner) Observe(e lock.Event) {
+// into locktap.Tap.Observer and never blocks for long.
+func (w *Runner) Observe(e locktap.Event) {
 	w.mu.Lock()
 	r := w.current
 	w.mu.Unlock()
@@ -105,7 +105,7 @@ type hold struct {
 // maxHolds bounds a timeline; a workshop run is seconds long.
 const maxHolds = 5000
 
-func (r *workshopRun) observe(e lock.Event) {
+func (r *workshopRun) observe(e locktap.Event) {
 	if e.Key != r.hotKey || e.Lease == nil {
 		return
 	}
@@ -113,7 +113,7 @@ func (r *workshopRun) observe(e lock.Event) {
 	defer r.mu.Unlock()
 	at := float64(e.Time.Sub(r.StartedAt).Microseconds()) / 1000
 	switch e.Kind {
-	case lock.Acquired:
+	case locktap.Acquired:
 		if len(r.spans) >= maxHolds {
 			return
 		}
@@ -121,7 +121,7 @@ func (r *workshopRun) observe(e lock.Event) {
 		h := &hold{Owner: e.Lease.Owner()[:8], Token: token, From: at}
 		r.holds[e.Lease.Owner()] = h
 		r.spans = append(r.spans, h)
-	case lock.Released, lock.Lost:
+	case locktap.Released, locktap.Lost:
 		if h := r.holds[e.Lease.Owner()]; h != nil && h.To == nil {
 			h.To = &at
 		}

@@ -20,6 +20,7 @@ import (
 	rsgoredis "github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	"github.com/redis/go-redis/v9"
 
+	"flashsale/internal/locktap"
 	"flashsale/lock"
 )
 
@@ -111,8 +112,8 @@ func runChild(ctx context.Context, args []string, stdin io.Reader, stdout io.Wri
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var tries atomic.Int64
-	p, closeLock, err := newPair(ctx, f, nodes, func(e lock.Event) {
-		if e.Kind == lock.Acquired {
+	p, closeLock, err := newPair(ctx, f, nodes, func(e locktap.Event) {
+		if e.Kind == locktap.Acquired {
 			tries.Add(int64(e.Tries))
 		}
 	})
@@ -200,7 +201,7 @@ func contend(ctx context.Context, p pair, key string, goroutines int, d time.Dur
 
 // newPair builds the lock a contender uses and waits until it can be taken:
 // the nodes vote (restart awareness) and each node has a warm connection.
-func newPair(ctx context.Context, f childFlags, nodes []*redis.Options, observe func(lock.Event)) (pair, func(), error) {
+func newPair(ctx context.Context, f childFlags, nodes []*redis.Options, observe func(locktap.Event)) (pair, func(), error) {
 	ready, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if f.variant == Redsync {
@@ -214,7 +215,7 @@ func newPair(ctx context.Context, f childFlags, nodes []*redis.Options, observe 
 	}
 	// The child's stderr reaches the user only when the run fails.
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	ls, err := votingLockers(ready, nodes, f.namespace, f.ttl, f.nodeTimeout, log, lock.WithObserver(observe))
+	ls, err := votingLockers(ready, nodes, f.namespace, f.ttl, f.nodeTimeout, log, observe)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -232,12 +233,10 @@ func newPair(ctx context.Context, f childFlags, nodes []*redis.Options, observe 
 
 // votingLockers builds the project's locks over nodes and waits until a
 // quorum of them votes.
-func votingLockers(ctx context.Context, nodes []*redis.Options, namespace string, ttl, nodeTimeout time.Duration, log *slog.Logger, more ...lock.Option) (*lock.Lockers, error) {
-	opts := append([]lock.Option{lock.WithTTL(ttl), lock.WithNamespace(namespace), lock.WithLogger(log)}, more...)
-	if nodeTimeout > 0 {
-		opts = append(opts, lock.WithNodeTimeout(nodeTimeout))
-	}
-	ls, err := lock.NewLockers(nodes, opts...)
+func votingLockers(ctx context.Context, nodes []*redis.Options, namespace string, ttl, nodeTimeout time.Duration, log *slog.Logger, observe func(locktap.Event)) (*lock.Lockers, error) {
+	opts := lock.Options{TTL: ttl, Namespace: namespace, Logger: log, NodeTimeout: nodeTimeout}
+	locktap.On(&opts).Observer = observe
+	ls, err := lock.NewLockers(nodes, opts)
 	if err != nil {
 		return nil, err
 	}

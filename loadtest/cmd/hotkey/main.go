@@ -339,7 +339,7 @@ func newSolo(ctx context.Context, s settings, nodes []*redis.Options, log *slog.
 	const ns = "hotkey:solo:"
 	ready, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	ls, err := votingLockers(ready, nodes, ns, s.ttl, s.nodeTimeout, log)
+	ls, err := votingLockers(ready, nodes, ns, s.ttl, s.nodeTimeout, log, nil)
 	if err != nil {
 		return nil, err
 	}

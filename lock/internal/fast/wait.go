@@ -115,9 +115,9 @@ func (q *Waiter[L]) Found(err error) {
 	}
 }
 
-// Told is what the waiter tells if its wait runs out now: what its room's
+// Report is what the waiter tells if its wait runs out now: what its room's
 // last try found, else its own, else nil (busy).
-func (q *Waiter[L]) Told() error {
+func (q *Waiter[L]) Report() error {
 	if q.room == nil {
 		return q.own
 	}
