@@ -17,8 +17,12 @@ set -eu
 LOADTEST_REDIS="${LOADTEST_REDIS:-}"
 
 # relay PORT HOST:PORT listens on 127.0.0.1:PORT and forwards to HOST:PORT.
+# socat's listen backlog is 5 unless told: a load run opens its connections
+# in a burst, a full accept queue drops their SYNs, and a client that
+# retransmits at 1, 3, 7, 15 s reaches the shop after its own timeout while
+# the order it sent is made. 1024 is far above the runner's 128 in flight.
 relay() {
-	socat "TCP-LISTEN:$1,bind=127.0.0.1,fork,reuseaddr" "TCP:$2" &
+	socat "TCP-LISTEN:$1,bind=127.0.0.1,fork,reuseaddr,backlog=1024" "TCP:$2" &
 	tries=0
 	until socat -u OPEN:/dev/null "TCP:127.0.0.1:$1" 2>/dev/null; do
 		tries=$((tries + 1))
