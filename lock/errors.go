@@ -43,7 +43,7 @@ type QuorumError struct {
 	Granted    []string         // nodes that said yes
 	Refused    []string         // nodes that answered no (held by another)
 	Failed     map[string]error // nodes that did not answer in time, and why (errNodeLate: up, but late)
-	Restarting []string         // nodes that restarted and do not count yet
+	Restarting []string         // nodes restart awareness does not count yet: restarted, flushed, not met yet
 	Unheard    []string         // nodes whose answer was not needed to decide
 	Late       bool             // a quorum said yes, but the validity was used up
 }
@@ -75,7 +75,7 @@ func (e *QuorumError) Error() string {
 		fmt.Fprintf(&b, "; not waited for: %s", strings.Join(e.Unheard, ", "))
 	}
 	if len(e.Restarting) > 0 {
-		fmt.Fprintf(&b, "; restarted, not counted yet: %s", strings.Join(e.Restarting, ", "))
+		fmt.Fprintf(&b, "; not counted yet by restart awareness (sitting out a restart or a loss of data, re-seeding, or not met yet): %s", strings.Join(e.Restarting, ", "))
 	}
 	if len(e.Failed) > 0 {
 		addrs := make([]string, 0, len(e.Failed))

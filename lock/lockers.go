@@ -81,7 +81,7 @@ func (s *Lockers) redlock() *redlock { return &redlock{nodes: s.nodes, cfg: s.cf
 func (s *Lockers) redsync() redsyncLock {
 	pools := make([]rsredis.Pool, len(s.nodes))
 	for i, n := range s.nodes {
-		pools[i] = rsgoredis.NewPool(n.Library())
+		pools[i] = rsgoredis.NewPool(n.Plain())
 	}
 	return redsyncLock{redsync.New(pools...)}
 }

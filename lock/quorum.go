@@ -172,7 +172,7 @@ func (r *redlock) stale(n *node.Node, start time.Time, err error) error {
 	if r.answering(n, start) {
 		return fmt.Errorf("%w: %w", errNodeLate, err)
 	}
-	n.Stale(r.cfg.ttl)
+	n.DropIfSilent(r.cfg.ttl)
 	return err
 }
 

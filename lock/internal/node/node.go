@@ -127,12 +127,12 @@ func (n *Node) Addr() string { return n.addr }
 // single-node variants.
 func (n *Node) Client() *redis.Client { return n.rdb }
 
-// Library is a client to the same server, configured as the caller gave
+// Plain is a client to the same server, configured as the caller gave
 // it: none of the lock's tuning and no restart awareness's meeting on its
 // connections. It is for a library that brings its own Redlock (the redsync
 // rung), which must meet the node as its own users would. Its connections
 // are dialed only when used.
-func (n *Node) Library() *redis.Client { return n.lib }
+func (n *Node) Plain() *redis.Client { return n.lib }
 
 // Pipe is the votes' pipelined connection.
 func (n *Node) Pipe() *wire.Pipe { return n.pipe }
@@ -146,9 +146,9 @@ func (n *Node) Silent() bool { return n.pipe.Silent(n.cfg.Timeout) }
 // or wait unread, or nothing written to it is owed.
 func (n *Node) Answering(since time.Time) bool { return n.pipe.Answering(since) }
 
-// Stale drops the votes' connection if nothing has arrived on it for d,
+// DropIfSilent drops the votes' connection if nothing has arrived on it for d,
 // so that commands do not queue behind a dead connection for ever.
-func (n *Node) Stale(d time.Duration) { n.pipe.Stale(d) }
+func (n *Node) DropIfSilent(d time.Duration) { n.pipe.DropIfSilent(d) }
 
 // Unreachable is why the votes' last connection could not be opened, or
 // nil.

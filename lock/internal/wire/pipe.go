@@ -98,11 +98,11 @@ func (p *Pipe) current() *pipeConn {
 	return p.conn
 }
 
-// Stale drops the connection if its oldest unanswered command was written
+// DropIfSilent drops the connection if its oldest unanswered command was written
 // longer than limit ago: a node that stopped answering without closing the
 // connection (paused, or cut off without a reset) would otherwise collect
 // commands forever.
-func (p *Pipe) Stale(limit time.Duration) {
+func (p *Pipe) DropIfSilent(limit time.Duration) {
 	p.mu.Lock()
 	c := p.conn
 	p.mu.Unlock()

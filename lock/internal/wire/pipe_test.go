@@ -48,7 +48,7 @@ func TestUnwrittenCommandsOweNoReply(t *testing.T) {
 	if !p.Answering(time.Now()) {
 		t.Fatal("a node that was never sent the command counts as silent")
 	}
-	p.Stale(0)
+	p.DropIfSilent(0)
 	if c.broken() {
 		t.Fatal("a connection whose only command is not written yet was dropped as stale")
 	}
@@ -61,7 +61,7 @@ func TestUnwrittenCommandsOweNoReply(t *testing.T) {
 	if p.Answering(time.Now()) {
 		t.Fatal("a node that never answered a command written to it counts as answering")
 	}
-	p.Stale(0)
+	p.DropIfSilent(0)
 	if !c.broken() {
 		t.Fatal("a connection owing the reply to a written command was not dropped as stale")
 	}
