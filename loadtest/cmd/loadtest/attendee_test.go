@@ -26,7 +26,7 @@ var attendeeFix = []struct{ from, to, with string }{
 	},
 	{ // The check and the delete in one script: nothing between them.
 		from: "func (v attendee) release(", to: "\n}\n",
-		with: `func (v attendee) release(ctx context.Context, _ gap, k keys, value string) error {
+		with: `func (v attendee) release(ctx context.Context, _ faultPoints, k keys, value string) error {
 	n, err := compareAndDelete.Run(ctx, v.rdb, []string{k.lock}, value).Int()
 	if err != nil {
 		return down(v.rdb, err)
