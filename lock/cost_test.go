@@ -18,7 +18,7 @@ import (
 	"github.com/go-redsync/redsync/v4"
 	"github.com/redis/go-redis/v9"
 
-	"flashsale/internal/localredis"
+	"flashsale/internal/redisinfo"
 	"flashsale/internal/testsupport"
 	"flashsale/lock"
 )
@@ -69,7 +69,7 @@ func cpuSeconds(ctx context.Context, rdb *redis.Client) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return localredis.CPUSeconds(s)
+	return redisinfo.CPUSeconds(s)
 }
 
 // selfCPU is the CPU this process has used: the client's side of the

@@ -108,25 +108,6 @@ func session(ctx context.Context, addr, password string) (call func(args ...stri
 	return call, done, nil
 }
 
-// CPUSeconds is the CPU time, system and user, that a server's INFO cpu
-// reply says it has used; an error if either figure is missing or not a
-// number.
-func CPUSeconds(info string) (float64, error) {
-	var total float64
-	for _, field := range []string{"used_cpu_sys", "used_cpu_user"} {
-		v, ok := redisinfo.Field(info, field)
-		if !ok {
-			return 0, fmt.Errorf("INFO cpu has no %s", field)
-		}
-		x, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-		if err != nil {
-			return 0, fmt.Errorf("INFO cpu %s: %w", field, err)
-		}
-		total += x
-	}
-	return total, nil
-}
-
 // readReply reads one simple-string, error, integer or bulk reply, or an
 // array of them, flattened one element a line (enough for the sentinels'
 // replies, whose elements hold no newline).

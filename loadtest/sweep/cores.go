@@ -6,7 +6,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"flashsale/internal/localredis"
+	"flashsale/internal/redisinfo"
 	"flashsale/loadtest/storefront"
 )
 
@@ -95,7 +95,7 @@ func nodesCPU(ctx context.Context, urls []string) (seconds float64, ok bool) {
 		if err != nil {
 			return 0, false
 		}
-		used, err := localredis.CPUSeconds(info)
+		used, err := redisinfo.CPUSeconds(info)
 		if err != nil {
 			return 0, false
 		}
