@@ -56,7 +56,7 @@ type Options struct {
 // mount the same handler on each, for GET and HEAD. The handler looks at the
 // request path itself, so the parameter names do not matter.
 //
-//	h := gin.WrapH(web.Handler(web.Options{LockSource: lockFiles}))
+//	h := gin.WrapH(web.Handler(web.Options{LockSource: os.DirFS("lock")}))
 //	for _, p := range web.Routes() { r.GET(p, h); r.HEAD(p, h) }
 func Routes() []string {
 	return []string{"/", "/workshop", "/static/*file", "/workshop/source/:variant"}
