@@ -26,12 +26,12 @@ func TestHistoryRecordsLeasesAndWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lockers, err := lock.NewLockers(testsupport.Options(t, c), locktap.Tapped(lock.Options{TTL: time.Second}, locktap.Tap{Observer: func(e locktap.Event) { recordLease(rec, e) }}))
+	lockers, err := lock.New(testsupport.Options(t, c), locktap.Tapped(lock.Options{TTL: time.Second}, locktap.Tap{Observer: func(e locktap.Event) { recordLease(rec, e) }}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer lockers.Close()
-	l, err := lockers.Get(lock.LuaFence)
+	l, err := lockers.Locker(lock.LuaFence)
 	if err != nil {
 		t.Fatal(err)
 	}

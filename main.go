@@ -97,7 +97,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		RestartAwarenessOff: !cfg.restartAware, Watchdog: cfg.watchdog, FastOff: !cfg.fast,
 	}
 	locktap.On(&opts).Observer = func(e locktap.Event) { metrics.ObserveLock(e); runs.Observe(e); recordLease(hist, e) }
-	lockers, err := lock.NewLockers(nodes, opts)
+	lockers, err := lock.New(nodes, opts)
 	if err != nil {
 		return err
 	}

@@ -12,12 +12,12 @@ import (
 // Lesson is one rung of lock's ladder with what the workshop teaches about
 // it and what the load and chaos runners expect of it.
 type Lesson struct {
-	// Rung is the rung as package lock declares it: its name (as in the
+	// Variant is the rung as package lock declares it: its name (as in the
 	// X-Lock-Variant header), file, guard, fencing and correctness.
-	lock.Rung
+	lock.Variant
 
 	// Reference is the file of the correct rung this one is read beside,
-	// named as Rung.File is. A broken rung's file differs from its
+	// named as Variant.File is. A broken rung's file differs from its
 	// reference by its flaw; a fenced rung's file holds only what fencing
 	// adds to the rung it builds on; a store-guarded rung is correct on its
 	// own and is its own reference.
@@ -66,11 +66,11 @@ var ladder = join(lock.Ladder())
 // join is the lesson of every rung, in the rungs' order. A rung without an
 // entry in lessons, or without a paragraph, gets an empty one: the tests
 // name it.
-func join(rungs []lock.Rung) []Lesson {
+func join(rungs []lock.Variant) []Lesson {
 	out := make([]Lesson, len(rungs))
 	for i, r := range rungs {
 		out[i] = lessons[r.Name]
-		out[i].Rung = r
+		out[i].Variant = r
 		out[i].Why = why(r.Name)
 		out[i].WhyZh = whyZh(r.Name)
 	}

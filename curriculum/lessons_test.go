@@ -25,7 +25,7 @@ func TestTableIsTheLadder(t *testing.T) {
 		if _, ok := lessons[l.Name]; !ok {
 			t.Errorf("%s: a rung of lock's ladder without a lesson in the table", l.Name)
 		}
-		if r, _ := lock.Find(l.Name); l.Rung.File != r.File {
+		if r, _ := lock.Find(l.Name); l.Variant.File != r.File {
 			t.Errorf("%s: the lesson's rung is not lock's", l.Name)
 		}
 		got = append(got, l.Name)

@@ -64,7 +64,7 @@ func TestOperationsDoc(t *testing.T) {
 	for _, c := range []struct{ doc, file, code string }{
 		{"TTL/20, at least 50 ms and at most TTL/3", "lock/options.go", "min(max(c.ttl/20, 50*time.Millisecond), c.ttl/3)"},
 		{"drift = 1% of the TTL + 2 ms", "lock/redlock.go", "ttl/100 + 2*time.Millisecond"},
-		{"extends itself every TTL/3", "lock/watchdog.go", "every := l.locker.cfg.ttl / 3"},
+		{"extends itself every TTL/3", "lock/lease.go", "every := l.locker.cfg.ttl / 3"},
 		{"at most 16 connections: 12 for the sales' transactions and 4 for the reads", "inventory/db.go", "postgres.Open(dsn), dsn, 12, log"},
 		{"at most 16 connections: 12 for the sales' transactions and 4 for the reads", "inventory/db.go", "postgres.Open(dsn), dsn, 4, log"},
 		{"answer (within 2 s)", "handlers/ops.go", "context.WithTimeout(c.Request.Context(), 2*time.Second)"},

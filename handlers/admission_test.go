@@ -16,7 +16,7 @@ import (
 func (a *app) holdHot(ctx context.Context) (release func()) {
 	a.t.Helper()
 	a.reset(100, 0)
-	l, err := a.lockers.Get(lock.Lua)
+	l, err := a.lockers.Locker(lock.Lua)
 	if err != nil {
 		a.t.Fatal(err)
 	}

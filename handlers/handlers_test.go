@@ -33,7 +33,7 @@ type app struct {
 	t       *testing.T
 	url     string
 	svc     *inventory.Service
-	lockers *lock.Lockers
+	lockers *lock.Client
 	nodes   *localredis.Cluster
 	srv     *handlers.Server
 }
@@ -63,7 +63,7 @@ func newApp(t *testing.T, o appOpts) *app {
 	ns := testsupport.Namespace()
 	log := testsupport.Logger()
 	metrics := handlers.NewMetrics()
-	lockers, err := lock.NewLockers(testsupport.Options(t, nodes), locktap.Tapped(lock.Options{TTL: o.ttl, Namespace: ns, Logger: log, NodeTimeout: 50 * time.Millisecond}, locktap.Tap{Observer: metrics.ObserveLock}))
+	lockers, err := lock.New(testsupport.Options(t, nodes), locktap.Tapped(lock.Options{TTL: o.ttl, Namespace: ns, Logger: log, NodeTimeout: 50 * time.Millisecond}, locktap.Tap{Observer: metrics.ObserveLock}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -423,7 +423,7 @@ func TestLockBusyAndUnavailable(t *testing.T) {
 	a := newApp(t, appOpts{nodes: 3, wait: 300 * time.Millisecond})
 	a.reset(5, 3)
 	ctx := context.Background()
-	held, err := a.lockers.Get(lock.Lua)
+	held, err := a.lockers.Locker(lock.Lua)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -579,7 +579,7 @@ func TestMetricsAndClientsThatGoAway(t *testing.T) {
 	want(t, "no such variant", a.call("POST", "/api/orders", `{"sku":"hot","qty":1,"user":"cy"}`, "X-Lock-Variant", "no-such-rung"), 400, "unknown_lock")
 	a.audit()
 
-	held, _ := a.lockers.Get(lock.Lua)
+	held, _ := a.lockers.Locker(lock.Lua)
 	lease, err := held.Acquire(context.Background(), "sku:hot")
 	if err != nil {
 		t.Fatal(err)

@@ -29,7 +29,7 @@ import (
 // Config is what a Server needs.
 type Config struct {
 	Inventory *inventory.Service
-	Lockers   *lock.Lockers
+	Lockers   *lock.Client
 	Metrics   *Metrics
 	Broker    *broker.Broker
 	// AdminToken guards /api/admin/*. It must not be empty.
@@ -86,7 +86,7 @@ type Config struct {
 // Server is the storefront's http.Handler.
 type Server struct {
 	inv         *inventory.Service
-	lockers     *lock.Lockers
+	lockers     *lock.Client
 	metrics     *Metrics
 	broker      *broker.Broker
 	adminHash   [sha256.Size]byte
@@ -118,14 +118,14 @@ func NewServer(cfg Config) (*Server, error) {
 	if cfg.AdminToken == "" {
 		return nil, errors.New("handlers: an admin token is required")
 	}
-	if _, err := cfg.Lockers.Get(cfg.DefaultLock); err != nil {
+	if _, err := cfg.Lockers.Locker(cfg.DefaultLock); err != nil {
 		return nil, err
 	}
 	if cfg.Variants == nil {
 		cfg.Variants = lock.Names()
 	}
 	for _, v := range cfg.Variants {
-		if _, err := cfg.Lockers.Get(v); err != nil {
+		if _, err := cfg.Lockers.Locker(v); err != nil {
 			return nil, err
 		}
 	}

@@ -58,7 +58,7 @@ func (s *Server) startWorkshopRun(c *gin.Context) error {
 	if _, err := decode(c, &req, smallBody, false); err != nil {
 		return err
 	}
-	if _, err := s.lockers.Get(req.Variant); err != nil {
+	if _, err := s.lockers.Locker(req.Variant); err != nil {
 		return &Error{Code: "unknown_lock", Err: err,
 			Detail: fmt.Sprintf("field variant is %q; this instance allows %s", req.Variant, strings.Join(s.variants, ", "))}
 	}

@@ -37,7 +37,7 @@ func (s *Service) Batch() bool { return s.batch.Load() }
 // Batched reports whether an order under the named lock variant joins its
 // SKU's queue now: with batching on, for the rungs whose guard is the lock.
 func (s *Service) Batched(variant string) bool {
-	locker, err := s.lockers.Get(variant)
+	locker, err := s.lockers.Locker(variant)
 	return err == nil && s.batched(locker)
 }
 

@@ -49,7 +49,7 @@ func queued(t *testing.T, s sale, variant string, ps []inventory.Purchase) []rep
 // the replies. ctxs, where given, are the requests' contexts.
 func queue(t *testing.T, s sale, variant string, ps []inventory.Purchase, ctxs []context.Context) (finish func() []reply) {
 	t.Helper()
-	locker, err := s.lockers.Get(variant)
+	locker, err := s.lockers.Locker(variant)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,7 @@ func SaleWriter(ctx context.Context, s *Service, sku string) (func(user string) 
 	if err != nil {
 		return nil, err
 	}
-	locker, err := s.lockers.Get("none")
+	locker, err := s.lockers.Locker("none")
 	if err != nil {
 		return nil, err
 	}

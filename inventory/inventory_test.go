@@ -24,7 +24,7 @@ import (
 // sale is one service over a real database and real Redis nodes.
 type sale struct {
 	svc     *inventory.Service
-	lockers *lock.Lockers
+	lockers *lock.Client
 	db      *gorm.DB
 }
 
@@ -41,7 +41,7 @@ func newSale(t testing.TB, dsn string, nodes *localredis.Cluster, cfg inventory.
 		o.Namespace = testsupport.Namespace()
 	}
 	o.Logger = testsupport.Logger()
-	lockers, err := lock.NewLockers(testsupport.Options(t, nodes), o)
+	lockers, err := lock.New(testsupport.Options(t, nodes), o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func newSale(t testing.TB, dsn string, nodes *localredis.Cluster, cfg inventory.
 // voting waits until a quorum of nodes may vote: new nodes sit out their
 // first TTL, since a node cannot tell a first start from a restart that lost
 // its data.
-func voting(t testing.TB, lockers *lock.Lockers) {
+func voting(t testing.TB, lockers *lock.Client) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), lockers.TTL()+10*time.Second)
 	defer cancel()

@@ -89,7 +89,7 @@ func (p Purchase) hash() string {
 
 // Buy sells p.Qty units of p.SKU under the SKU's lock: read stock, do the
 // business work, then write stock − qty and the order in one transaction.
-// A store-guarded variant (lock.Rung.StoreGuarded) takes no Redis lock and writes its
+// A store-guarded variant (lock.Variant.StoreGuarded) takes no Redis lock and writes its
 // own way: db_guard.go, for_update.go, redis_stock.go.
 // replay is true when an earlier order with the same Idempotency-Key and
 // request is returned instead of a new one.
@@ -97,7 +97,7 @@ func (s *Service) Buy(ctx context.Context, p Purchase) (order Order, replay bool
 	if err := p.Validate(); err != nil {
 		return Order{}, false, err
 	}
-	locker, err := s.lockers.Get(p.Lock)
+	locker, err := s.lockers.Locker(p.Lock)
 	if err != nil {
 		return Order{}, false, err
 	}

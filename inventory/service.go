@@ -86,7 +86,7 @@ type Stats struct {
 type Service struct {
 	db         *gorm.DB
 	reads      *gorm.DB // the reads before the lock: never queued behind a holder's transaction
-	lockers    *lock.Lockers
+	lockers    *lock.Client
 	production bool
 	lockWait   time.Duration
 	log        *slog.Logger
@@ -102,7 +102,7 @@ type Service struct {
 
 // New migrates the schema and returns the service. A database without any
 // product or event gets the default catalogue, so a fresh start can sell.
-func New(ctx context.Context, db *gorm.DB, lockers *lock.Lockers, cfg Config) (*Service, error) {
+func New(ctx context.Context, db *gorm.DB, lockers *lock.Client, cfg Config) (*Service, error) {
 	if cfg.LockWait <= 0 {
 		cfg.LockWait = time.Second
 	}

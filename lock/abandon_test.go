@@ -76,7 +76,7 @@ func TestAbandonedTryCleansUp(t *testing.T) {
 			slow := *opts
 			slow.Addr = link.addr()
 			ls := e.instanceOn(&slow, lock.Options{})
-			l, err := ls.Get(variant)
+			l, err := ls.Locker(variant)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -114,7 +114,7 @@ func TestAbandonedTryLeavesAnotherHolder(t *testing.T) {
 	slow := *e.nodes[0]
 	slow.Addr = link.addr()
 	ls := e.instanceOn(&slow, lock.Options{})
-	l, err := ls.Get(lock.Lua)
+	l, err := ls.Locker(lock.Lua)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,10 +139,10 @@ func TestAbandonedTryLeavesAnotherHolder(t *testing.T) {
 
 // instanceOn is another app instance in the env's namespace with node 0
 // reached at o (a proxy in front of it), closed when the test ends.
-func (e *env) instanceOn(o *redis.Options, opts lock.Options) *lock.Lockers {
+func (e *env) instanceOn(o *redis.Options, opts lock.Options) *lock.Client {
 	e.t.Helper()
 	opts.Namespace, opts.TTL = e.ns, e.ls.TTL()
-	ls, err := lock.NewLockers([]*redis.Options{o}, opts)
+	ls, err := lock.New([]*redis.Options{o}, opts)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -216,7 +216,7 @@ func TestAbandonedHandOverCleansUp(t *testing.T) {
 				slow.Addr = link.addr()
 				ls := e.instanceOn(&slow, lock.Options{NotificationsOff: !events})
 				ls.SetFast(true)
-				l, err := ls.Get(variant)
+				l, err := ls.Locker(variant)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -105,9 +105,9 @@ func TestFlushUnderOpenConnectionsSitsOut(t *testing.T) {
 	}
 }
 
-func mustGet(t *testing.T, ls *lock.Lockers, name string) *lock.Locker {
+func mustGet(t *testing.T, ls *lock.Client, name string) *lock.Locker {
 	t.Helper()
-	l, err := ls.Get(name)
+	l, err := ls.Locker(name)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,12 +53,12 @@ func TestStalledHandshakeNeverShiftsVotes(t *testing.T) {
 	proxy := newRelayProxy(t, opts[0].Addr, stallConfig(300*time.Millisecond))
 	opts[0].Addr = proxy.addr()
 	opts[0].DialTimeout = 150 * time.Millisecond
-	ls, err := lock.NewLockers(opts, lock.Options{Namespace: holder.ns, TTL: ttl, NodeTimeout: time.Second})
+	ls, err := lock.New(opts, lock.Options{Namespace: holder.ns, TTL: ttl, NodeTimeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ls.Close()
-	l, err := ls.Get(lock.Redlock)
+	l, err := ls.Locker(lock.Redlock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,12 +109,12 @@ func TestRestartedNodesSitOutForANewClient(t *testing.T) {
 			}
 
 			// A process that starts now: it has no memory of the nodes.
-			ls, err := lock.NewLockers(testsupport.Options(t, c), lock.Options{Namespace: first.ns, TTL: ttl, NodeTimeout: 100 * time.Millisecond})
+			ls, err := lock.New(testsupport.Options(t, c), lock.Options{Namespace: first.ns, TTL: ttl, NodeTimeout: 100 * time.Millisecond})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer ls.Close()
-			l, _ := ls.Get(name)
+			l, _ := ls.Locker(name)
 			second, err := l.TryAcquire(ctx, "k")
 			if time.Now().After(held.ValidUntil()) {
 				t.Fatal("the first lease ran out during the test; its outcome proves nothing")

@@ -1,8 +1,10 @@
 package lock
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sort"
 	"strings"
 
@@ -24,11 +26,8 @@ var (
 	ErrUnknownVariant = errors.New("lock: unknown variant")
 )
 
-// errNodeLate marks a node whose answer was not in, though the node
-// was answering and was waited for past the per-node timeout
-// (a Redlock round's gather): this process was too busy to read it in time, or the
-// node is slow. Either way the node is up, so the vote says busy,
-// never unavailable.
+// errNodeLate marks a node that was answering but whose vote was not read
+// in time: it is up, so the vote says busy, never unavailable.
 var errNodeLate = errors.New("lock: node answering, but not within the per-node timeout")
 
 // QuorumError says how every Redis node answered a Redlock operation that did
@@ -49,8 +48,7 @@ type QuorumError struct {
 }
 
 // unavailable: so many nodes are down (failed, not merely late) or still
-// restarting that no quorum is possible. A late node is up: with it the
-// outcome is busy, and a retry may well be granted.
+// restarting that no quorum is possible.
 func (e *QuorumError) unavailable() bool {
 	down := len(e.Restarting)
 	for _, err := range e.Failed {
@@ -64,7 +62,7 @@ func (e *QuorumError) unavailable() bool {
 // Error lists the nodes by answer.
 func (e *QuorumError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "redlock %s %s: %d of %d nodes granted, %d needed", e.Op, e.Key, len(e.Granted), e.Nodes, e.Quorum)
+	fmt.Fprintf(&b, "%s %s: %d of %d nodes granted, a quorum of %d needed", e.Op, e.Key, len(e.Granted), e.Nodes, e.Quorum)
 	if e.Late {
 		b.WriteString(", but too late: validity used up")
 	}
@@ -92,8 +90,7 @@ func (e *QuorumError) Error() string {
 }
 
 // Unwrap makes errors.Is see ErrUnavailable, ErrNotAcquired or ErrNotHeld,
-// and errNodeLate too when a node was late: its command may have run, so a
-// try that failed so has to be undone like one that got no answer.
+// and errNodeLate when a node was late: its command may have run.
 func (e *QuorumError) Unwrap() []error {
 	var out error
 	switch {
@@ -112,8 +109,53 @@ func (e *QuorumError) Unwrap() []error {
 	return []error{out}
 }
 
-// down marks a Redis error of a single-node rung as its node being
-// unreachable.
+// down marks a single-node rung's Redis error as its node unreachable.
 func down(rdb *redis.Client, err error) error {
 	return fmt.Errorf("%w: node %s: %w", ErrUnavailable, rdb.Options().Addr, err)
+}
+
+// retryable errors are worth waiting out: busy, or nodes not answering.
+func retryable(err error) bool {
+	return errors.Is(err, ErrNotAcquired) || errors.Is(err, ErrUnavailable)
+}
+
+// finalError is what a wait that ended with the caller's context reports of
+// its last try, err: its own error if a node really failed, else what the
+// tries before it found; a try cut short by the deadline says nothing.
+func finalError(err, before error) error {
+	if !errors.Is(err, ErrUnavailable) {
+		return before
+	}
+	if qe, ok := errors.AsType[*QuorumError](err); ok {
+		for _, nodeErr := range qe.Failed {
+			if !timedOut(nodeErr) {
+				return err
+			}
+		}
+		return before
+	}
+	if timedOut(err) {
+		return before
+	}
+	return err
+}
+
+// errorToKeep is what a waiter keeps of a failed try: the try's error,
+// unless it is a single node's read cut short by the caller's deadline
+// (which can arrive a moment before ctx says it is done), then what it kept
+// before.
+func errorToKeep(err, before error) error {
+	if _, ofQuorum := errors.AsType[*QuorumError](err); !ofQuorum && errors.Is(err, ErrUnavailable) && timedOut(err) {
+		return before
+	}
+	return err
+}
+
+// timedOut reports an error that only says time ran out.
+func timedOut(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return true
+	}
+	ne, ok := errors.AsType[net.Error](err)
+	return ok && ne.Timeout()
 }

@@ -14,18 +14,18 @@ import (
 	"flashsale/lock"
 )
 
-// ExampleLockers builds the lockers over one node, picks a variant by name
+// ExampleClient builds the lockers over one node, picks a variant by name
 // and holds a key for a critical section.
-func ExampleLockers() {
+func ExampleClient() {
 	node := startNode()
 	defer node.Stop()
 
-	lockers, err := lock.NewLockers([]*redis.Options{{Addr: node.Addrs()[0]}}, lock.Options{Logger: quiet})
+	lockers, err := lock.New([]*redis.Options{{Addr: node.Addrs()[0]}}, lock.Options{Logger: quiet})
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer lockers.Close()
-	locker, err := lockers.Get(lock.Lua)
+	locker, err := lockers.Locker(lock.Lua)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -117,9 +117,9 @@ func startNode() *localredis.Cluster {
 func startLocker(variant string, opts lock.Options) (locker *lock.Locker, stop func()) {
 	node := startNode()
 	opts.Logger = quiet
-	lockers, err := lock.NewLockers([]*redis.Options{{Addr: node.Addrs()[0]}}, opts)
+	lockers, err := lock.New([]*redis.Options{{Addr: node.Addrs()[0]}}, opts)
 	if err == nil {
-		locker, err = lockers.Get(variant)
+		locker, err = lockers.Locker(variant)
 	}
 	if err != nil {
 		_ = node.Stop()

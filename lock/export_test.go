@@ -14,7 +14,7 @@ func (l *Locker) WaitingHere(name string) bool { return l.wake.Waiting(l.keysFor
 // VotesOpen waits until every node's votes' connection is open with
 // nothing owed on it, or ctx is done: the connections open in the
 // background when the lockers are made.
-func (s *Lockers) VotesOpen(ctx context.Context) error {
+func (s *Client) VotesOpen(ctx context.Context) error {
 	for _, n := range s.nodes {
 		for !n.Pipe().Answering(time.Now()) {
 			select {
@@ -48,7 +48,7 @@ const (
 // Voting is how many nodes may vote now, as far as this process knows: a
 // node younger than the TTL + drift, or whose fencing counters are not yet
 // re-seeded for its incarnation, may not (restart awareness, internal/node).
-func (s *Lockers) Voting() int {
+func (s *Client) Voting() int {
 	now, n := time.Now(), 0
 	for _, nd := range s.nodes {
 		if nd.Counts("", now) {

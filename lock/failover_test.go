@@ -41,12 +41,12 @@ func TestSentinelFailover(t *testing.T) {
 			ttl := 30 * time.Second
 			ns := fmt.Sprintf("failover%d:", time.Now().UnixNano())
 			client := func() *lock.Locker {
-				ls, err := lock.NewLockers(nil, lock.Options{Sentinel: fo, TTL: ttl, Namespace: ns})
+				ls, err := lock.New(nil, lock.Options{Sentinel: fo, TTL: ttl, Namespace: ns})
 				if err != nil {
 					t.Fatal(err)
 				}
 				t.Cleanup(func() { _ = ls.Close() })
-				l, err := ls.Get(tc.variant)
+				l, err := ls.Locker(tc.variant)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -160,7 +160,7 @@ func TestSpeedLayerOffRunsNothing(t *testing.T) {
 	other := e.instance(lock.Options{FastOff: true})
 	for _, name := range []string{lock.Lua, lock.Redlock} {
 		l := e.locker(name)
-		ol, err := other.Get(name)
+		ol, err := other.Locker(name)
 		if err != nil {
 			t.Fatal(err)
 		}

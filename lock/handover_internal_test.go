@@ -21,7 +21,7 @@ func handOverCluster(t *testing.T) []*redis.Options {
 }
 
 // votes waits until a quorum of the nodes votes for ls.
-func votes(t *testing.T, ls *Lockers) {
+func votes(t *testing.T, ls *Client) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -42,12 +42,12 @@ func TestReleaseHandsTheLeaseToAWaiterHere(t *testing.T) {
 	for _, variant := range []string{Lua, LuaFence, Redlock, RedlockFence} {
 		t.Run(variant, func(t *testing.T) {
 			ns := "h:" + variant + ":"
-			ls, err := NewLockers(opts, Options{Namespace: ns, NodeTimeout: 100 * time.Millisecond, BackoffMin: 20 * time.Second, BackoffMax: 20 * time.Second})
+			ls, err := New(opts, Options{Namespace: ns, NodeTimeout: 100 * time.Millisecond, BackoffMin: 20 * time.Second, BackoffMax: 20 * time.Second})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer ls.Close()
-			l, _ := ls.Get(variant)
+			l, _ := ls.Locker(variant)
 			ctx := context.Background()
 			votes(t, ls)
 			holder, err := l.TryAcquire(ctx, "k")
@@ -124,12 +124,12 @@ func TestHandOverToAClosedRoomIsGivenBack(t *testing.T) {
 		for _, when := range []string{"before", "after"} {
 			t.Run(variant+"/closes "+when, func(t *testing.T) {
 				ns := "c:" + variant + ":" + when + ":"
-				ls, err := NewLockers(opts, Options{Namespace: ns, NodeTimeout: 100 * time.Millisecond, TTL: 10 * time.Second, RestartAwarenessOff: true}) // nodes younger than this TTL vote too
+				ls, err := New(opts, Options{Namespace: ns, NodeTimeout: 100 * time.Millisecond, TTL: 10 * time.Second, RestartAwarenessOff: true}) // nodes younger than this TTL vote too
 				if err != nil {
 					t.Fatal(err)
 				}
 				defer ls.Close()
-				l, _ := ls.Get(variant)
+				l, _ := ls.Locker(variant)
 				ctx := context.Background()
 				holder, err := l.TryAcquire(ctx, "k")
 				if err != nil {

@@ -61,7 +61,7 @@ func shared(t testing.TB) *localredis.Cluster {
 // client per node to look at what the locks left in Redis.
 type env struct {
 	t     testing.TB
-	ls    *lock.Lockers
+	ls    *lock.Client
 	ns    string
 	nodes []*redis.Options
 	raw   []*redis.Client
@@ -78,7 +78,7 @@ func newEnv(t testing.TB, c *localredis.Cluster, opts ...lock.Options) *env {
 func newEnvOn(t testing.TB, nodes []*redis.Options, opts ...lock.Options) *env {
 	t.Helper()
 	ns := fmt.Sprintf("t%d:", namespaces.Add(1))
-	ls, err := lock.NewLockers(nodes, testOptions(ns, opts))
+	ls, err := lock.New(nodes, testOptions(ns, opts))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,9 +98,9 @@ func newEnvOn(t testing.TB, nodes []*redis.Options, opts ...lock.Options) *env {
 // instance is another app instance on the env's nodes and namespace, as a
 // separate process would be: its own connections, waiting rooms and place
 // in a key's line. It is closed when the test ends.
-func (e *env) instance(opts ...lock.Options) *lock.Lockers {
+func (e *env) instance(opts ...lock.Options) *lock.Client {
 	e.t.Helper()
-	ls, err := lock.NewLockers(e.nodes, testOptions(e.ns, opts))
+	ls, err := lock.New(e.nodes, testOptions(e.ns, opts))
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -150,7 +150,7 @@ func (e *env) aged(c *localredis.Cluster) {
 
 func (e *env) locker(name string) *lock.Locker {
 	e.t.Helper()
-	l, err := e.ls.Get(name)
+	l, err := e.ls.Locker(name)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -296,7 +296,7 @@ func gatedRedlock(ctx context.Context, t *testing.T, key string, observe func(lo
 	opts := lock.Options{FastOff: true, NotificationsOff: true, NodeTimeout: 50 * time.Millisecond}
 	e := newEnvOn(t, nodes, locktap.Tapped(opts, locktap.Tap{Observer: observe}))
 	t.Cleanup(func() { g.set(false) }) // before the lockers close: a parked reader would hold them
-	l, err := e.ls.Get(lock.Redlock)
+	l, err := e.ls.Locker(lock.Redlock)
 	if err != nil {
 		t.Fatal(err)
 	}

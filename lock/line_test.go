@@ -26,8 +26,8 @@ func TestLineServesEveryInstance(t *testing.T) {
 	var overlaps atomic.Int32
 	grants := [2]atomic.Int32{}
 	var wg sync.WaitGroup
-	for i, ls := range []*lock.Lockers{a.ls, b} {
-		l, _ := ls.Get(lock.Redlock)
+	for i, ls := range []*lock.Client{a.ls, b} {
+		l, _ := ls.Locker(lock.Redlock)
 		for range 4 {
 			wg.Go(func() {
 				for ctx.Err() == nil {
@@ -74,11 +74,11 @@ func TestDeadHeadDoesNotStrandTheLine(t *testing.T) {
 	holder := mustAcquire(t, l, "k", time.Second)
 
 	// The dead process: it waits, joins the line, and dies there.
-	dead, err := lock.NewLockers(testsupport.Options(t, c), lock.Options{Namespace: e.ns, NodeTimeout: 100 * time.Millisecond})
+	dead, err := lock.New(testsupport.Options(t, c), lock.Options{Namespace: e.ns, NodeTimeout: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	dl, _ := dead.Get(lock.Redlock)
+	dl, _ := dead.Locker(lock.Redlock)
 	dctx, dcancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	if _, err := dl.Acquire(dctx, "k"); err == nil {
 		t.Fatal("the dead process got a held lock")
@@ -88,7 +88,7 @@ func TestDeadHeadDoesNotStrandTheLine(t *testing.T) {
 
 	// A live waiter elsewhere, behind the dead head.
 	live := e.instance()
-	ll, _ := live.Get(lock.Redlock)
+	ll, _ := live.Locker(lock.Redlock)
 	got := make(chan error, 1)
 	go func() {
 		wctx, wcancel := context.WithTimeout(ctx, l.TTL())
@@ -124,7 +124,7 @@ func TestUnseenWaiterWakesAtRelease(t *testing.T) {
 			bl := a.instance(noTimers)
 			ctx := context.Background()
 			holder := mustAcquire(t, a.locker(variant), "k", time.Second)
-			waiter, _ := bl.Get(variant)
+			waiter, _ := bl.Locker(variant)
 			got := make(chan error, 1)
 			go func() {
 				wctx, cancel := context.WithTimeout(ctx, 3*time.Second)
@@ -163,7 +163,7 @@ func TestOnlyTheHeadOfAnEmptyLineListens(t *testing.T) {
 			got := make(chan error, 2)
 			for i := range 2 {
 				ls := a.instance(noTimers)
-				l, _ := ls.Get(variant)
+				l, _ := ls.Locker(variant)
 				go func() {
 					wctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 					defer cancel()
@@ -208,7 +208,7 @@ func TestStreakEndKeepsTheWaitersPlace(t *testing.T) {
 			a.voting()
 			b := a.instance(noTimers)
 			al := a.locker(variant)
-			bl, err := b.Get(variant)
+			bl, err := b.Locker(variant)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -368,7 +368,7 @@ func TestReleaserQueuesBehindTheHeadItWoke(t *testing.T) {
 			a.voting()
 			b := a.instance()
 			al := a.locker(variant)
-			bl, err := b.Get(variant)
+			bl, err := b.Locker(variant)
 			if err != nil {
 				t.Fatal(err)
 			}

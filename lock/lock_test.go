@@ -370,7 +370,7 @@ func TestWatchdog(t *testing.T) {
 
 func TestUnknownVariant(t *testing.T) {
 	e := newEnv(t, shared(t))
-	if _, err := e.ls.Get("setnx"); !errors.Is(err, lock.ErrUnknownVariant) {
+	if _, err := e.ls.Locker("setnx"); !errors.Is(err, lock.ErrUnknownVariant) {
 		t.Fatalf("got %v, want ErrUnknownVariant", err)
 	}
 }

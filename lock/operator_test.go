@@ -122,13 +122,13 @@ func secondProcess(spec string) int {
 	for _, a := range strings.Split(parts[0], ",") {
 		nodes = append(nodes, &redis.Options{Addr: a})
 	}
-	ls, err := lock.NewLockers(nodes, lock.Options{Namespace: parts[1], TTL: ttl, NodeTimeout: 100 * time.Millisecond})
+	ls, err := lock.New(nodes, lock.Options{Namespace: parts[1], TTL: ttl, NodeTimeout: 100 * time.Millisecond})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
 	defer ls.Close()
-	l, err := ls.Get(lock.Redlock)
+	l, err := ls.Locker(lock.Redlock)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2

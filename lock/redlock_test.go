@@ -302,7 +302,7 @@ func TestFenceTokenGrowsAcrossQuorums(t *testing.T) {
 			}
 
 			defer held(3, 4)() // the next quorum: nodes 0, 1, 2
-			other, err := e.instance(lock.Options{FastOff: !fast}).Get(lock.RedlockFence)
+			other, err := e.instance(lock.Options{FastOff: !fast}).Locker(lock.RedlockFence)
 			if err != nil {
 				t.Fatal(err)
 			}

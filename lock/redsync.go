@@ -7,28 +7,21 @@ import (
 	"time"
 
 	"github.com/go-redsync/redsync/v4"
+	rsredis "github.com/go-redsync/redsync/v4/redis"
+	rsgoredis "github.com/go-redsync/redsync/v4/redis/goredis/v9"
 
 	"flashsale/internal/fault"
+	"flashsale/lock/internal/node"
 )
 
 // redsyncLock is the Go Redlock library most projects install
-// (github.com/go-redsync/redsync/v4), used through its public API with its
-// own defaults over go-redis pools to the same nodes: a lease is a Mutex
-// named after the lock key, with the lease's TTL as its expiry and the
-// lease's owner value as its value. Its acquire sends SET NX PX to every
-// node at once under a context deadline of 5% of the TTL, counts a majority
-// and the validity (TTL − elapsed − 1% drift), and on a miss unlocks every
-// node; its release and extend are compare-and-delete and compare-and-
-// pexpire scripts. The waiting is the library's too: its tries, 50–250 ms
-// apart, until the caller's lock-wait budget (ctx's deadline) runs out; a
-// caller without a deadline gets one try.
-//
-// That deadline is not a per-node timeout on the wire: go-redis honours a
-// context's deadline on the socket only with ContextTimeoutEnabled, which
-// redsync's users (and so its clients here) leave off, so a frozen node
-// costs a try go-redis's 3 s read timeout. The adapter keeps the clients as
-// users make them, and returns at the caller's deadline all the same: a try
-// still out then is released when it ends.
+// (github.com/go-redsync/redsync/v4), through its public API with its own
+// defaults over go-redis pools to the same nodes: a lease is a Mutex named
+// after the lock key, with the TTL as its expiry and the owner value as its
+// value. Its waiting is the library's too: tries 50–250 ms apart until the
+// caller's deadline; without one, a single try. Its clients are as users
+// make them, so a frozen node costs a try go-redis's 3 s read timeout; the
+// adapter returns at the caller's deadline and undoes a late grant.
 //
 // Where it breaks: it is a careful Redlock without restart awareness, so a
 // node that comes back without its data votes at once for a second client
@@ -38,9 +31,17 @@ import (
 // watchdog switch here calls its Extend).
 type redsyncLock struct{ rs *redsync.Redsync }
 
-// mutex is the library's Mutex for one lease: the key, the TTL, the value.
-// A Mutex made again with the same value (WithValue) releases or extends
-// the lease it acquired, as the library documents for handing a lock on.
+// newRedsync is the library over plain clients of the same nodes.
+func newRedsync(nodes []*node.Node) redsyncLock {
+	pools := make([]rsredis.Pool, len(nodes))
+	for i, n := range nodes {
+		pools[i] = rsgoredis.NewPool(n.Plain())
+	}
+	return redsyncLock{redsync.New(pools...)}
+}
+
+// mutex is the library's Mutex for one lease; one made again with the same
+// value releases or extends it, as the library documents.
 func (v redsyncLock) mutex(k keys, value string, ttl time.Duration, opts ...redsync.Option) *redsync.Mutex {
 	return v.rs.NewMutex(k.lock, append([]redsync.Option{
 		redsync.WithExpiry(ttl),

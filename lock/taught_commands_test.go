@@ -38,7 +38,7 @@ func TestTaughtCommands(t *testing.T) {
 			// to EX 2 if it chose the command by the value.
 			e := newEnv(t, c, lock.Options{TTL: 2 * time.Second, FastOff: true})
 			e.voting()
-			lk, err := e.ls.Get(tc.variant)
+			lk, err := e.ls.Locker(tc.variant)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -62,7 +62,7 @@ type Tap struct {
 }
 
 // The hooks package lock sets at its initialisation: the tap of a
-// *lock.Options, and the fault plan of a *lock.Lockers.
+// *lock.Options, and the fault plan of a *lock.Client.
 var (
 	tapOf  func(options any) *Tap
 	planOf func(lockers any) *fault.Plan
@@ -77,7 +77,7 @@ func Register(tap func(options any) *Tap, plan func(lockers any) *fault.Plan) {
 // lockers are made.
 func On(options any) *Tap { return tapOf(options) }
 
-// Plan is the fault plan every variant of lockers, a *lock.Lockers, shares.
+// Plan is the fault plan every variant of lockers, a *lock.Client, shares.
 func Plan(lockers any) *fault.Plan { return planOf(lockers) }
 
 // Tapped is options (a lock.Options) with t attached.

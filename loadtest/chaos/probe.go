@@ -29,12 +29,12 @@ const probeEvery = 50 * time.Millisecond
 // the instances' own next meeting would do the same, and the marker is the
 // node's, of no one application.
 func probeLocker(o *redis.Options, ttl time.Duration) (*lock.Locker, io.Closer, error) {
-	ls, err := lock.NewLockers([]*redis.Options{o}, lock.Options{TTL: ttl, Namespace: probeNamespace,
+	ls, err := lock.New([]*redis.Options{o}, lock.Options{TTL: ttl, Namespace: probeNamespace,
 		FastOff: true, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return nil, nil, fmt.Errorf("recovery probe: %w", err)
 	}
-	l, err := ls.Get(lock.Redlock)
+	l, err := ls.Locker(lock.Redlock)
 	if err != nil {
 		_ = ls.Close()
 		return nil, nil, fmt.Errorf("recovery probe: %w", err)

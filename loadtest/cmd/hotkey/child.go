@@ -220,7 +220,7 @@ func newPair(ctx context.Context, f childFlags, nodes []*redis.Options, observe 
 		return nil, nil, err
 	}
 	closeLs := func() { _ = ls.Close() }
-	l, err := ls.Get(f.variant)
+	l, err := ls.Locker(f.variant)
 	if err == nil {
 		err = warm(ready, lockPair(l))
 	}
@@ -233,10 +233,10 @@ func newPair(ctx context.Context, f childFlags, nodes []*redis.Options, observe 
 
 // votingLockers builds the project's locks over nodes and waits until a
 // quorum of them votes.
-func votingLockers(ctx context.Context, nodes []*redis.Options, namespace string, ttl, nodeTimeout time.Duration, log *slog.Logger, observe func(locktap.Event)) (*lock.Lockers, error) {
+func votingLockers(ctx context.Context, nodes []*redis.Options, namespace string, ttl, nodeTimeout time.Duration, log *slog.Logger, observe func(locktap.Event)) (*lock.Client, error) {
 	opts := lock.Options{TTL: ttl, Namespace: namespace, Logger: log, NodeTimeout: nodeTimeout}
 	locktap.On(&opts).Observer = observe
-	ls, err := lock.NewLockers(nodes, opts)
+	ls, err := lock.New(nodes, opts)
 	if err != nil {
 		return nil, err
 	}

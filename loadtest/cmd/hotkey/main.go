@@ -330,7 +330,7 @@ func contenders(ctx context.Context, exe string, f childFlags, procs int, d time
 // solo measures uncontended acquire+release in the parent, on a key no
 // contender uses, with the same lock code the contenders run.
 type solo struct {
-	ls    *lock.Lockers
+	ls    *lock.Client
 	pairs map[string]pair
 	close func()
 }
@@ -356,7 +356,7 @@ func newSolo(ctx context.Context, s settings, nodes []*redis.Options, log *slog.
 func (so *solo) measure(ctx context.Context, variant string) (time.Duration, error) {
 	p, ok := so.pairs[variant]
 	if !ok {
-		l, err := so.ls.Get(variant)
+		l, err := so.ls.Locker(variant)
 		if err != nil {
 			return 0, err
 		}

@@ -35,7 +35,7 @@ func (w *Waker[L]) Listen() {
 		c := n.Client()
 		sub := subscription{ps: c.Subscribe(ctx), prefix: fmt.Sprintf("__keyspace@%d__:", c.Options().DB)}
 		if i == 0 {
-			// This process's wake-ups from the keys' waiting lines (line.go).
+			// This process's wake-ups from the keys' waiting lines.
 			sctx, scancel := context.WithTimeout(ctx, time.Second)
 			_ = sub.ps.Subscribe(sctx, w.line.channel)
 			scancel()
@@ -70,7 +70,7 @@ func (w *Waker[L]) Quiet() {
 
 // hear reads one node's pub/sub connection until ctx ends: a key deleted or
 // expired wakes its room, a message on the line channel is this process's
-// turn (line.go).
+// turn.
 func (w *Waker[L]) hear(ctx context.Context, sub subscription) {
 	defer sub.ps.Close()
 	ch := sub.ps.ChannelWithSubscriptions()

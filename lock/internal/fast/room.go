@@ -12,7 +12,7 @@ type Room[L comparable] struct {
 	// freed is closed, and replaced, whenever the key is deleted or expires.
 	freed chan struct{}
 	// line: the waiters stand in the key's line across processes
-	// (line.go); a delete event does not wake them, the line does, and
+	//; a delete event does not wake them, the line does, and
 	// the room does not even listen for the key's events unless head or
 	// unlined says it must.
 	line bool

@@ -24,6 +24,7 @@ type Waiter[L comparable] struct {
 	alone bool     // nobody here waited as it came: one try before the room
 	room  *Room[L] // nil until it joins
 	turn  bool     // it holds the room's turn
+	given bool     // a lease was handed over to it
 	// wait closes when a try is worth making again; nil: try now. freed is
 	// the room's freed channel as the last try began.
 	wait, freed <-chan struct{}
@@ -99,6 +100,7 @@ func (q *Waiter[L]) take() (lease L, ok bool) {
 			return lease, false
 		}
 		q.w.markTaken(q.room)
+		q.given = true
 		return h.lease, true
 	default:
 		return lease, false
@@ -124,18 +126,19 @@ func (q *Waiter[L]) Report() error {
 	return q.w.told(q.room, q.own)
 }
 
-// Took notes the lease the waiter's try took.
-func (q *Waiter[L]) Took(lease L) {
-	if q.room != nil {
-		q.w.markTaken(q.room)
+// Close ends the wait, noting the lease it ended with (zero: none): it
+// gives up its turn and leaves the room.
+func (q *Waiter[L]) Close(lease L) {
+	var none L
+	if lease != none && !q.given {
+		// Taken by the waiter's own try: a hand-over noted its lease already.
+		if q.room != nil {
+			q.w.markTaken(q.room)
+		}
+		if q.lined {
+			q.w.Hold(q.key, lease)
+		}
 	}
-	if q.lined {
-		q.w.Hold(q.key, lease)
-	}
-}
-
-// Close ends the wait: it gives up its turn and leaves the room.
-func (q *Waiter[L]) Close() {
 	if q.turn {
 		<-q.room.turn
 	}

@@ -40,7 +40,7 @@ type Config struct {
 }
 
 // Waker turns Redis keyspace notifications (a lock key deleted or expired)
-// and the wake-ups of a key's line (line.go) into wake-ups for the waiters
+// and the wake-ups of a key's line into wake-ups for the waiters
 // of this process, so waiting costs one attempt per release instead of a
 // polling storm. It subscribes to a key's events only while someone here
 // waits for it and no line wakes them: an uncontended lock causes no
@@ -61,7 +61,7 @@ type Waker[L comparable] struct {
 	cancel context.CancelFunc
 	ctx    context.Context // done when the lockers close
 	nodes  []Node
-	line   *line // the keys' waiting lines (line.go); nil without Config.Lines
+	line   *line // the keys' waiting lines; nil without Config.Lines
 	// subMu is held while a key's subscription is matched to its
 	// waiting room (sync), and while listening starts or stops; under it,
 	// subscribed is the keys subscribed now, subs the nodes' pub/sub

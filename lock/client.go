@@ -8,21 +8,19 @@ import (
 	"sync"
 	"time"
 
-	"github.com/go-redsync/redsync/v4"
-	rsredis "github.com/go-redsync/redsync/v4/redis"
-	rsgoredis "github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	"github.com/redis/go-redis/v9"
 
 	"flashsale/internal/fault"
 	"flashsale/internal/locktap"
+	"flashsale/lock/internal/fast"
 	layout "flashsale/lock/internal/keys"
 	"flashsale/lock/internal/node"
 )
 
-// Lockers is every variant of the ladder over one set of Redis nodes, built
+// Client is every variant of the ladder over one set of Redis nodes, built
 // once at start-up so a request can pick its variant by name. Single-node
 // variants use the first node; Redlock uses them all.
-type Lockers struct {
+type Client struct {
 	cfg    *config
 	cancel context.CancelFunc // stops the nodes' background re-seeds
 	nodes  []*node.Node
@@ -31,11 +29,11 @@ type Lockers struct {
 	fastMu sync.Mutex // orders SetFast's switch and the waker's listening
 }
 
-// NewLockers connects to the given Redis nodes (independent masters, one per
+// New connects to the given Redis nodes (independent masters, one per
 // Redlock vote; after a Sentinel-managed first one, Options.Sentinel) and
 // builds every variant. It does not wait for the nodes: a
 // node that is down now counts as failed until it answers.
-func NewLockers(nodes []*redis.Options, o Options) (*Lockers, error) {
+func New(nodes []*redis.Options, o Options) (*Client, error) {
 	cfg, err := o.settle()
 	if err != nil {
 		return nil, err
@@ -44,7 +42,7 @@ func NewLockers(nodes []*redis.Options, o Options) (*Lockers, error) {
 		return nil, errors.New("lock: at least one Redis node is needed")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Lockers{cfg: cfg, cancel: cancel}
+	s := &Client{cfg: cfg, cancel: cancel}
 	nc := cfg.nodeConfig()
 	if cfg.sentinel != nil {
 		s.nodes = append(s.nodes, node.NewFailover(ctx, cfg.sentinel, nc))
@@ -60,35 +58,41 @@ func NewLockers(nodes []*redis.Options, o Options) (*Lockers, error) {
 	for _, n := range s.nodes {
 		n.Open()
 	}
+	p := parts{first: s.first(), clients: s.Clients(), nodes: s.nodes, cfg: cfg}
 	s.byName = make(map[string]*Locker, len(ladder))
 	for _, r := range ladder {
-		s.byName[r.Name] = &Locker{rung: r, v: r.build(s), cfg: cfg, wake: s.wake, reach: s.reach(r)}
+		s.byName[r.Name] = &Locker{variant: r, v: r.build(p), cfg: cfg, wake: s.wake, reach: s.reach(r)}
 	}
 	return s, nil
 }
 
-// first is the client of the node the single-node variants use.
-func (s *Lockers) first() *redis.Client { return s.nodes[0].Client() }
-
-// redlock is the Redlock core over every node.
-func (s *Lockers) redlock() *redlock { return &redlock{nodes: s.nodes, cfg: s.cfg} }
-
-// redsync is the redsync library over go-redis pools to the same nodes,
-// reached the same way (a Sentinel-managed first node through its
-// sentinels), with clients as a user of the library would make them: the
-// nodes' Library clients, which carry neither the lock's tuning nor restart
-// awareness's meeting.
-func (s *Lockers) redsync() redsyncLock {
-	pools := make([]rsredis.Pool, len(s.nodes))
-	for i, n := range s.nodes {
-		pools[i] = rsgoredis.NewPool(n.Plain())
+// nodeConfig is what the nodes need of c, once New has settled it.
+func (c *config) nodeConfig() *node.Config {
+	return &node.Config{
+		TTL: c.ttl, Timeout: c.nodeTimeout, Namespace: c.namespace, RestartAware: c.restartAware,
+		SitOut: sitOut, Logger: c.logger,
+		// Keyspace notifications are the speed layer's waking.
+		Notify: func() bool { return c.notifications && c.fast.Load() },
 	}
-	return redsyncLock{redsync.New(pools...)}
 }
 
-// reach is how to check that the nodes a rung needs answer: a quorum, the
+// first is the client of the node the single-node variants use.
+func (s *Client) first() *redis.Client { return s.nodes[0].Client() }
+
+// newWaker is the speed layer over the lockers' nodes, first node first.
+func newWaker(cfg *config, nodes []*node.Node) *waker {
+	fn := make([]fast.Node, len(nodes))
+	for i, n := range nodes {
+		fn[i] = n
+	}
+	fc := fast.Config{TTL: cfg.ttl, Timeout: cfg.nodeTimeout, Late: cfg.lateWindow(), Namespace: cfg.namespace,
+		Lines: cfg.notifications, BackoffMin: cfg.backoffMin, BackoffMax: cfg.backoffMax}
+	return fast.New(fc, fn, (*Lease).ValidUntil, func(ctx context.Context, l *Lease) { l.releaseLater(ctx) })
+}
+
+// reach is how to check that the nodes a variant needs answer: a quorum, the
 // first node, or none.
-func (s *Lockers) reach(r Rung) func(context.Context) error {
+func (s *Client) reach(r Variant) func(context.Context) error {
 	switch {
 	case r.lockless():
 		return nil
@@ -103,8 +107,8 @@ func (s *Lockers) reach(r Rung) func(context.Context) error {
 	}
 }
 
-// Get returns the named variant, or ErrUnknownVariant.
-func (s *Lockers) Get(name string) (*Locker, error) {
+// Locker returns the named variant, or ErrUnknownVariant.
+func (s *Client) Locker(name string) (*Locker, error) {
 	l, ok := s.byName[name]
 	if !ok {
 		return nil, fmt.Errorf("%w %q (known: %s)", ErrUnknownVariant, name, strings.Join(Names(), ", "))
@@ -114,21 +118,20 @@ func (s *Lockers) Get(name string) (*Locker, error) {
 
 // Namespace is the prefix of every Redis key the lockers use; the store's
 // own keys on the first node (redis-stock) share it.
-func (s *Lockers) Namespace() string { return s.cfg.namespace }
+func (s *Client) Namespace() string { return s.cfg.namespace }
 
 // SetWatchdog switches the watchdog on or off for the leases granted from
 // now on (a lease keeps the watchdog it was granted with), so the workshop
 // can show the same cell with and without it on one running instance.
-func (s *Lockers) SetWatchdog(on bool) { s.cfg.watchdog.Store(on) }
+func (s *Client) SetWatchdog(on bool) { s.cfg.watchdog.Store(on) }
 
 // Watchdog reports whether new leases get a watchdog.
-func (s *Lockers) Watchdog() bool { return s.cfg.watchdog.Load() }
+func (s *Client) Watchdog() bool { return s.cfg.watchdog.Load() }
 
-// SetFast switches the speed layer on or off for every variant,
-// from the next acquire and release on: off, what runs is exactly the
-// taught code, and the waker stops listening (its pub/sub connections
-// close). The expected outcome of every fault is the same either way.
-func (s *Lockers) SetFast(on bool) {
+// SetFast switches the speed layer on or off for every variant, from the
+// next acquire and release on; off, nothing of it listens. The expected
+// outcome of every fault is the same either way.
+func (s *Client) SetFast(on bool) {
 	s.fastMu.Lock()
 	defer s.fastMu.Unlock()
 	s.cfg.fast.Store(on)
@@ -140,13 +143,13 @@ func (s *Lockers) SetFast(on bool) {
 }
 
 // Fast reports whether the speed layer is on.
-func (s *Lockers) Fast() bool { return s.cfg.fast.Load() }
+func (s *Client) Fast() bool { return s.cfg.fast.Load() }
 
 // TTL is the lease time to live.
-func (s *Lockers) TTL() time.Duration { return s.cfg.ttl }
+func (s *Client) TTL() time.Duration { return s.cfg.ttl }
 
 // Clients are the Redis clients, one per node, first node first.
-func (s *Lockers) Clients() []*redis.Client {
+func (s *Client) Clients() []*redis.Client {
 	out := make([]*redis.Client, len(s.nodes))
 	for i, n := range s.nodes {
 		out[i] = n.Client()
@@ -155,13 +158,10 @@ func (s *Lockers) Clients() []*redis.Client {
 }
 
 // Ping reports ErrUnavailable unless a quorum of nodes answers PING and may
-// vote (a node that started less than a TTL ago, or whose fencing counters
-// are not re-seeded yet, may not: internal/node). A node whose votes'
-// connection has owed an answer for a per-node timeout and sent nothing
-// (node.Node.Silent: frozen, cut off) is not asked: it would hold the
-// answer for the ping's whole timeout, past the budget of a waiter that
-// asks once its wait ran out (Locker.reachable).
-func (s *Lockers) Ping(ctx context.Context) error {
+// vote: restart awareness counts it. A node silent on its votes' connection
+// is not asked, so a frozen node cannot hold the answer past a caller's
+// budget.
+func (s *Client) Ping(ctx context.Context) error {
 	errs := node.ForEach(ctx, s.nodes, s.cfg.nodeTimeout*4, func(ctx context.Context, n *node.Node) error {
 		if n.Silent() {
 			return fmt.Errorf("nothing heard on the votes' connection for %v: %w", s.cfg.nodeTimeout, context.DeadlineExceeded)
@@ -195,7 +195,7 @@ type StuckLock struct {
 // StuckLocks scans every reachable node for lock keys that have no TTL.
 // Nodes that do not answer are reported in the error; the keys found on the
 // others are still returned.
-func (s *Lockers) StuckLocks(ctx context.Context) ([]StuckLock, error) {
+func (s *Client) StuckLocks(ctx context.Context) ([]StuckLock, error) {
 	var mu sync.Mutex
 	var out []StuckLock
 	err := s.eachLockKey(ctx, func(ctx context.Context, n *node.Node, key string) error {
@@ -217,7 +217,7 @@ func (s *Lockers) StuckLocks(ctx context.Context) ([]StuckLock, error) {
 // counters stay: tokens keep growing across resets, so a holder paused
 // across one can never carry the same token as a holder of the new sale.
 // Nodes that do not answer are reported in the error.
-func (s *Lockers) Reset(ctx context.Context) error {
+func (s *Client) Reset(ctx context.Context) error {
 	return s.eachLockKey(ctx, func(ctx context.Context, n *node.Node, key string) error {
 		return n.Client().Del(ctx, key).Err()
 	})
@@ -226,7 +226,7 @@ func (s *Lockers) Reset(ctx context.Context) error {
 // eachLockKey runs fn on every lock key of every node, the nodes at once
 // and each node's keys in SCAN order, stopping a node at fn's first error.
 // The nodes that failed are reported in the error.
-func (s *Lockers) eachLockKey(ctx context.Context, fn func(ctx context.Context, n *node.Node, key string) error) error {
+func (s *Client) eachLockKey(ctx context.Context, fn func(ctx context.Context, n *node.Node, key string) error) error {
 	errs := node.ForEach(ctx, s.nodes, node.ScanTimeout, func(ctx context.Context, n *node.Node) error {
 		iter := n.Client().Scan(ctx, 0, layout.Locks(s.cfg.namespace), 1000).Iterator()
 		for iter.Next(ctx) {
@@ -240,7 +240,7 @@ func (s *Lockers) eachLockKey(ctx context.Context, fn func(ctx context.Context, 
 }
 
 // Close stops the waker's listening, if it listens, and closes every client.
-func (s *Lockers) Close() error {
+func (s *Client) Close() error {
 	s.cancel()
 	s.wake.Close()
 	var errs []error
@@ -255,6 +255,6 @@ func (s *Lockers) Close() error {
 func init() {
 	locktap.Register(
 		func(options any) *locktap.Tap { return &options.(*Options).tap },
-		func(lockers any) *fault.Plan { return lockers.(*Lockers).cfg.faults },
+		func(lockers any) *fault.Plan { return lockers.(*Client).cfg.faults },
 	)
 }
