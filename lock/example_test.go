@@ -14,18 +14,18 @@ import (
 	"flashsale/lock"
 )
 
-// ExampleClient builds the lockers over one node, picks a variant by name
-// and holds a key for a critical section.
+// ExampleClient connects to one node, picks a variant by name and holds a
+// key for a critical section.
 func ExampleClient() {
 	node := startNode()
 	defer node.Stop()
 
-	lockers, err := lock.New([]*redis.Options{{Addr: node.Addrs()[0]}}, lock.Options{Logger: quiet})
+	client, err := lock.New([]*redis.Options{{Addr: node.Addrs()[0]}}, lock.Options{Logger: quiet})
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer lockers.Close()
-	locker, err := lockers.Locker(lock.Lua)
+	defer client.Close()
+	locker, err := client.Locker(lock.Lua)
 	if err != nil {
 		log.Fatal(err)
 	}
