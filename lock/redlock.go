@@ -72,10 +72,11 @@ func (r redlock) steps(ctx context.Context, checkpoint faultPoints, k keys, valu
 // Here: the page counts the validity from now, TTL − elapsed − drift; a
 // grant counts it from start, elapsed more, which ends at the same instant.
 func (r redlock) lease(op string, k keys, votes []vote, start time.Time, ttl time.Duration) (grant, error) {
-	qe := r.tally(op, k, votes)
+	yes, _, _ := countVotes(votes)
 	elapsed := time.Since(start)
 	validity := ttl - elapsed - drift(ttl)
-	if len(qe.Granted) < r.quorum || validity <= 0 {
+	if yes < r.quorum || validity <= 0 {
+		qe := r.tally(op, k, votes)
 		qe.Late = len(qe.Granted) >= r.quorum
 		return grant{}, qe
 	}
@@ -117,8 +118,8 @@ func (r redlock) releaseThen(ctx context.Context, k keys, value string, valid bo
 		want.yes = 1
 	}
 	votes := r.round(ctx, compareAndDelete.call([]string{k.lock}, value), want, queued)
-	if qe := r.tally("release", k, votes); len(qe.Granted) < want.yes {
-		return qe
+	if yes, _, _ := countVotes(votes); yes < want.yes {
+		return r.tally("release", k, votes)
 	}
 	return nil
 }
