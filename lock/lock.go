@@ -63,11 +63,13 @@ func (l *Locker) TryAcquire(ctx context.Context, name string) (*Lease, error) {
 // cancelled or timed-out wait returns errors.Join(ErrNotAcquired, ctx.Err()).
 func (l *Locker) Acquire(ctx context.Context, name string) (*Lease, error) {
 	start := time.Now()
-	var w waiter = &randomDelay{bound: l.cfg.backoffMin, max: l.cfg.backoffMax}
+	var w waiter
 	leave := func(*Lease) {}
 	if l.cfg.fast.Load() {
 		q := l.wake.Wait(l.keysFor(name).lock, l, l.variant.OwnerChecked)
 		w, leave = q, q.Close
+	} else {
+		w = &randomDelay{bound: l.cfg.backoffMin, max: l.cfg.backoffMax}
 	}
 	lease, tries, err := l.wait(ctx, name, w)
 	leave(lease)
