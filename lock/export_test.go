@@ -9,7 +9,7 @@ import (
 // WaitingHere reports whether a waiter of this process waits for name
 // (the speed layer's waiting room is open), for the tests of package
 // lock_test.
-func (l *Locker) WaitingHere(name string) bool { return l.wake.Waiting(l.keysFor(name).lock) }
+func (l *Locker) WaitingHere(name string) bool { return l.wake.Waiting(l.prefix.lock + name) }
 
 // VotesOpen waits until every node's votes' connection is open with
 // nothing owed on it, or ctx is done: the connections open in the

@@ -91,19 +91,6 @@ func (l *Lease) Extend(ctx context.Context) error {
 	return nil
 }
 
-// newLease is the lease of a grant whose first command was sent at start.
-func (l *Locker) newLease(name string, k keys, value string, g grant, start time.Time) *Lease {
-	lease := &Lease{
-		locker: l, name: name, k: k, value: value,
-		token: g.token, validUntil: start.Add(g.validity), acquired: time.Now(),
-		lost: make(chan struct{}),
-	}
-	if l.cfg.watchdog.Load() {
-		lease.startWatchdog()
-	}
-	return lease
-}
-
 // Checkpoint is a fault point inside the caller's critical section. An
 // injected pause freezes the holder and its watchdog; an injected crash
 // returns fault.ErrCrashed, and the caller must abandon its work without

@@ -20,7 +20,6 @@ import (
 	"flashsale/internal/locktap"
 	"flashsale/internal/randhex"
 	"flashsale/lock/internal/fast"
-	layout "flashsale/lock/internal/keys"
 )
 
 // Locker hands out leases on named keys with one variant.
@@ -30,6 +29,9 @@ type Locker struct {
 	cfg     *config
 	wake    *waker
 	reach   func(ctx context.Context) error // do the nodes this variant needs answer now?
+	// prefix is the keys of the empty name: a name's keys are these with
+	// the name appended (package keys' layout).
+	prefix keys
 }
 
 // Name is the variant's name, as in Names.
@@ -41,10 +43,6 @@ func (l *Locker) Fenced() bool { return l.variant.Fenced }
 // TTL is the lease time to live this locker asks for.
 func (l *Locker) TTL() time.Duration { return l.cfg.ttl }
 
-func (l *Locker) keysFor(name string) keys {
-	return keys{lock: layout.Lock(l.cfg.namespace, name), fence: layout.Fence(l.cfg.namespace, name)}
-}
-
 // waker is the speed layer of one set of lockers.
 type waker = fast.Waker[*Lease]
 
@@ -53,7 +51,9 @@ type waker = fast.Waker[*Lease]
 func (l *Locker) TryAcquire(ctx context.Context, name string) (*Lease, error) {
 	start := time.Now()
 	lease, err := l.try(ctx, name)
-	l.observeAcquire(name, 1, start, lease, err)
+	if l.cfg.observer != nil {
+		l.observeAcquire(name, 1, start, lease, err)
+	}
 	return lease, err
 }
 
@@ -61,70 +61,78 @@ func (l *Locker) TryAcquire(ctx context.Context, name string) (*Lease, error) {
 // lock is busy or too few nodes answer: after a random delay with the speed
 // layer off, when the speed layer expects the lock free with it on. A
 // cancelled or timed-out wait returns errors.Join(ErrNotAcquired, ctx.Err()).
-func (l *Locker) Acquire(ctx context.Context, name string) (*Lease, error) {
-	start := time.Now()
+//
+// The wait is the one the Redis distlock page describes: try; return on
+// success or on an error not worth waiting out; else keep what the try
+// found, let the waiter wait, try again.
+func (l *Locker) Acquire(ctx context.Context, name string) (lease *Lease, err error) {
+	start, tries := time.Now(), 0
 	var w waiter
-	leave := func(*Lease) {}
 	if l.cfg.fast.Load() {
-		q := l.wake.Wait(l.keysFor(name).lock, l, l.variant.OwnerChecked)
-		w, leave = q, q.Close
+		q := l.wake.Wait(l.prefix.lock+name, l, l.variant.OwnerChecked)
+		defer func() { q.Close(lease) }()
+		w = q
 	} else {
 		w = &randomDelay{bound: l.cfg.backoffMin, max: l.cfg.backoffMax}
 	}
-	lease, tries, err := l.wait(ctx, name, w)
-	leave(lease)
-	if l.variant.ValidityChecked && err == nil && !time.Now().Before(lease.ValidUntil()) {
-		// Redlock hands a lease over only while its validity lasts.
-		lease.releaseLater(ctx)
-		lease, err = nil, fmt.Errorf("%w: the lease ran out before it was handed over", ErrNotAcquired)
+	if l.cfg.observer != nil {
+		defer func() { l.observeAcquire(name, tries, start, lease, err) }()
 	}
-	if errors.Is(err, ErrUnavailable) && ctx.Err() != nil && l.reachable(ctx) {
-		// A node failed during the wait, but answers now: the lock was busy.
-		err = errors.Join(ErrNotAcquired, context.Cause(ctx))
-	}
-	l.observeAcquire(name, tries, start, lease, err)
-	return lease, err
-}
-
-// wait is the wait the Redis distlock page describes, with the speed layer
-// on or off: try; return on success or an error not worth waiting out; when
-// ctx is done, report; else keep what the try found, let w wait, try again.
-// It returns the lease, the tries made and the error.
-func (l *Locker) wait(ctx context.Context, name string, w waiter) (*Lease, int, error) {
 	report := func() error {
 		if err := w.Report(); err != nil {
 			return err
 		}
 		return ErrNotAcquired
 	}
-	for tries := 0; ; {
+	for {
 		handed, ok := w.Next(ctx)
 		switch {
 		case handed != nil:
-			// Handed over by a releaser here; it meets the after-acquire
-			// fault point as its own acquire would have.
-			if err := handed.faults()(ctx, fault.AfterAcquireStep1); err != nil {
-				return nil, tries + 1, err
-			}
-			return handed, tries + 1, nil
+			tries++
+			return l.handedOver(ctx, handed)
 		case !ok:
-			return nil, tries, errors.Join(report(), context.Cause(ctx))
+			return nil, l.outOfTime(ctx, report())
 		}
-		lease, err := l.try(ctx, name)
+		lease, err = l.try(ctx, name)
 		tries++
 		switch {
 		case err == nil:
-			return lease, tries, nil
+			return lease, nil
 		case !retryable(err):
-			return nil, tries, err
+			return nil, err
 		case ctx.Err() != nil:
-			return nil, tries, errors.Join(finalError(err, report()), context.Cause(ctx))
+			return nil, l.outOfTime(ctx, finalError(err, report()))
 		}
 		w.Found(errorToKeep(err, report()))
 	}
 }
 
-// waiter is how wait waits between tries: a random delay, or the speed
+// handedOver is a lease a releaser here handed over during the wait. It
+// meets the after-acquire fault point as its own acquire would have, and a
+// validity-checked variant's lease is refused if its validity ran out on
+// the way.
+func (l *Locker) handedOver(ctx context.Context, lease *Lease) (*Lease, error) {
+	if err := lease.faults()(ctx, fault.AfterAcquireStep1); err != nil {
+		return nil, err
+	}
+	if l.variant.ValidityChecked && !time.Now().Before(lease.ValidUntil()) {
+		lease.releaseLater(ctx)
+		return nil, fmt.Errorf("%w: the lease ran out before it was handed over", ErrNotAcquired)
+	}
+	return lease, nil
+}
+
+// outOfTime is what a wait that ctx ended reports, given what its tries
+// found: a node that failed during the wait but answers now was busy, not
+// down.
+func (l *Locker) outOfTime(ctx context.Context, found error) error {
+	if errors.Is(found, ErrUnavailable) && l.reachable(ctx) {
+		return errors.Join(ErrNotAcquired, context.Cause(ctx))
+	}
+	return errors.Join(found, context.Cause(ctx))
+}
+
+// waiter is how Acquire waits between tries: a random delay, or the speed
 // layer's wake-ups (fast.Waiter).
 type waiter interface {
 	Next(ctx context.Context) (handed *Lease, ok bool) // false once ctx is done
@@ -159,7 +167,7 @@ func (d *randomDelay) Report() error   { return d.last }
 // try is one attempt of the variant, with a new random owner value: 128
 // bits, so no other client can produce it by accident.
 func (l *Locker) try(ctx context.Context, name string) (*Lease, error) {
-	k := l.keysFor(name)
+	k := keys{lock: l.prefix.lock + name, fence: l.prefix.fence + name}
 	value := randhex.String(16)
 	start := time.Now()
 	g, err := l.v.acquire(ctx, faultsAt{l, name, nil}.point, k, value, l.cfg.ttl)
@@ -168,6 +176,19 @@ func (l *Locker) try(ctx context.Context, name string) (*Lease, error) {
 		return nil, err
 	}
 	return l.newLease(name, k, value, g, start), nil
+}
+
+// newLease is the lease of a grant whose first command was sent at start.
+func (l *Locker) newLease(name string, k keys, value string, g grant, start time.Time) *Lease {
+	lease := &Lease{
+		locker: l, name: name, k: k, value: value,
+		token: g.token, validUntil: start.Add(g.validity), acquired: time.Now(),
+		lost: make(chan struct{}),
+	}
+	if l.cfg.watchdog.Load() {
+		lease.startWatchdog()
+	}
+	return lease
 }
 
 // faultsAt is where the fault plan acts on one operation of a locker on a
@@ -239,7 +260,7 @@ func (l *Locker) ExpectedWait(name string) time.Duration {
 	if !l.cfg.fast.Load() {
 		return 0
 	}
-	return l.wake.ExpectedWait(l.keysFor(name).lock)
+	return l.wake.ExpectedWait(l.prefix.lock + name)
 }
 
 // reachable reports whether the nodes this variant needs answer now, asked
@@ -253,12 +274,9 @@ func (l *Locker) reachable(ctx context.Context) bool {
 	return l.reach(ctx) == nil
 }
 
-// observeAcquire tells the tap's observer, if there is one, how an acquire
-// of name that began at start ended.
+// observeAcquire tells the tap's observer, which must be set, how an
+// acquire of name that began at start ended.
 func (l *Locker) observeAcquire(name string, tries int, start time.Time, lease *Lease, err error) {
-	if l.cfg.observer == nil {
-		return
-	}
 	e := locktap.Event{Time: time.Now(), Kind: locktap.Busy, Variant: l.variant.Name, Key: name, Tries: tries, Wait: time.Since(start), Err: err}
 	switch {
 	case err == nil:
