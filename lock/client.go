@@ -60,9 +60,9 @@ func New(nodes []*redis.Options, o Options) (*Client, error) {
 	}
 	p := parts{first: s.first(), clients: s.Clients(), nodes: s.nodes, cfg: cfg}
 	s.byName = make(map[string]*Locker, len(ladder))
+	prefix := keys{lock: layout.Lock(cfg.namespace, ""), fence: layout.Fence(cfg.namespace, "")}
 	for _, r := range ladder {
-		s.byName[r.Name] = &Locker{variant: r, v: r.build(p), cfg: cfg, wake: s.wake, reach: s.reach(r),
-			prefix: keys{lock: layout.Lock(cfg.namespace, ""), fence: layout.Fence(cfg.namespace, "")}}
+		s.byName[r.Name] = &Locker{variant: r, v: r.build(p), cfg: cfg, wake: s.wake, reach: s.reach(r), prefix: prefix}
 	}
 	return s, nil
 }

@@ -302,7 +302,7 @@ func TestOperatorActionsGrantNoLockTwice(t *testing.T) {
 			// An action that outlasts the lease (a FAILOVER on a busy
 			// machine) has tested nothing: it runs again, a few times at most.
 			for attempt := 1; ; attempt++ {
-				if actWhileHeld(t, c, first, second, node2, tc.act, tc.after, tc.before) {
+				if actWhileHeld(t, c, first, second, node2, tc.before, tc.act, tc.after) {
 					return
 				}
 				if attempt == 3 {
@@ -318,7 +318,7 @@ func TestOperatorActionsGrantNoLockTwice(t *testing.T) {
 // lease's validity, and logs when node 2 votes again. before and after (if
 // set) prepare and undo the action. It reports false, having checked
 // nothing, when act left too little of the validity for second's tries.
-func actWhileHeld(t *testing.T, c *localredis.Cluster, first *env, second *otherProcess, node2 *redis.Client, act, after, before func(t *testing.T)) bool {
+func actWhileHeld(t *testing.T, c *localredis.Cluster, first *env, second *otherProcess, node2 *redis.Client, before, act, after func(t *testing.T)) bool {
 	ctx := context.Background()
 	// An older copy of the data for DEBUG RELOAD NOSAVE to load.
 	if err := node2.Save(ctx).Err(); err != nil {
