@@ -63,7 +63,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 
-	nodes, nodeURLs, stopNodes, err := redisNodes(ctx, cfg, log)
+	nodes, nodeURLs, stopNodes, err := redisNodes(ctx, &cfg, log)
 	if err != nil {
 		return err
 	}

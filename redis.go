@@ -15,8 +15,11 @@ import (
 )
 
 // redisNodes parses -redis, or starts local nodes when it is empty; stop
-// stops the nodes it started (and does nothing for nodes given by URL).
-func redisNodes(ctx context.Context, cfg config, log *slog.Logger) (opts []*redis.Options, urls []string, stop func(), err error) {
+// stops the nodes it started (and does nothing for nodes given by URL). On
+// in-process nodes it turns restart awareness off in cfg: they cannot tell
+// their incarnation or their data's age, and they live and die with this
+// process.
+func redisNodes(ctx context.Context, cfg *config, log *slog.Logger) (opts []*redis.Options, urls []string, stop func(), err error) {
 	if cfg.redis != "" || cfg.sentinel != nil {
 		for _, u := range strings.Split(cfg.redis, ",") {
 			if u = strings.TrimSpace(u); u == "" {
@@ -39,7 +42,8 @@ func redisNodes(ctx context.Context, cfg config, log *slog.Logger) (opts []*redi
 	}
 	kind := "redis-server processes"
 	if cluster.InProcess() {
-		kind = "in-process (miniredis) nodes; install redis-server for real ones"
+		kind = "in-process (miniredis) nodes, without restart awareness (they cannot tell their incarnation, and stop with this process); install redis-server for real ones"
+		cfg.restartAware = false
 	}
 	log.Info("no -redis given: started local Redis nodes", "kind", kind, "addrs", strings.Join(cluster.Addrs(), ","))
 	if cfg.restartAware && !cluster.InProcess() {

@@ -72,8 +72,6 @@ func (c *config) nodeConfig() *node.Config {
 	return &node.Config{
 		TTL: c.ttl, Timeout: c.nodeTimeout, Namespace: c.namespace, RestartAware: c.restartAware,
 		SitOut: sitOut, Logger: c.logger,
-		// Keyspace notifications are the speed layer's waking.
-		Notify: func() bool { return c.notifications && c.fast.Load() },
 	}
 }
 
@@ -87,7 +85,7 @@ func newWaker(cfg *config, nodes []*node.Node) *waker {
 		fn[i] = n
 	}
 	fc := fast.Config{TTL: cfg.ttl, Timeout: cfg.nodeTimeout, Late: cfg.lateWindow(), Namespace: cfg.namespace,
-		Lines: cfg.notifications, BackoffMin: cfg.backoffMin, BackoffMax: cfg.backoffMax}
+		Lines: cfg.notifications, BackoffMin: cfg.backoffMin, BackoffMax: cfg.backoffMax, Logger: cfg.logger}
 	return fast.New(fc, fn, (*Lease).ValidUntil, func(ctx context.Context, l *Lease) { l.releaseLater(ctx) })
 }
 
@@ -158,9 +156,13 @@ func (s *Client) Clients() []*redis.Client {
 	return out
 }
 
-// Ping reports ErrUnavailable unless a quorum of nodes answers PING and may
-// vote: restart awareness counts it. A node silent on its votes' connection
-// is not asked, so a frozen node cannot hold the answer past a caller's
+// Ping reports ErrUnavailable unless a quorum of nodes would grant now: each
+// answers a command on its votes' connection, as a vote is sent, with
+// restart awareness's checks behind it, and its incarnation counts (not
+// sitting out after a restart, a flush or a reset of its counts, its
+// counters re-seeded); its go-redis client answers PING too (the
+// single-node variants use it). A node silent on its votes' connection is
+// not asked, so a frozen node cannot hold the answer past a caller's
 // budget.
 func (s *Client) Ping(ctx context.Context) error {
 	errs := node.ForEach(ctx, s.nodes, s.cfg.nodeTimeout*4, func(ctx context.Context, n *node.Node) error {
@@ -170,10 +172,7 @@ func (s *Client) Ping(ctx context.Context) error {
 		if err := n.Client().Ping(ctx).Err(); err != nil {
 			return err
 		}
-		if !n.Counts("", time.Now()) {
-			return errors.New("restarted less than a TTL ago, or fencing counters not re-seeded yet: does not vote")
-		}
-		return nil
+		return n.Ready(ctx)
 	})
 	ok := 0
 	for _, err := range errs {

@@ -8,20 +8,21 @@ import (
 	"testing"
 	"time"
 
+	"flashsale/internal/databirth"
 	"flashsale/internal/fault"
 	"flashsale/internal/localredis"
 	"flashsale/internal/testsupport"
 	"flashsale/lock"
 )
 
-// stallConfig holds back the first chunk a client sends on a connection
-// that contains CONFIG for stall, with everything the client sends after it:
-// a node that answers INFO at once but is slow to answer CONFIG GET.
-func stallConfig(stall time.Duration) func() chunkFault {
+// stallMeeting holds back the first chunk a client sends on a connection
+// that carries the meeting's data-birth script for stall, with everything
+// the client sends after it: a node slow to answer a connection's meeting.
+func stallMeeting(stall time.Duration) func() chunkFault {
 	return func() chunkFault {
 		first := true
 		return func(chunk []byte) bool {
-			if first && bytes.Contains(chunk, []byte("CONFIG")) {
+			if first && bytes.Contains(chunk, []byte(databirth.Key)) {
 				first = false
 				time.Sleep(stall) // the fault itself: this node is slow to answer
 			}
@@ -30,9 +31,9 @@ func stallConfig(stall time.Duration) func() chunkFault {
 	}
 }
 
-// A node that answers INFO but stalls on CONFIG GET past the dial timeout
-// must not leave a connection whose replies are one behind its commands: the
-// reply owed to CONFIG GET would be read as the vote for the next SET, the
+// A node that stalls on a connection's meeting past the dial timeout must
+// not leave a connection whose replies are behind its commands: a reply
+// owed to the meeting would be read as the vote for the next SET, the
 // reply to that SET as the vote for the one after, and a client would be
 // granted a lock that another holds on a quorum.
 func TestStalledHandshakeNeverShiftsVotes(t *testing.T) {
@@ -50,7 +51,7 @@ func TestStalledHandshakeNeverShiftsVotes(t *testing.T) {
 	}
 
 	opts := testsupport.Options(t, c)
-	proxy := newRelayProxy(t, opts[0].Addr, stallConfig(300*time.Millisecond))
+	proxy := newRelayProxy(t, opts[0].Addr, stallMeeting(300*time.Millisecond))
 	opts[0].Addr = proxy.addr()
 	opts[0].DialTimeout = 150 * time.Millisecond
 	ls, err := lock.New(opts, lock.Options{Namespace: holder.ns, TTL: ttl, NodeTimeout: time.Second})
@@ -64,7 +65,7 @@ func TestStalledHandshakeNeverShiftsVotes(t *testing.T) {
 	}
 
 	// A free key first, granted by nodes 1–4 while node 0's handshake stalls;
-	// its SET on node 0 is queued behind the stalled CONFIG GET.
+	// its SET on node 0 is queued behind the stalled meeting.
 	x, err := l.TryAcquire(ctx, "x")
 	if err != nil {
 		t.Fatalf("acquire a free key: %v", err)

@@ -11,9 +11,11 @@ import (
 )
 
 // The embedded default falls back to in-process nodes (miniredis) where
-// redis-server is missing: no INFO run_id, no keyspace notifications. Every
-// correct variant must still take, refuse, give back and hand over a lock
-// there, waking waiters by the backoff alone.
+// redis-server is missing: no INFO run_id, no keyspace notifications, so
+// the app runs them without restart awareness (a node that cannot tell its
+// incarnation never votes with it on). Every correct variant must still
+// take, refuse, give back and hand over a lock there, waking waiters by the
+// backoff alone.
 func TestInProcessNodes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -22,7 +24,7 @@ func TestInProcessNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Stop() })
-	e := newEnvOn(t, testsupport.Options(t, c), lock.Options{TTL: time.Second})
+	e := newEnvOn(t, testsupport.Options(t, c), lock.Options{TTL: time.Second, RestartAwarenessOff: true})
 	for _, name := range []string{lock.Lua, lock.LuaFence, lock.Redlock, lock.RedlockFence} {
 		t.Run(name, func(t *testing.T) {
 			l := e.locker(name)

@@ -52,6 +52,10 @@ type Options struct {
 	// Args are more redis-server arguments for every node (a test that
 	// slows loading, say); in-process nodes ignore them.
 	Args []string
+	// Unmarked leaves a started node's data unmarked (databirth), as
+	// nodes a team starts itself are: the first client that meets a node
+	// marks it, and restart awareness counts its age from its uptime.
+	Unmarked bool
 }
 
 // startAttempts bounds how often a node's first start picks a new port after

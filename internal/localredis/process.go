@@ -106,7 +106,9 @@ func (n *Node) startProc(ctx context.Context, port int) error {
 			n.index, addr, p.pid, err, logPath, tail)
 	}
 	n.c.log.Info("localredis: node started", "node", n.index, "addr", addr, "pid", p.pid, "aof", n.c.opts.AOF)
-	n.markBirth(ctx, addr)
+	if !n.c.opts.Unmarked {
+		n.markBirth(ctx, addr)
+	}
 	return nil
 }
 
@@ -197,7 +199,7 @@ func (n *Node) markBirth(ctx context.Context, addr string) {
 		return
 	}
 	defer done()
-	if _, err := call("EVAL", databirth.Script, "1", databirth.Key); err != nil {
+	if _, err := call("EVAL", databirth.Script, "2", databirth.Key, databirth.SeenKey); err != nil {
 		n.c.log.Debug("localredis: data birth not marked", "node", n.index, "err", err)
 	}
 }

@@ -19,10 +19,8 @@ type subscription struct {
 // unless it hears them already or notifications are off: a pub/sub
 // connection per node (the first one subscribed to the line channel at
 // once, the others only while a key's room needs them) and a goroutine
-// reading each. A new connection's handshake turns the node's keyspace
-// notifications on (the lock's nodes do so while the speed layer is on),
-// so it is only now that the app configures them. Rooms already open are
-// subscribed again.
+// reading each, and a probe of each node's keyspace events (probe). Rooms
+// already open are subscribed again.
 func (w *Waker[L]) Listen() {
 	w.subMu.Lock()
 	defer w.subMu.Unlock()
@@ -42,6 +40,7 @@ func (w *Waker[L]) Listen() {
 		}
 		w.subs = append(w.subs, sub)
 		w.wg.Go(func() { w.hear(ctx, sub) })
+		w.wg.Go(func() { w.probe(ctx, i, sub) })
 	}
 	w.mu.Lock()
 	open := make([]string, 0, len(w.keys))
@@ -94,6 +93,9 @@ func (w *Waker[L]) hear(ctx context.Context, sub subscription) {
 				continue
 			}
 			key := strings.TrimPrefix(m.Channel, sub.prefix)
+			if w.heardProbe(key) {
+				continue
+			}
 			switch m.Payload {
 			case "del":
 				w.Deleted(key)
@@ -143,10 +145,11 @@ func (w *Waker[L]) sync(key string) {
 	// in each waiting process: on a busy machine, CPU the holder needs. The
 	// next node is asked only while the one before it does not answer; one
 	// whose votes' connection is silent (wire.Pipe.Silent: frozen, cut off)
-	// is not asked, which would cost the waiter the confirmation's wait.
+	// is not asked, which would cost the waiter the confirmation's wait,
+	// nor is one that publishes no keyspace events (probe).
 	for i, s := range w.subs {
 		n++
-		if w.nodes[i].Pipe().Silent(w.line.timeout) {
+		if w.nodes[i].Pipe().Silent(w.line.timeout) || w.mute[i].Load() {
 			continue
 		}
 		if w.subscribe(s, s.prefix+key) {
@@ -161,7 +164,12 @@ func (w *Waker[L]) sync(key string) {
 // subscribe subscribes s to channel and waits, 100 ms at most, until the
 // node confirms it: from then on no event of the channel is missed.
 func (w *Waker[L]) subscribe(s subscription, channel string) bool {
-	ctx, cancel := context.WithTimeout(w.ctx, 100*time.Millisecond)
+	return w.subscribeWithin(s, channel, 100*time.Millisecond)
+}
+
+// subscribeWithin is subscribe with a wait of d at most.
+func (w *Waker[L]) subscribeWithin(s subscription, channel string, d time.Duration) bool {
+	ctx, cancel := context.WithTimeout(w.ctx, d)
 	defer cancel()
 	done := make(chan struct{})
 	w.mu.Lock()

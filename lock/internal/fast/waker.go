@@ -9,7 +9,9 @@ package fast
 
 import (
 	"context"
+	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -37,6 +39,9 @@ type Config struct {
 	// BackoffMin and BackoffMax bound a waiter's jittered fallback delay,
 	// which doubles from the one to the other.
 	BackoffMin, BackoffMax time.Duration
+	// Logger, if set, hears once of each node that publishes no keyspace
+	// events.
+	Logger *slog.Logger
 }
 
 // Waker turns Redis keyspace notifications (a lock key deleted or expired)
@@ -99,6 +104,11 @@ type Waker[L comparable] struct {
 	// with nobody here waiting (ToLine): the next waiter here takes that
 	// place rather than trying at once, so the head it woke goes first.
 	placed map[string]time.Time
+	// probes is, by key, closed when a probe's delete is heard (probe).
+	probes map[string]chan struct{}
+	// mute marks, by node, one whose probe heard nothing: no keyspace
+	// events there. muteLogged: that was logged.
+	mute, muteLogged []atomic.Bool
 }
 
 // New is the waker of one set of lockers over nodes, first node first.
@@ -108,7 +118,8 @@ func New[L comparable](cfg Config, nodes []Node, validUntil func(L) time.Time, g
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &Waker[L]{cfg: cfg, validUntil: validUntil, giveBack: giveBack, ctx: ctx, cancel: cancel, nodes: nodes,
 		keys: map[string]*Room[L]{}, held: map[string]L{}, subscribed: map[string]int{},
-		confirmed: map[string]chan struct{}{}, contended: map[string]time.Time{}, placed: map[string]time.Time{}}
+		confirmed: map[string]chan struct{}{}, contended: map[string]time.Time{}, placed: map[string]time.Time{},
+		probes: map[string]chan struct{}{}, mute: make([]atomic.Bool, len(nodes)), muteLogged: make([]atomic.Bool, len(nodes))}
 	if cfg.Lines {
 		w.line = newLine(cfg, nodes[0])
 	}

@@ -2,6 +2,7 @@ package node
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 	"time"
@@ -15,30 +16,29 @@ import (
 // A node is in one of these states (awareState):
 //
 //	unmet       no meeting has read it yet
-//	blind       it refuses for good to tell its run_id (ACL, not a full Redis)
 //	sittingOut  its data lost keys less than the sit-out ago
 //	unseeded    its fencing counters and TTL record are not re-seeded yet
 //	voting      its votes count
 //
 // and moves between them on four events: met (a meeting read it), lost (a
-// vote's marker check found its data replaced), seeded (a re-seed finished)
-// and the clock passing the end of the sit-out. Only blind and voting
-// count. It fails closed: a reading or a re-seed that began before the last
-// recorded loss is stale and changes nothing (a meeting that made it fails
-// its connection, so the next one reads the node again), and a meeting the
-// node could not answer fails before it gets here.
+// vote's check found its data replaced), seeded (a re-seed finished) and
+// the clock passing the end of the sit-out. Only voting counts. It fails
+// closed: a reading or a re-seed that began before the last recorded loss
+// is stale and changes nothing (a meeting that made it fails its
+// connection, so the next one reads the node again), and a meeting the node
+// could not answer in full — whatever the reason, an ACL included — fails
+// before it gets here, so the node does not vote on that connection.
 type awareState int
 
 const (
 	unmet awareState = iota
-	blind
 	sittingOut
 	unseeded
 	voting
 )
 
 func (s awareState) String() string {
-	return [...]string{"unmet", "blind", "sitting out", "unseeded", "voting"}[s]
+	return [...]string{"unmet", "sitting out", "unseeded", "voting"}[s]
 }
 
 // errStaleReading fails a connection whose meeting read the node before a
@@ -49,28 +49,36 @@ var errStaleReading = errors.New("the meeting's reads predate a recorded loss of
 type incarnation struct {
 	mu        sync.Mutex
 	runID     string
-	birth     int64           // its data's birth as last met, ms on its clock (0: not marked)
+	birth     int64           // its data's birth as last met, ms on its clock
 	replaced  map[string]bool // run_ids of earlier incarnations: met late, they change nothing
 	start     time.Time       // the latest the current incarnation's data can have become complete
 	ttl       time.Duration   // the largest lease TTL known in use on these nodes
 	back      time.Time       // sits out until then: start + sitOut(ttl)
 	lostAt    time.Time       // the last loss of data recorded: readings from before it are stale
-	reseed    bool            // counters not yet re-seeded for this incarnation
-	seededFor string          // the run_id whose counters are known re-seeded
+	reseed    bool            // counters not yet re-seeded for these data
+	seededFor string          // the data (seededFor) whose counters are known re-seeded
 	reseeding bool            // a re-seed loop is running
-	blind     bool            // refuses for good to tell its run_id
-	warned    bool            // its refusals were logged
 	evicts    bool            // its eviction policy was logged
-	notified  bool            // keyspace notifications turned on for this incarnation
+	// calls is the largest total of calls (databirth.Ledger) read on the
+	// votes' connections to these data: the node's counts only grow, so a
+	// smaller one is a reset of its counts, which could hide an operator
+	// command.
+	calls int64
 
 	sitOut func(ttl time.Duration) time.Duration // Config.SitOut
+}
+
+// seededFor names data whose counters a re-seed raised: the incarnation
+// and the data's birth. A reload that keeps the run_id but rolls the data
+// back (DEBUG RELOAD, a flush) re-marks the birth, so a seeded mark from
+// before it, restored with the data, no longer names them.
+func seededFor(runID string, birth int64) string {
+	return runID + " " + strconv.FormatInt(birth, 10)
 }
 
 // state is the node's state at now. Called with mu held.
 func (inc *incarnation) state(now time.Time) awareState {
 	switch {
-	case inc.runID == "" && inc.blind:
-		return blind
 	case inc.runID == "":
 		return unmet
 	case now.Before(inc.back):
@@ -86,66 +94,93 @@ type meeting struct {
 	first bool // a new incarnation, or the first this process met
 	lost  bool // the same incarnation, with data younger than known
 	young bool // sitting out after it
-	warn  bool // refusals to log, for the first time
 	back  time.Time
 	ttl   time.Duration // the largest TTL known, which the sit-out is for
 }
 
-// met records a meeting's reading rd, taken with this client's TTL ttl.
-func (inc *incarnation) met(rd reading, ttl time.Duration, now time.Time) (meeting, error) {
+// met records a meeting's reading rd, taken with this client's TTL ttl; votes
+// says it was read on the votes' connection.
+func (inc *incarnation) met(rd reading, ttl time.Duration, now time.Time, votes bool) (meeting, error) {
 	inc.mu.Lock()
 	defer inc.mu.Unlock()
 	var m meeting
 	id := rd.id()
 	uptime, err := strconv.ParseInt(redisinfo.Value(rd.info, "uptime_in_seconds"), 10, 64)
-	if err != nil || id == "" {
-		inc.blind = true
-	} else if inc.replaced[id] {
+	switch {
+	case err != nil:
+		return m, fmt.Errorf("%w: INFO server has no uptime: %w", errNotReady, err)
+	case inc.replaced[id]:
 		// A connection to an incarnation since replaced, met late: it must
 		// not turn the node's state back.
 		return m, nil
-	} else if id == inc.runID && rd.at.Before(inc.lostAt) {
+	case id == inc.runID && rd.at.Before(inc.lostAt):
 		return m, errStaleReading
-	} else {
-		// Whole seconds now minus whole seconds at start: the real uptime
-		// is more than one second short of the reported one at most.
-		start := now.Add(-time.Duration(max(uptime-1, 0)) * time.Second)
-		if born := now.Add(-rd.age.d); rd.age.known && born.After(start) {
-			start = born // a failover, a flush, a reload that re-marked them
-		}
-		switch {
-		case id != inc.runID:
-			m.first = true
-			if inc.runID != "" {
-				// Seen replaced by this process: the new one started after
-				// that, and no later than now.
-				if inc.replaced == nil {
-					inc.replaced = map[string]bool{}
-				}
-				inc.replaced[inc.runID], start = true, now
-			}
-			inc.runID, inc.birth, inc.notified, inc.start, inc.seededFor = id, rd.birth, false, start, ""
-		case rd.age.known && rd.birth > inc.birth:
-			// Marked anew since this process met it (on the node's clock,
-			// so no jitter of ours reads as a loss): flushed. Readings
-			// from before now may predate the loss.
-			m.lost = true
-			inc.birth, inc.lostAt, inc.seededFor = rd.birth, now, ""
-			if start.After(inc.start) {
-				inc.start = start
-			}
-		}
-		inc.ttl = max(inc.ttl, rd.recorded, ttl)
-		inc.extend()
-		if rd.seeded == id {
-			inc.seededFor = id
-		}
-		inc.reseed = inc.seededFor != id
 	}
-	m.warn = len(rd.refused) > 0 && !inc.warned
-	inc.warned = inc.warned || m.warn
+	// Whole seconds now minus whole seconds at start: the real uptime is
+	// more than one second short of the reported one at most.
+	start := now.Add(-time.Duration(max(uptime-1, 0)) * time.Second)
+	if born := now.Add(-rd.age.d); born.After(start) {
+		start = born // a failover, a flush, a reload that re-marked them
+	}
+	switch {
+	case id != inc.runID:
+		m.first = true
+		if inc.runID != "" {
+			// Seen replaced by this process: the new one started after
+			// that, and no later than now.
+			if inc.replaced == nil {
+				inc.replaced = map[string]bool{}
+			}
+			inc.replaced[inc.runID], start = true, now
+		}
+		inc.runID, inc.birth, inc.start, inc.seededFor, inc.calls = id, rd.birth, start, "", 0
+	case rd.birth > inc.birth:
+		// Marked anew since this process met it (on the node's clock, so
+		// no jitter of ours reads as a loss): flushed, reloaded, or an
+		// operator command or a reset of the counts seen. Readings from
+		// before now may predate the loss.
+		m.lost = true
+		inc.birth, inc.lostAt, inc.seededFor, inc.calls = rd.birth, now, "", 0
+		if start.After(inc.start) {
+			inc.start = start
+		}
+	}
+	if votes && rd.birth == inc.birth {
+		inc.calls = max(inc.calls, rd.calls)
+	}
+	inc.ttl = max(inc.ttl, rd.recorded, ttl)
+	inc.extend()
+	if rd.seeded == seededFor(id, inc.birth) {
+		inc.seededFor = rd.seeded
+	}
+	inc.reseed = inc.seededFor != seededFor(id, inc.birth)
 	m.young, m.back, m.ttl = now.Before(inc.back), inc.back, inc.ttl
 	return m, nil
+}
+
+// seenCalls is the largest total of calls read on the node's data and
+// their birth, for the next meeting to pass on.
+func (inc *incarnation) seenCalls() (calls, birth int64) {
+	inc.mu.Lock()
+	defer inc.mu.Unlock()
+	return inc.calls, inc.birth
+}
+
+// checked takes in a vote's check on the votes' connection tagged tag:
+// calls is the node's total of calls read after the vote. A total below
+// the largest read before on these data is a reset of the node's counts:
+// it reports false, and the caller records a loss.
+func (inc *incarnation) checked(tag string, calls int64) bool {
+	inc.mu.Lock()
+	defer inc.mu.Unlock()
+	if tagRunID(tag) != inc.runID {
+		return true // an incarnation since replaced: its votes do not count anyway
+	}
+	if calls < inc.calls {
+		return false
+	}
+	inc.calls = calls
+	return true
 }
 
 // lost records that the data the connection tagged tag met are gone, seen
@@ -174,19 +209,19 @@ func (inc *incarnation) startReseed() bool {
 	return start
 }
 
-// seeded records a re-seed for incarnation id that began at began and
-// learnt the largest TTL in use. One that began before the last recorded
-// loss re-seeded counters the loss may have taken: it changes nothing but
-// the TTL.
-func (inc *incarnation) seeded(id string, began time.Time, ttl time.Duration) {
+// seeded records a re-seed for the data data (seededFor) that began at
+// began and learnt the largest TTL in use. One that began before the last
+// recorded loss re-seeded counters the loss may have taken: it changes
+// nothing but the TTL.
+func (inc *incarnation) seeded(data string, began time.Time, ttl time.Duration) {
 	inc.mu.Lock()
 	defer inc.mu.Unlock()
 	inc.ttl = max(inc.ttl, ttl)
 	inc.extend()
-	if id != inc.runID || began.Before(inc.lostAt) {
+	if data != seededFor(inc.runID, inc.birth) || began.Before(inc.lostAt) {
 		return
 	}
-	inc.seededFor, inc.reseed = id, false
+	inc.seededFor, inc.reseed = data, false
 }
 
 // extend moves back to the end of the sit-out after start for the largest
@@ -205,8 +240,7 @@ func (inc *incarnation) counts(tag string, now time.Time) bool {
 	if tag != "" && tagRunID(tag) != inc.runID {
 		return false
 	}
-	s := inc.state(now)
-	return s == voting || s == blind
+	return inc.state(now) == voting
 }
 
 // firstEviction reports whether this is the first meeting that found the
@@ -217,17 +251,4 @@ func (inc *incarnation) firstEviction() bool {
 	first := !inc.evicts
 	inc.evicts = true
 	return first
-}
-
-// wantsNotify: keyspace notifications are not yet on for incarnation id.
-func (inc *incarnation) wantsNotify(id string) bool {
-	inc.mu.Lock()
-	defer inc.mu.Unlock()
-	return !inc.notified || (id != "" && id != inc.runID)
-}
-
-func (inc *incarnation) notifiedOf(id string) {
-	inc.mu.Lock()
-	defer inc.mu.Unlock()
-	inc.notified = inc.runID == id || id == ""
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -23,18 +22,14 @@ import (
 // known before it can vote (the incarnation). One sequence, two transports.
 
 // errNotReady fails a connection whose meeting the node could not answer
-// for now (BUSY, LOADING, out of memory …): the node does not vote on it,
+// for now (BUSY, LOADING, out of memory, an ACL that refuses a read …):
+// the node does not vote on it,
 // and the next use of the node meets it again.
 var errNotReady = errors.New("node could not tell its incarnation or data age for now")
 
 // errEvicts fails a connection to a node whose maxmemory-policy may evict
 // keys: a lock key evicted early is a second holder.
 var errEvicts = errors.New("node may evict keys (maxmemory-policy is not noeviction): not used for locks")
-
-// errTakenAway fails a connection to a node that refuses for good what a
-// meeting read on it before (an ACL changed, or a command renamed): the
-// node does not vote blind where it could be checked once.
-var errTakenAway = errors.New("node refuses what restart awareness read on it before: not used for locks until it answers again")
 
 // exchange sends cmds in one write and returns one reply per command: int64,
 // string, nil, []any, or wire.ServerError when the node answered with an
@@ -44,13 +39,13 @@ type exchange func(ctx context.Context, cmds ...wire.Command) ([]any, error)
 // reading is what a meeting's reads found on a node.
 type reading struct {
 	at       time.Time // when the reads were sent: they say nothing of later
-	info     string    // INFO server; "" if refused
+	info     string    // INFO server
 	age      dataAge
 	birth    int64  // the data's birth, ms on the node's clock
 	ledger   string // the node's operator ledger when its data were marked
-	seeded   string // the run_id the node's counters were re-seeded for
+	calls    int64  // every call the node had counted (databirth.Ledger)
+	seeded   string // the data the node's counters were re-seeded for (seededFor)
 	recorded time.Duration
-	refused  []string // what the node refuses for good to tell
 }
 
 func (rd reading) id() string { return redisinfo.Value(rd.info, "run_id") }
@@ -61,12 +56,16 @@ var meetingReads = []string{"INFO server", "INFO memory", "the data-birth script
 // meetingCommands are the reads, in this order: the seeded marker after the
 // data's birth, so that a flush between the two reads as unseeded; the TTL
 // record after the seeded marker, so that a re-seed between the two leaves
-// a record at least as large as the marker promises.
-func (n *Node) meetingCommands() []wire.Command {
+// a record at least as large as the marker promises. calls and birth are
+// the largest total of calls this process read on the node and the birth of
+// the data it read it on: a reset of the node's counts that this process saw
+// re-marks the node even where the node shows none.
+func (n *Node) meetingCommands(calls, birth int64) []wire.Command {
 	return []wire.Command{
 		{Args: []string{"INFO", "server"}, Want: wire.Bulk},
 		{Args: []string{"INFO", "memory"}, Want: wire.Bulk},
-		{Args: wire.Eval(databirth.Script, []string{databirth.Key}), Want: wire.Array},
+		{Args: wire.Eval(databirth.Script, []string{databirth.Key, databirth.SeenKey},
+			strconv.FormatInt(calls, 10), strconv.FormatInt(birth, 10)), Want: wire.Array},
 		{Args: []string{"GET", n.cfg.seededKey()}, Want: wire.BulkOrNil},
 		{Args: wire.Eval(recordTTL, []string{n.cfg.ttlKey()}, strconv.FormatInt(n.cfg.TTL.Milliseconds(), 10)), Want: wire.Integer},
 	}
@@ -74,9 +73,16 @@ func (n *Node) meetingCommands() []wire.Command {
 
 // meet meets the node on a new connection and returns the tag every reply
 // on it carries: its incarnation and the data's birth it met (connTag).
-func (n *Node) meet(ctx context.Context, ex exchange) (string, error) {
+// votes says the connection is the votes' pipe, whose replies come in the
+// order they were read on the node: only its readings move the largest
+// total of calls seen (incarnation.seen).
+func (n *Node) meet(ctx context.Context, ex exchange, votes bool) (string, error) {
+	if !n.cfg.RestartAware {
+		return "", nil // nothing to read: every vote counts
+	}
 	at := time.Now()
-	replies, err := ex(ctx, n.meetingCommands()...)
+	calls, birth := n.inc.seenCalls()
+	replies, err := ex(ctx, n.meetingCommands(calls, birth)...)
 	if err != nil {
 		return "", err
 	}
@@ -92,103 +98,45 @@ func (n *Node) meet(ctx context.Context, ex exchange) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if err := n.record(rd); err != nil {
+	if err := n.record(rd, votes); err != nil {
 		return "", err
 	}
-	if len(rd.refused) == 0 && rd.age.known && rd.id() != "" {
-		n.told.Store(true)
-	}
-	if err := n.notify(ctx, ex, rd.id()); err != nil {
-		return "", err
-	}
-	return connTag(rd.id(), rd.birth, rd.ledger, rd.age.known), nil
+	return connTag(rd.id(), rd.birth, rd.ledger), nil
 }
 
-// read judges the meeting's replies. An error reply fails the connection
-// (fail closed) unless the node refuses that command for good and always
-// has to this process, which is noted in refused and logged once by meet.
+// read judges the meeting's replies. Any error reply fails the connection
+// (fail closed): a node that will not tell its incarnation, its data's age
+// or its ledger — BUSY, LOADING, or an ACL that took a command away, which
+// may be given back later — does not vote on it, and the next use of the
+// node meets it again.
 func (n *Node) read(at time.Time, replies []any) (reading, error) {
 	rd := reading{at: at}
 	for i, v := range replies {
-		se, ok := v.(wire.ServerError)
-		if !ok {
-			continue
+		if se, ok := v.(wire.ServerError); ok {
+			return rd, fmt.Errorf("%w: %s: %w", errNotReady, meetingReads[i], se)
 		}
-		if !refusedForGood(se) {
-			return rd, fmt.Errorf("%w: %w", errNotReady, se)
-		}
-		if n.told.Load() {
-			return rd, fmt.Errorf("%w: %s: %w", errTakenAway, meetingReads[i], se)
-		}
-		rd.refused = append(rd.refused, fmt.Sprintf("%s: %s", meetingReads[i], se))
-		replies[i] = nil
 	}
 	rd.info, _ = replies[0].(string)
+	if rd.id() == "" {
+		return rd, fmt.Errorf("%w: INFO server names no run_id", errNotReady)
+	}
 	memory, _ := replies[1].(string)
 	if p := redisinfo.Value(memory, "maxmemory_policy"); p != "" && p != "noeviction" {
 		return rd, fmt.Errorf("%w: %s", errEvicts, p)
 	}
-	if born, _ := replies[2].([]any); len(born) == 3 {
-		rd.birth, _ = born[0].(int64)
-		now, _ := born[1].(int64)
-		rd.ledger, _ = born[2].(string)
-		rd.age = dataAge{d: time.Duration(now-rd.birth) * time.Millisecond, known: true}
+	born, _ := replies[2].([]any)
+	if len(born) != 4 {
+		return rd, fmt.Errorf("%w: the data-birth script answered %v", errNotReady, replies[2])
 	}
+	rd.birth, _ = born[0].(int64)
+	now, _ := born[1].(int64)
+	rd.ledger, _ = born[2].(string)
+	rd.calls, _ = born[3].(int64)
+	rd.age = dataAge{d: time.Duration(now-rd.birth) * time.Millisecond}
 	rd.seeded, _ = replies[3].(string)
 	recorded, _ := replies[4].(int64)
 	rd.recorded = time.Duration(recorded) * time.Millisecond
 	return rd, nil
-}
-
-// refusedForGood says whether an error reply will be the same on every
-// connection: the user may not run the command (ACL), or the server has no
-// such command or section (renamed, or not a full Redis). Anything else —
-// BUSY, LOADING, OOM, READONLY, MASTERDOWN — may pass.
-func refusedForGood(se wire.ServerError) bool {
-	s := string(se)
-	for _, permanent := range []string{"NOPERM", "no permissions", "unknown command", "unknown subcommand", "not supported"} {
-		if strings.Contains(s, permanent) {
-			return true
-		}
-	}
-	return false
-}
-
-// notify adds the keyspace events the speed layer's waiters need, once per
-// incarnation, when Config.Notify asks for them. Its error replies are no reason to drop the
-// connection.
-func (n *Node) notify(ctx context.Context, ex exchange, id string) error {
-	if !n.cfg.Notify() || !n.inc.wantsNotify(id) {
-		return nil
-	}
-	replies, err := ex(ctx, wire.Command{Args: []string{"CONFIG", "GET", "notify-keyspace-events"}, Want: wire.Array})
-	if err != nil {
-		return err
-	}
-	kv, _ := replies[0].([]any)
-	if len(kv) == 2 {
-		cur, _ := kv[1].(string)
-		if want := notifyFlags(cur); want != cur {
-			if _, err := ex(ctx, wire.Command{Args: []string{"CONFIG", "SET", "notify-keyspace-events", want}, Want: wire.Bulk}); err != nil {
-				return err
-			}
-		}
-	}
-	// Done, or refused by the node: either way not worth asking again.
-	n.inc.notifiedOf(id)
-	return nil
-}
-
-// notifyFlags adds the keyspace events for deletes and expiries (K, g, x) to
-// whatever the server already publishes.
-func notifyFlags(flags string) string {
-	want := flags
-	for _, f := range []string{"K", "g", "x"} {
-		if !strings.Contains(want, f) && !(f != "K" && strings.Contains(want, "A")) {
-			want += f
-		}
-	}
-	return want
 }
 
 // pipeExchange is the meeting's transport on a votes' connection: it

@@ -13,7 +13,6 @@ import (
 	"log/slog"
 	"net"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -31,9 +30,6 @@ type Config struct {
 	// SitOut is how long a node whose data lost keys stays out, for a
 	// largest TTL in use of ttl. Nil: the TTL itself.
 	SitOut func(ttl time.Duration) time.Duration
-	// Notify says whether a meeting turns the node's keyspace
-	// notifications on (the speed layer's). Nil: never.
-	Notify func() bool
 	Logger *slog.Logger // nil: slog.Default()
 }
 
@@ -42,9 +38,6 @@ func (c *Config) withDefaults() *Config {
 	cp := *c
 	if cp.SitOut == nil {
 		cp.SitOut = func(ttl time.Duration) time.Duration { return ttl }
-	}
-	if cp.Notify == nil {
-		cp.Notify = func() bool { return false }
 	}
 	if cp.Logger == nil {
 		cp.Logger = slog.Default()
@@ -64,9 +57,6 @@ type Node struct {
 	peers []*Node         // every node of the set, this one included
 
 	inc incarnation
-	// told: some meeting read everything it asked, so the node is not
-	// blind by nature and a refusal for good later is a change (an ACL).
-	told atomic.Bool
 }
 
 // New is the node o names. Nothing is dialed yet: Open does, or the first
@@ -226,7 +216,7 @@ func (n *Node) openPipe() {
 // re-seeding, the single-node variants), as meetPipe does for
 // the votes.
 func (n *Node) meetPool(ctx context.Context, cn *redis.Conn) error {
-	_, err := n.meet(ctx, poolExchange(cn))
+	_, err := n.meet(ctx, poolExchange(cn), false)
 	return err
 }
 
@@ -248,7 +238,7 @@ func dial(ctx context.Context, o *redis.Options) (net.Conn, error) {
 // meeting cut short by its deadline still owes replies, and a reader
 // started on it would hand each vote the answer to the command before it.
 func (n *Node) meetPipe(ctx context.Context, nc net.Conn, r *bufio.Reader, o *redis.Options) (string, error) {
-	return n.meet(ctx, pipeExchange(nc, r, o))
+	return n.meet(ctx, pipeExchange(nc, r, o), true)
 }
 
 // ScanTimeout bounds a whole-keyspace walk of one node, so a paused node

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -20,8 +19,7 @@ import (
 
 // dataAge is how old a node's data are, by their marker.
 type dataAge struct {
-	d     time.Duration
-	known bool // false: the node refused the marker script for good (ACL, no scripting)
+	d time.Duration
 }
 
 // ttlKey is where every client records the largest lease TTL it uses on a
@@ -29,26 +27,24 @@ type dataAge struct {
 func (c *Config) ttlKey() string { return c.Namespace + "ttl" }
 
 // seededKey marks a node whose fencing counters were re-seeded for its
-// current incarnation; its value is that incarnation's run_id.
+// current data; its value names them (seededFor: the run_id and the data's
+// birth).
 func (c *Config) seededKey() string { return c.Namespace + "seeded" }
 
-// record takes in a meeting's reading rd of the node, logs what
-// changed, and starts re-seeding the node's counters when they need it.
-func (n *Node) record(rd reading) error {
-	m, err := n.inc.met(rd, n.cfg.TTL, time.Now())
+// record takes in a meeting's reading rd of the node (read on the votes'
+// connection if votes), logs what changed, and starts re-seeding the
+// node's counters when they need it.
+func (n *Node) record(rd reading, votes bool) error {
+	m, err := n.inc.met(rd, n.cfg.TTL, time.Now(), votes)
 	if err != nil {
 		return err
 	}
 	if !n.cfg.RestartAware {
 		return nil
 	}
-	if m.warn {
-		n.cfg.Logger.Warn("redis node refuses for good to tell what restart awareness reads: a restart or flush of it may go unseen, and a lease it held be granted twice",
-			"node", n.addr, "refused", strings.Join(rd.refused, "; "))
-	}
 	if (m.first || m.lost) && m.young {
 		n.cfg.Logger.Warn("redis node restarted, failed over or flushed: not counted toward a quorum until its data are older than the largest TTL in use",
-			"node", n.addr, "run_id", rd.id(), "data_age", rd.age.d, "data_age_known", rd.age.known, "largest_ttl", m.ttl, "counts_from", m.back)
+			"node", n.addr, "run_id", rd.id(), "data_age", rd.age.d, "largest_ttl", m.ttl, "counts_from", m.back)
 	}
 	if n.inc.startReseed() {
 		go n.reseedLoop()
@@ -103,7 +99,7 @@ func (n *Node) reseedLoop() {
 func (n *Node) reseed(ctx context.Context) error {
 	began := time.Now()
 	n.inc.mu.Lock()
-	id := n.inc.runID
+	data := seededFor(n.inc.runID, n.inc.birth)
 	n.inc.mu.Unlock()
 	var others []*Node
 	for _, p := range n.peers {
@@ -152,12 +148,12 @@ func (n *Node) reseed(ctx context.Context) error {
 	for key, c := range highest {
 		keys, args = append(keys, key), append(args, c)
 	}
-	keys, args = append(keys, n.cfg.seededKey()), append(args, id)
+	keys, args = append(keys, n.cfg.seededKey()), append(args, data)
 	if err := reseedCounters.Run(ctx, n.rdb, keys, args...).Err(); err != nil {
 		return fmt.Errorf("node %s: %w", n.addr, err)
 	}
-	n.inc.seeded(id, began, time.Duration(highest[n.cfg.ttlKey()])*time.Millisecond)
-	n.cfg.Logger.Info("fencing counters re-seeded for this incarnation", "node", n.addr, "run_id", id, "counters", len(highest))
+	n.inc.seeded(data, began, time.Duration(highest[n.cfg.ttlKey()])*time.Millisecond)
+	n.cfg.Logger.Info("fencing counters re-seeded for the node's data", "node", n.addr, "data", data, "counters", len(highest))
 	return nil
 }
 

@@ -23,13 +23,9 @@ import (
 var errDataLost = errors.New("the node's data marker or operator ledger changed under an open connection: meeting the node again")
 
 // connTag is a vote connection's tag for the incarnation id whose data were
-// born at born (ms on the node's clock) under the operator ledger ledger,
-// if marked: the marker's own value, "<run_id> <birth ms> <ledger>", or
-// "<run_id>" alone when the node would not run the marker script.
-func connTag(id string, born int64, ledger string, marked bool) string {
-	if !marked || id == "" {
-		return id
-	}
+// born at born (ms on the node's clock) under the operator ledger ledger:
+// the marker's own value, "<run_id> <birth ms> <ledger>".
+func connTag(id string, born int64, ledger string) string {
 	return id + " " + strconv.FormatInt(born, 10) + " " + ledger
 }
 
@@ -48,19 +44,15 @@ var checks = []wire.Command{
 
 // kept judges the checks' replies marker and stats on a connection tagged
 // tag: whether the vote they follow may count. A marker that no longer is
-// the one the connection met, or a ledger that moved, is a possible loss of
-// data: the node sits out from now, its fencing counters are re-seeded, and
-// the connection is broken so that the next one meets the node again. A
-// check the node does not answer (BUSY, LOADING, and a NOPERM too: an ACL
-// that took a command away must not switch the check off) tells nothing:
-// the vote does not count (fail closed). Only a connection that met no
-// marker (the node refused the marker script for good from the start,
-// logged at its meeting) votes unchecked.
+// the one the connection met, a ledger that moved, or a total of calls
+// below one read before (the counts were reset, which could hide an
+// operator command) is a possible loss of data: the node sits out from now,
+// its fencing counters are re-seeded, and the connection is broken so that
+// the next one meets the node again. A check the node does not answer
+// (BUSY, LOADING, and a NOPERM too: an ACL that took a command away must
+// not switch the check off) tells nothing: the vote does not count (fail
+// closed).
 func (n *Node) kept(tag string, marker, stats any) bool {
-	_, rest, marked := strings.Cut(tag, " ")
-	if !marked {
-		return true
-	}
 	for _, v := range []any{marker, stats} {
 		if _, refused := v.(wire.ServerError); refused {
 			return false
@@ -68,8 +60,10 @@ func (n *Node) kept(tag string, marker, stats any) bool {
 	}
 	m, _ := marker.(string)
 	s, _ := stats.(string)
-	_, ledger, _ := strings.Cut(rest, " ")
-	if m == tag && databirth.Ledger(s) == ledger {
+	_, rest, _ := strings.Cut(tag, " ")
+	_, met, _ := strings.Cut(rest, " ")
+	ledger, calls := databirth.Ledger(s)
+	if m == tag && ledger == met && n.inc.checked(tag, calls) {
 		return true
 	}
 	n.dataLost(tag)

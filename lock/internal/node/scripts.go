@@ -26,10 +26,10 @@ var (
 	recordTTL = RaiseToMax
 
 	// reseedCounters raises a node's fencing counters to at least the values
-	// read from the other nodes and marks the node seeded for its
-	// incarnation, in one atomic step (one script: an ACL user need not be
-	// allowed MULTI). KEYS[1..n-1] fence counters, KEYS[n] the seeded marker;
-	// ARGV[1..n-1] the values, ARGV[n] the node's run_id.
+	// read from the other nodes and marks the node seeded for its data, in
+	// one atomic step (one script: an ACL user need not be allowed MULTI).
+	// KEYS[1..n-1] fence counters, KEYS[n] the seeded marker; ARGV[1..n-1]
+	// the values, ARGV[n] the data's name (seededFor).
 	reseedCounters = redis.NewScript(`
 for i = 1, #KEYS - 1 do
 	if tonumber(redis.call("get", KEYS[i]) or "0") < tonumber(ARGV[i]) then

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"flashsale/lock/internal/wire"
@@ -87,3 +88,30 @@ func answer(c Command, v any, tag string, err error) Answer {
 // tens of milliseconds; a node silent for longer is down (paused, cut off),
 // and its vote says unavailable again.
 func LateWindow(timeout, ttl time.Duration) time.Duration { return min(4*timeout, ttl) }
+
+// errNotCounted: the node answers, but restart awareness does not count its
+// votes now (it sits out, or waits for its counters' re-seed).
+var errNotCounted = errors.New("restarted, flushed or reset less than a TTL ago, or fencing counters not re-seeded yet: does not vote")
+
+// Ready reports whether a vote of the node would count now: a command sent
+// on the votes' connection as a vote is (restart awareness's checks behind
+// it) is answered, the checks keep it, and the node's incarnation counts.
+// It changes nothing on the node.
+func (n *Node) Ready(ctx context.Context) error {
+	got := make(chan Answer, 1)
+	n.Send(ctx, Command{Args: []string{"EXISTS", n.cfg.Namespace + "ready"}, Grants: true}, func(a Answer) { got <- a })
+	select {
+	case a := <-got:
+		switch {
+		case a.Err != nil:
+			return a.Err
+		case a.Lost:
+			return errDataLost
+		case !n.Counts(a.Tag, time.Now()):
+			return errNotCounted
+		}
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
