@@ -5,6 +5,9 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"flashsale/internal/localredis"
+	"flashsale/internal/redisacl"
 	"flashsale/internal/testsupport"
 	"flashsale/lock"
 )
@@ -150,4 +154,92 @@ func (s *liveStream) saw(t *testing.T, want string) {
 			t.Fatalf("no event with %s on the stream", want)
 		}
 	}
+}
+
+// TestEmbeddedDefaultAsAppUser: `go run .` with redis-server installed
+// starts its nodes with the ACL and connects as the app's user: every
+// connection the node holds, other than the admin's own, is the app
+// user's, an order sells, and nothing was refused. The admin's password is
+// read from the ACL file in the node's directory, under the TMPDIR this
+// test sets.
+func TestEmbeddedDefaultAsAppUser(t *testing.T) {
+	testsupport.RequireRedis(t)
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	app := start(t, map[string]string{"FLASHSALE_DB": filepath.Join(tmp, "sale.db")}, "-local-nodes", "3")
+	app.mustCall("GET", "/readyz", "", 200)
+	app.mustCall("POST", "/api/orders", `{"sku":"tee","qty":1,"user":"ann"}`, 201, "X-Lock-Variant", lock.Redlock)
+	if !strings.Contains(app.stderr.String(), "the app connects as Redis user "+redisacl.AppUser) {
+		t.Errorf("the log does not say the app connects as %s:\n%s", redisacl.AppUser, app.stderr)
+	}
+
+	files, err := filepath.Glob(filepath.Join(tmp, "localredis-*", "node-*", "users.acl"))
+	if err != nil || len(files) != 3 {
+		t.Fatalf("ACL files of the local nodes: %v %v", files, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, f := range files {
+		admin := adminClient(t, f)
+		list, err := admin.ClientList(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		apps := 0
+		for _, line := range strings.Split(strings.TrimSpace(list), "\n") {
+			switch user := field(line, "user"); user {
+			case redisacl.AppUser:
+				apps++
+			case redisacl.AdminUser:
+				if field(line, "cmd") != "client|list" {
+					t.Errorf("%s: a connection as %s other than this test's: %s", f, user, line)
+				}
+			default:
+				t.Errorf("%s: a connection as %q: %s", f, user, line)
+			}
+		}
+		if apps == 0 {
+			t.Errorf("%s: no connection as %s:\n%s", f, redisacl.AppUser, list)
+		}
+		if log, err := admin.ACLLog(ctx, 100).Result(); err != nil || len(log) > 0 {
+			t.Errorf("%s: ACL LOG %v %v, want empty", f, log, err)
+		}
+	}
+}
+
+// adminClient connects to the node whose ACL file is aclFile, as the admin
+// user that file names.
+func adminClient(t *testing.T, aclFile string) *redis.Client {
+	t.Helper()
+	b, err := os.ReadFile(aclFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pw string
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "user "+redisacl.AdminUser+" on >"); ok {
+			pw, _, _ = strings.Cut(rest, " ")
+		}
+	}
+	conf, err := os.ReadFile(filepath.Join(filepath.Dir(aclFile), "redis.log"))
+	if err != nil || pw == "" {
+		t.Fatalf("%s: admin password %q, log %v", aclFile, pw, err)
+	}
+	m := regexp.MustCompile(`port=(\d+)`).FindAllSubmatch(conf, -1)
+	if m == nil {
+		t.Fatalf("no port in %s's log", aclFile)
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + string(m[len(m)-1][1]), Username: redisacl.AdminUser, Password: pw, MaxRetries: -1})
+	t.Cleanup(func() { rdb.Close() })
+	return rdb
+}
+
+// field is one field of a CLIENT LIST line ("id=3 addr=… user=…").
+func field(line, name string) string {
+	for _, f := range strings.Fields(line) {
+		if v, ok := strings.CutPrefix(f, name+"="); ok {
+			return v
+		}
+	}
+	return ""
 }
