@@ -29,7 +29,9 @@ func TestWordingThatWasFixed(t *testing.T) {
 		{"docs/handout.zh.md", `breaks 失守，holds 守住`, true, "the glossary gives the verdicts' one pair of Chinese words"},
 		{"docs/handout.zh.md", `出错|扛住|扛得住`, false, "one pair of verdict words: 失守/守住"},
 		{"docs/runsheet.zh.md", `出错|扛住|扛得住`, false, "one pair of verdict words: 失守/守住"},
-		{"docs/facilitator.zh.md", `出错|扛住|扛得住|失效`, false, "one pair of verdict words: 失守/守住"},
+		{"docs/facilitator.zh.md", `出错|扛住|扛得住|失效|梯子`, false, "one pair of verdict words: 失守/守住; the ladder is 阶梯"},
+		{"docs/runsheet-3h.zh.md", `出错|扛住|扛得住|失效|梯子`, false, "one pair of verdict words: 失守/守住; the ladder is 阶梯"},
+		{"docs/workshop-solutions.zh.md", `出错|扛住|扛得住|失效|梯子`, false, "one pair of verdict words: 失守/守住; the ladder is 阶梯"},
 		// The Chinese run sheet, as a Chinese facilitator says it.
 		{"docs/runsheet.zh.md", `没有红框的行|红框意味着`, false, "say: 确认没有任何一行带红框（红框表示与矩阵预期不符）"},
 		{"docs/runsheet.zh.md", `看完一整天`, false, "say: 90 秒看完整场工作坊的主线"},
