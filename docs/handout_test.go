@@ -117,31 +117,54 @@ func commands(md string) []string {
 	return out
 }
 
-// The Chinese run sheet (docs/runsheet.zh.md, written by hand) follows the
-// English one: the same times in the same order, every command word for
-// word, and the same addresses.
+// The Chinese run sheets (docs/runsheet.zh.md, docs/runsheet-3h.zh.md,
+// written by hand) follow the English ones: the same times in the same
+// order, every command word for word, and the same addresses.
 func TestChineseRunSheetFollowsTheEnglish(t *testing.T) {
-	en, zh := read(t, "docs/runsheet.md"), read(t, "docs/runsheet.zh.md")
-	times := regexp.MustCompile(`\b\d:\d\d(?:–\d:\d\d)?\b`)
-	if e, z := times.FindAllString(en, -1), times.FindAllString(zh, -1); !slices.Equal(e, z) {
-		t.Errorf("the Chinese run sheet's times are\n%v\nthe English one's\n%v", z, e)
-	}
-	want := commands(en)
-	if len(want) < 15 {
-		t.Fatalf("found only %d commands in the English run sheet; the pattern no longer finds them", len(want))
-	}
-	have := map[string]bool{}
-	for _, c := range commands(zh) {
-		have[c] = true
-	}
-	for _, c := range want {
-		if !have[c] {
-			t.Errorf("docs/runsheet.zh.md lacks the command %q of docs/runsheet.md", c)
+	for _, c := range []struct {
+		en, zh string
+		least  int // commands the English sheet gives at least
+	}{
+		{"docs/runsheet.md", "docs/runsheet.zh.md", 15},
+		{"docs/runsheet-3h.md", "docs/runsheet-3h.zh.md", 1},
+	} {
+		en, zh := read(t, c.en), read(t, c.zh)
+		times := regexp.MustCompile(`\b\d:\d\d(?:–\d:\d\d)?\b`)
+		if e, z := times.FindAllString(en, -1), times.FindAllString(zh, -1); !slices.Equal(e, z) {
+			t.Errorf("%s's times are\n%v\n%s's\n%v", c.zh, z, c.en, e)
+		}
+		want := commands(en)
+		if len(want) < c.least {
+			t.Fatalf("found only %d commands in %s; the pattern no longer finds them", len(want), c.en)
+		}
+		have := map[string]bool{}
+		for _, cmd := range commands(zh) {
+			have[cmd] = true
+		}
+		for _, cmd := range want {
+			if !have[cmd] {
+				t.Errorf("%s lacks the command %q of %s", c.zh, cmd, c.en)
+			}
+		}
+		for _, u := range regexp.MustCompile(`https?://[^\s)]+`).FindAllString(en, -1) {
+			if u = strings.TrimRight(u, ".,;"); !strings.Contains(zh, u) {
+				t.Errorf("%s lacks the address %s of %s", c.zh, u, c.en)
+			}
 		}
 	}
-	for _, u := range regexp.MustCompile(`https?://[^\s)]+`).FindAllString(en, -1) {
-		if u = strings.TrimRight(u, ".,;"); !strings.Contains(zh, u) {
-			t.Errorf("docs/runsheet.zh.md lacks the address %s of docs/runsheet.md", u)
-		}
+}
+
+// The Chinese solution sheet (docs/workshop-solutions.zh.md, written by
+// hand) gives the English one's command and code, block for block, word for
+// word: only the prose is translated.
+func TestChineseSolutionsFollowTheEnglish(t *testing.T) {
+	blocks := regexp.MustCompile("(?s)```(?:sh|go)\n.*?```")
+	en := blocks.FindAllString(read(t, "docs/workshop-solutions.md"), -1)
+	zh := blocks.FindAllString(read(t, "docs/workshop-solutions.zh.md"), -1)
+	if len(en) < 3 {
+		t.Fatalf("found only %d command and code blocks in docs/workshop-solutions.md; the pattern no longer finds them", len(en))
+	}
+	if !slices.Equal(en, zh) {
+		t.Errorf("docs/workshop-solutions.zh.md's command and code blocks are not docs/workshop-solutions.md's:\n%q\nwant\n%q", zh, en)
 	}
 }

@@ -394,9 +394,15 @@ type reportCell struct {
 // naming r's file ("`lock/x.go` lines 1–9", or "… lines 1–9 and lines
 // 20–29" with no other file named in between).
 func saysRange(text string, r readRef) bool {
+	return saysRangeAs(text, r, "lines %d–%d")
+}
+
+// saysRangeAs is saysRange with the range in the words of format ("lines
+// %d–%d", "第 %d–%d 行").
+func saysRangeAs(text string, r readRef, format string) bool {
 	text = strings.Join(strings.Fields(text), " ")
 	path := regexp.MustCompile("`([a-z0-9_./-]+\\.go)`")
-	lines := fmt.Sprintf("lines %d–%d", r.from, r.to)
+	lines := fmt.Sprintf(format, r.from, r.to)
 	for off := 0; ; {
 		i := strings.Index(text[off:], lines)
 		if i < 0 {

@@ -44,7 +44,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return nil, err
 		}
 		warning := fmt.Sprintf(resetWarning, strings.Join(cfg.Targets, ", "))
-		cfg.Logger.Warn(warning)
+		cfg.Logger.Warn(resetLogLine, "targets", strings.Join(cfg.Targets, ", "))
 		told = append(notes, warning)
 	}
 	rep := &Report{Started: time.Now(), Settings: settingsOf(cfg), Notes: told}
@@ -142,7 +142,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			plots[p.sc.Name] = pl
 		}
 		c := runCell(ctx, cfg, e, p, pl, i+1, len(plan))
-		cfg.Logger.Info("cell done", "variant", c.Variant, "scenario", c.Scenario, "expected", c.Expected, "seen", c.Seen, "verdict", c.Verdict, "reasons", strings.Join(c.Reasons, "; "))
+		cfg.Logger.Info("cell done", "variant", c.Variant, "scenario", c.Scenario, "expected", c.Expected, "seen", c.Seen, "verdict", c.Verdict,
+			"oversold_units", c.Audit.OversoldUnits, "lost_updates", c.Audit.LostUpdates, "double_booked_seats", c.Audit.DoubleBookedSeats, "stuck_locks", c.StuckLocks,
+			"reasons", strings.Join(c.Reasons, "; "))
 		rep.Cells = append(rep.Cells, c)
 	}
 	if err := ctx.Err(); err != nil {

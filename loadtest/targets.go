@@ -14,6 +14,11 @@ import (
 // the runner replaces their sale, and someone may be using it.
 const resetWarning = "every cell resets the sale on %s (POST /api/admin/reset: the products, orders, bookings and lock keys there are replaced by the runner's catalogue) and sets their fault plan; the last cell leaves its sale and an empty plan behind"
 
+// resetLogLine is resetWarning as the log says it: one line whose words do
+// not change, the targets a field of its own (the workshop page says it in
+// its reader's language from them).
+const resetLogLine = "every cell resets the sale on the targets and sets their fault plan; the last cell leaves its sale and an empty plan behind"
+
 // fromInstances reads what running instances say of themselves (GET /api)
 // and makes the run agree with it: the lease TTL and lock wait the faults
 // are sized by are the instances', and every variant the run names is one

@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -104,6 +105,7 @@ func wholeLadder(t *testing.T, lang string, cells [][2]string, want []string) {
 	if n := eval[int](t, tab, `document.querySelectorAll("#ladder-body tr.mismatch").length`); n != 0 {
 		t.Errorf("%d rows did not do what the matrix expects", n)
 	}
+	runLog(t, tab, lang, cells)
 	// A finished run beside the ladder, its row, chart and timeline drawn.
 	do(t, tab, "one run",
 		choose("#w-variant", "lua"), choose("#w-scenario", "clean"),
@@ -114,6 +116,7 @@ func wholeLadder(t *testing.T, lang string, cells [][2]string, want []string) {
 		t.Fatalf("the run's row never filled: %v", err)
 	}
 	otherLanguage(t, tab, lang, "the workshop")
+	runLog(t, tab, lang, [][2]string{{"lua", "clean"}})
 	if lang != "zh" {
 		return
 	}
@@ -126,6 +129,16 @@ func wholeLadder(t *testing.T, lang string, cells [][2]string, want []string) {
 		waitJS(`document.querySelector("#outcome").dataset.kind === "ok" && document.querySelectorAll("#orders li").length > 0`, stepTimeout))
 	shot(t, tab, "03-storefront")
 	otherLanguage(t, tab, lang, "the storefront")
+	// The numbers sit where Chinese puts them, and the confirmation's
+	// punctuation is Chinese: "（订单 #12，锁 lua，栅栏令牌 3）".
+	if said := eval[string](t, tab, `document.querySelector("#outcome").textContent`); !regexp.MustCompile(`（订单 #\d+，锁 [a-z+-]+(，栅栏令牌 \d+)?）`).MatchString(said) {
+		t.Errorf("the order's confirmation reads %q", said)
+	}
+	for _, stock := range eval[[]string](t, tab, `[...document.querySelectorAll("#products .product .stock")].map((p) => p.textContent)`) {
+		if !regexp.MustCompile(`^(剩余 \d+ 件，共 \d+ 件|0 件（已售罄）|-\d+ 件——超卖 \d+ 件：.*)$`).MatchString(stock) {
+			t.Errorf("a product's stock reads %q", stock)
+		}
+	}
 }
 
 // otherLanguage fails the test on a sentence of the other language left on
@@ -164,6 +177,31 @@ func otherLanguage(t *testing.T, tab context.Context, lang, page string) {
 	}
 	if len(left) > 0 {
 		shot(t, tab, "other-language")
+	}
+}
+
+// runLog checks the run log (运行记录): every cell of the last run has its
+// line, in Chinese from the note's fields (not the terminal's English
+// "cell done variant=…"), in English as the terminal prints it.
+func runLog(t *testing.T, tab context.Context, lang string, cells [][2]string) {
+	t.Helper()
+	lines := eval[[]string](t, tab, `[...document.querySelectorAll("#w-notes li")].map((li) => li.textContent)`)
+	for _, c := range cells {
+		english := fmt.Sprintf("cell done variant=%s scenario=%s ", c[0], c[1])
+		chinese := fmt.Sprintf("%s × %s 跑完：预期", c[0], c[1])
+		found := slices.IndexFunc(lines, func(l string) bool {
+			return strings.HasPrefix(l, map[bool]string{true: chinese, false: english}[lang == "zh"])
+		})
+		if found < 0 {
+			t.Errorf("in %s the run log has no line for %s × %s: %q", lang, c[0], c[1], lines)
+		}
+	}
+	if lang == "zh" {
+		for _, l := range lines {
+			if strings.HasPrefix(l, "cell done") || strings.HasPrefix(l, "localredis:") {
+				t.Errorf("in Chinese the run log still reads the terminal's English: %q", l)
+			}
+		}
 	}
 }
 

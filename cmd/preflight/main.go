@@ -2,7 +2,8 @@
 // everything it will need, before the room's network is shared by twenty
 // people: the Go version, the C compiler the SQLite driver needs, the Redis
 // server the load runner starts (7 or newer), the optional tools and whether
-// a Docker engine answers, whether the storefront's port is free (a note,
+// a Docker engine answers, whether a font covers Chinese (the pages in
+// 中文 show empty boxes without one), whether the storefront's port is free (a note,
 // not a failure: another -addr does as well), and then `go build ./...`
 // and `go test -run '^$' ./...` (which downloads every module and compiles
 // every package and test once); last, a smoke run: the load runner starts
@@ -181,6 +182,7 @@ func Checks(ctx context.Context, env Env, addr string) []Check {
 		tool(ctx, env, "chromium", Optional, nil,
 			"only the browser tests drive it; the workshop page works in any browser; sudo apt-get install chromium"),
 		composeCheck(ctx, env),
+		FontCheck(ctx, env),
 	)
 
 	// Only `go run .` with its default address needs the port: the load

@@ -44,6 +44,11 @@ func fake(missing map[string]bool, goVersion string, portTaken bool, failing str
 				return "24.0.7\n", nil
 			case strings.HasPrefix(cmd, "go run ./loadtest/cmd/loadtest -cells none/clean,lua/clean -quick"):
 				return "2 cells: 0 bugs (a cell that must hold broke), 0 no-demo (a cell that must break held), 0 errors, 0 skipped\n", nil
+			case strings.HasSuffix(cmd, "fc-list :lang=zh family"):
+				if missing["cjk"] {
+					return "", nil
+				}
+				return "WenQuanYi Micro Hei,文泉驿微米黑,文泉驛微米黑\nNoto Sans CJK SC,Noto Sans CJK SC Regular\nWenQuanYi Micro Hei,文泉驿微米黑,文泉驛微米黑\n", nil
 			case strings.HasSuffix(cmd, "redis-server --version") && missing["redis7"]:
 				return "Redis server v=6.0.16 sha=00000000:0 malloc=jemalloc-5.2.1 bits=64\n", nil
 			}
@@ -90,6 +95,14 @@ func TestPreflight(t *testing.T) {
 			[]string{"note    port 127.0.0.1:8080", "go run . -addr 127.0.0.1:8090", "lsof -nP -iTCP:8080 -sTCP:LISTEN", "Ready"}, false},
 		{"optional tools only noted", fake(map[string]bool{"chromium": true, "redis-sentinel": true, "compose": true, "docker-compose": true, "redis-cli": true}, "go1.26.8", false, ""), []string{"-build=false"}, 0,
 			[]string{"note    redis-cli", "note    chromium", "note    redis-sentinel", "note    docker compose", "Ready"}, false},
+		{"no font for Chinese is only noted", fake(map[string]bool{"cjk": true}, "go1.26.8", false, ""), []string{"-build=false"}, 0,
+			[]string{"note    CJK font         no font covers Chinese (fc-list :lang=zh lists none)", "sudo apt-get install fonts-wqy-microhei (or fonts-noto-cjk)", "macOS ships PingFang SC", "Ready"}, false},
+		{"a font for Chinese", fake(nil, "go1.26.8", false, ""), []string{"-build=false"}, 0,
+			[]string{"ok      CJK font         2 font families cover Chinese (fc-list :lang=zh), WenQuanYi Micro Hei among them"}, false},
+		{"no fontconfig", fake(map[string]bool{"fc-list": true}, "go1.26.8", false, ""), []string{"-build=false"}, 0,
+			[]string{"note    CJK font         fc-list (fontconfig) is not on PATH", "fonts-wqy-microhei", "Ready"}, false},
+		{"fontconfig fails", fake(nil, "go1.26.8", false, "/usr/bin/fc-list"), []string{"-build=false"}, 0,
+			[]string{"note    CJK font         fc-list :lang=zh failed (exit status 1: main.go:1: undefined: x)", "fonts-wqy-microhei", "Ready"}, false},
 		{"build fails", fake(nil, "go1.26.8", false, "go build"), nil, 1,
 			[]string{"MISSING go build", "undefined: x"}, true},
 	} {

@@ -157,6 +157,18 @@ func (w *Runner) longerTTL() string {
 		"each lasts longer in proportion, and a rung may still not show its flaw in one (get-del's late DEL, say)", w.ttl, sequenceTTL)
 }
 
+// noNodesNote is the note that says why the node steps are skipped, its
+// fields the lease TTLs the English gives when the instance's is longer.
+func (w *Runner) noNodesNote() event {
+	var as []slog.Attr
+	if w.ttl > sequenceTTL {
+		as = []slog.Attr{slog.Duration("lease_ttl", w.ttl), slog.Duration("sized_for", sequenceTTL)}
+	}
+	ev := noteEvent("node scenarios skipped", as...)
+	ev["message"] = noNodes + w.longerTTL()
+	return ev
+}
+
 // sized are the steps as they run here. They are sized for the sequence's
 // own environment (sequenceTTL); against this instance, whose lease TTL may
 // be longer, every pause of a scenario is longer too (they are sized from
@@ -227,7 +239,7 @@ func (w *Runner) runSequence(r *workshopRun, base, appBin string) {
 	notes := slog.New(&noteHandler{run: r})
 	var env *cluster.Local
 	if appBin != "" {
-		r.emit(event{"type": "note", "message": "starting the sequence's own environment: 5 Redis nodes and 3 app instances"})
+		r.emit(noteEvent("starting the sequence's own environment: 5 Redis nodes and 3 app instances"))
 		var err error
 		env, err = cluster.StartLocal(ctx, cluster.LocalConfig{AppBin: appBin, LockTTL: sequenceTTL, Logger: notes})
 		if err != nil {
@@ -240,7 +252,7 @@ func (w *Runner) runSequence(r *workshopRun, base, appBin string) {
 			}
 		}()
 	} else {
-		r.emit(event{"type": "note", "message": noNodes + w.longerTTL()})
+		r.emit(w.noNodesNote())
 	}
 	for i, st := range r.Steps {
 		if st.Nodes && env == nil {

@@ -349,30 +349,6 @@ func toRunCell(c *loadtest.Cell, spans []*hold, key string) *runCell {
 	}
 }
 
-// noteHandler turns the load runner's log lines into notes on the run's stream.
-type noteHandler struct {
-	run   *workshopRun
-	attrs []slog.Attr
-}
-
-func (h *noteHandler) Enabled(context.Context, slog.Level) bool { return true }
-
-func (h *noteHandler) Handle(_ context.Context, rec slog.Record) error {
-	msg := rec.Message
-	rec.Attrs(func(a slog.Attr) bool {
-		msg += " " + a.String()
-		return true
-	})
-	h.run.emit(event{"type": "note", "message": msg})
-	return nil
-}
-
-func (h *noteHandler) WithAttrs(as []slog.Attr) slog.Handler {
-	return &noteHandler{run: h.run, attrs: append(slices.Clone(h.attrs), as...)}
-}
-
-func (h *noteHandler) WithGroup(string) slog.Handler { return h }
-
 func (r *workshopRun) record() event {
 	r.mu.Lock()
 	defer r.mu.Unlock()

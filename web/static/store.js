@@ -170,10 +170,13 @@
     entry.card.classList.toggle("sold-out", stock <= 0);
     entry.card.classList.toggle("oversold", stock < 0);
     let tail;
-    if (stock < 0) tail = t(" — oversold by {n}: the lock let two buyers sell the same units", { n: -stock });
-    else if (stock === 0) tail = t(" — sold out");
-    else tail = t(" left of {initial}", { initial });
-    entry.stockText.replaceChildren(entry.stock, tail);
+    if (stock < 0) tail = t("{stock} — oversold by {n}: the lock let two buyers sell the same units", { n: -stock });
+    else if (stock === 0) tail = t("{stock} — sold out");
+    else tail = t("{stock} left of {initial}", { initial });
+    // The number sits where the language puts it: "100 left of 100",
+    // "剩余 100 件，共 100 件".
+    const [before, after] = tail.split("{stock}");
+    entry.stockText.replaceChildren(before, entry.stock, after);
     entry.buy.disabled = stock <= 0 || entry.busy === true;
     entry.buy.textContent = stock <= 0 ? t("Sold out") : entry.busy ? t("Buying…") : t("Buy");
   }
@@ -210,7 +213,7 @@
     renderStock(entry);
     if (r.status === 201 || r.status === 200) {
       const o = r.data || {};
-      const lock = o.lock ? `, ${t("lock")} ${o.lock}` + (o.fence != null ? ` ${t("fence")} ${o.fence}` : "") : "";
+      const lock = o.lock ? t(", {lock}", { lock: lockText(o) }) : "";
       say(ui.outcome, "ok", t("Bought {what} for {total} (order #{id}{lock}).",
         { what, total: money(o.total_cents ?? entry.p.price_cents * req.qty), id: o.id, lock }));
       remember({
@@ -366,7 +369,7 @@
       { user: req.user }, lockHeaders(req.key));
     if (r.status === 201 || r.status === 200) {
       const b = r.data || {};
-      const lock = b.lock ? ` (${t("lock")} ${b.lock}` + (b.fence != null ? ` ${t("fence")} ${b.fence})` : ")") : "";
+      const lock = b.lock ? t(" ({lock})", { lock: lockText(b) }) : "";
       say(ui.outcome, "ok", t("Seat {seat} is yours{lock}.", { seat: label, lock }));
       if (s) {
         if (!s.taken) Object.assign(s, { taken: true, user: req.user, bookings: 1 });
@@ -384,6 +387,12 @@
 
   // ---- my orders --------------------------------------------------------
 
+  // lockText names the lock an order or a seat went through, and its
+  // fencing token if it had one: "lock lua+fence fence 1".
+  function lockText(o) {
+    return t("lock {lock}", { lock: o.lock }) + (o.fence != null ? t(" fence {fence}", { fence: o.fence }) : "");
+  }
+
   function remember(entry) {
     const all = local.get(KEY_ORDERS, []);
     if (entry.key && all.some((o) => o.key === entry.key)) return; // a replayed answer
@@ -398,7 +407,7 @@
     ui.orders.replaceChildren(...mine.map((o) => {
       const when = new Date(o.at);
       const time = el("time", { datetime: o.at, text: isNaN(when) ? "" : when.toLocaleTimeString(lang === "zh" ? "zh-CN" : "en-US") });
-      const lock = o.lock ? el("span", { class: "muted", text: ` · ${t("lock")} ${o.lock}${o.fence != null ? ` ${t("fence")} ${o.fence}` : ""}` }) : null;
+      const lock = o.lock ? el("span", { class: "muted", text: " · " + lockText(o) }) : null;
       if (o.kind === "seat") {
         return el("li", { class: "order" }, time, " " + t("Seat {seat} at {event}", { seat: o.seat, event: o.event }), lock);
       }

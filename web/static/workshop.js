@@ -235,7 +235,7 @@
         renderRunRow(run);
         break;
       case "note":
-        ui.notes.append(note(msg.message));
+        ui.notes.append(note(msg));
         break;
       case "result":
         absorb(run, { state: "done", cell: msg.cell });
@@ -364,15 +364,46 @@
     return el("span", { lang: "en", class: "server-text", text: text || "" });
   }
 
-  // note is one line of the runner's notes, the page's own words when it
-  // has them for the line.
-  function note(message) {
-    const known = noteWords[message || ""];
-    return el("li", {}, known ? known() : serverText(message));
+  // note is one line of the runner's notes. The server sends the line as
+  // the terminal prints it and, beside it, its event and fields: in Chinese
+  // the page says a line it knows from those fields; a line it does not
+  // know, and every line in English, reads as the terminal prints it.
+  function note(msg) {
+    const said = lang === "zh" && noteWords[msg.event || ""];
+    return el("li", {}, ...(said ? [].concat(said(msg.fields || {})) : [serverText(msg.message)]));
   }
+  const outcomeWord = (o) => (o === "breaks" || o === "holds" ? t(o) : o);
   const noteWords = {
+    "cell done": (f) => {
+      const figures = [
+        f.oversold_units > 0 ? t("; oversold {n} units", { n: f.oversold_units }) : "",
+        f.lost_updates > 0 ? t("; {n} lost updates", { n: f.lost_updates }) : "",
+        f.double_booked_seats > 0 ? "；" + t("{n} seats double-booked", { n: f.double_booked_seats }) : "",
+        f.stuck_locks > 0 ? t("; {n} stuck locks (no TTL)", { n: f.stuck_locks }) : "",
+      ].join("");
+      const line = t("{variant} × {scenario} done: expected {expected}, seen {seen}, verdict {verdict}", {
+        variant: f.variant, scenario: f.scenario, expected: outcomeWord(f.expected), seen: outcomeWord(f.seen), verdict: f.verdict,
+      }) + figures;
+      // A reason that is no count (the cross-check, a request never
+      // answered) is shown as the runner wrote it.
+      return figures || !f.reasons ? line : [line + t("; reasons: "), serverText(f.reasons)];
+    },
+    "node fault": (f) => [t("Node fault: "), serverText(f.step)],
+    "localredis: node started": (f) => t("Redis node {node} started at {addr} (pid {pid})", f),
+    "localredis: node stopped": (f) => t("Redis node {node} stopped (pid {pid})", f),
+    "localredis: node killed": (f) => t("Redis node {node} killed (pid {pid})", f),
+    "localredis: node ignored SIGTERM, killing": (f) => t("Redis node {node} ignored SIGTERM and was killed (pid {pid})", f),
+    "localredis: in-process node started": (f) => t("In-process Redis node {node} started at {addr}", f),
+    "localredis: in-process node stopped": (f) => t("In-process Redis node {node} stopped", f),
+    "building the storefront": (f) => t("Building the storefront ({bin})", f),
+    "app instance ready": (f) => t("App instance {instance} ready at {url} (pid {pid}, lease TTL {lock_ttl})", f),
+    "every cell resets the sale on the targets and sets their fault plan; the last cell leaves its sale and an empty plan behind":
+      (f) => t("Every cell resets the sale on {targets} and sets its fault plan; the last cell leaves its sale and an empty plan behind.", f),
+    "stopping the local environment": (f) => [t("Stopping the local environment failed: "), serverText(f.err)],
     "starting the sequence's own environment: 5 Redis nodes and 3 app instances":
       () => t("starting the sequence's own environment: 5 Redis nodes and 3 app instances"),
+    "node scenarios skipped": (f) => t("Node scenarios are skipped: this instance did not start its own redis-server nodes, and the sequence stops and restarts nodes only where it may start its own.") +
+      (f.lease_ttl ? " " + t("The other steps run against this instance, whose lease TTL ({lease_ttl}) is longer than the {sized_for} they are sized for: each lasts longer in proportion, and a rung may still not show its flaw.", f) : ""),
   };
 
   function outcomeCell(value) {
@@ -827,7 +858,7 @@
           onStep(Number(msg.index), msg.step);
           break;
         case "note":
-          ui.notes.append(note(msg.message));
+          ui.notes.append(note(msg));
           break;
         case "result": {
           ended = true;
