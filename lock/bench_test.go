@@ -15,6 +15,7 @@ import (
 	rsgoredis "github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	"github.com/redis/go-redis/v9"
 
+	"flashsale/internal/randhex"
 	"flashsale/internal/testsupport"
 	"flashsale/lock"
 )
@@ -45,6 +46,41 @@ func redsyncPair(rs *redsync.Redsync, opts ...redsync.Option) pair {
 			return nil, err
 		}
 		return func() { _, _ = m.UnlockContext(context.Background()) }, nil
+	}
+}
+
+// barePair is the Redlock protocol and nothing else, the reference the
+// lock's own work is measured against: SET NX PX on every node at once, a
+// quorum of yes, then compare-and-delete on every node at once. No fault
+// point, no restart awareness, no validity: what a lease costs at the least.
+func barePair(rdbs []*redis.Client) pair {
+	del := redis.NewScript(`if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("del", KEYS[1]) end return 0`)
+	return func(ctx context.Context, key string) (func(), error) {
+		k, v := "bare:"+key, randhex.String(16)
+		all := func(do func(*redis.Client) bool) int {
+			var yes atomic.Int32
+			var wg sync.WaitGroup
+			for _, r := range rdbs {
+				wg.Go(func() {
+					if do(r) {
+						yes.Add(1)
+					}
+				})
+			}
+			wg.Wait()
+			return int(yes.Load())
+		}
+		granted := all(func(r *redis.Client) bool {
+			return r.Do(ctx, "SET", k, v, "NX", "PX", 2000).Err() == nil
+		})
+		release := func() {
+			all(func(r *redis.Client) bool { return del.Run(context.Background(), r, []string{k}, v).Err() == nil })
+		}
+		if granted < len(rdbs)/2+1 {
+			release()
+			return nil, fmt.Errorf("bare Redlock: %d of %d nodes granted", granted, len(rdbs))
+		}
+		return release, nil
 	}
 }
 
@@ -99,6 +135,7 @@ func BenchmarkUncontended(b *testing.B) {
 	one := newEnvOn(b, testsupport.Options(b, shared(b))[:1])
 	b.Run("ref=redlock-1", func(b *testing.B) { loopPairs(b, variantPair(one.locker(lock.Redlock))) })
 	b.Run("ref=redsync-5", func(b *testing.B) { loopPairs(b, redsyncPair(be.redsync)) })
+	b.Run("ref=bare-5", func(b *testing.B) { loopPairs(b, barePair(be.e.raw)) })
 }
 
 func loopPairs(b *testing.B, p pair) {

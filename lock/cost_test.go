@@ -250,6 +250,7 @@ func BenchmarkCommandCost(b *testing.B) {
 		{lock.Redlock, variantPair(e.locker(lock.Redlock))},
 		{lock.RedlockFence, variantPair(e.locker(lock.RedlockFence))},
 		{"ref=redsync-5", redsyncPair(rs)},
+		{"ref=bare-5", barePair(rdbs)},
 	}
 	for _, par := range []int{1, 16} {
 		for _, tc := range cases {
