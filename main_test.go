@@ -29,7 +29,7 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(testsupport.Main(m)) }
 
-const adminToken = "main-test-token"
+const adminToken = "main-test-admin-token"
 
 // instance is one storefront started by run, in this process, on :0.
 type instance struct {
