@@ -38,6 +38,7 @@ type instance struct {
 	stop   context.CancelFunc
 	done   chan error
 	stderr *testsupport.SyncBuffer
+	stdout *testsupport.SyncBuffer // what it printed up to "listening on"
 }
 
 // start runs the storefront with args (after -addr 127.0.0.1:0 and the admin
@@ -45,14 +46,20 @@ type instance struct {
 // ends, if the test has not stopped it.
 func start(t *testing.T, env map[string]string, args ...string) *instance {
 	t.Helper()
+	return startArgv(t, env, append([]string{"flashsale", "-addr", "127.0.0.1:0", "-admin-token", adminToken, "-log-level", "info"}, args...))
+}
+
+// startArgv runs the storefront with exactly argv; the instance's stdout
+// keeps what it printed up to "listening on".
+func startArgv(t *testing.T, env map[string]string, argv []string) *instance {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
-	in := &instance{t: t, stop: cancel, done: make(chan error, 1), stderr: &testsupport.SyncBuffer{}}
+	in := &instance{t: t, stop: cancel, done: make(chan error, 1), stderr: &testsupport.SyncBuffer{}, stdout: &testsupport.SyncBuffer{}}
 	var stderr io.Writer = in.stderr
 	if os.Getenv("FLASHSALE_TEST_LOG") != "" {
 		stderr = io.MultiWriter(in.stderr, os.Stderr)
 	}
-	argv := append([]string{"flashsale", "-addr", "127.0.0.1:0", "-admin-token", adminToken, "-log-level", "info"}, args...)
 	getenv := func(k string) string { return env[k] }
 	go func() {
 		err := run(ctx, argv, getenv, pw, stderr)
@@ -63,6 +70,7 @@ func start(t *testing.T, env map[string]string, args ...string) *instance {
 	go func() {
 		sc := bufio.NewScanner(pr)
 		for sc.Scan() {
+			fmt.Fprintln(in.stdout, sc.Text())
 			if u, ok := strings.CutPrefix(sc.Text(), "listening on "); ok {
 				found <- u
 			}
