@@ -189,7 +189,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	integer(&c.orderBurst, "order-burst", "FLASHSALE_ORDER_BURST", handlers.DefaultOrderBurst, "orders one client address may send at once before -order-rate applies")
 	dur(&c.bodyTimeout, "body-timeout", "FLASHSALE_BODY_TIMEOUT", handlers.DefaultBodyTimeout, "time a request may take to send its body (408 past it)")
 	dur(&c.auditInterval, "audit-interval", "FLASHSALE_AUDIT_INTERVAL", handlers.DefaultAuditInterval, "the public GET /api/audit serves the last audit this long: at most one real audit per interval")
-	boolean(&c.openLadder, "open-ladder", "FLASHSALE_OPEN_LADDER", false, "every client may name a broken lock variant in X-Lock-Variant; off, only this machine's own clients (127.0.0.1, ::1) and the admin token may (workshop mode)")
+	boolean(&c.openLadder, "open-ladder", "FLASHSALE_OPEN_LADDER", false, "every client may name a broken lock variant in X-Lock-Variant; off, only this machine's own clients (127.0.0.1, ::1) and the admin token may; -production allows none anyway")
 	integer(&c.maxConnsPerClient, "max-conns-per-client", "FLASHSALE_MAX_CONNS_PER_CLIENT", defaultMaxConnsPerClient, "open connections one client address may hold (past it the connection gets 429 and is closed); this machine's own and -trusted-proxies are not counted; -1 turns the cap off")
 	str(&proxies, "trusted-proxies", "FLASHSALE_TRUSTED_PROXIES", "", "comma-separated addresses or CIDR ranges of proxies whose X-Forwarded-For names the client; empty: the client is the peer address")
 	if err := fs.Parse(args); err != nil {
@@ -241,11 +241,11 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		return c, fmt.Errorf("-audit-interval must be positive, got %v", c.auditInterval)
 	case c.adminToken != "" && len(c.adminToken) < minAdminToken:
 		return c, fmt.Errorf("-admin-token has %d characters; it needs at least %d, or none for a generated one (anyone on the network may try to guess it)", len(c.adminToken), minAdminToken)
-	case c.openLadder && c.production:
-		return c, errors.New("-open-ladder opens the broken lock variants, which -production never allows: drop one of the two")
 	case c.maxConnsPerClient == 0 || c.maxConnsPerClient < -1:
 		return c, fmt.Errorf("-max-conns-per-client must be at least 1, or -1 for no cap, got %d", c.maxConnsPerClient)
 	}
+	// -production never allows a broken variant: nothing is left to open.
+	c.openLadder = c.openLadder && !c.production
 	c.orderRate = orderRate.v
 	switch {
 	case orderRate.set:

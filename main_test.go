@@ -642,6 +642,9 @@ func TestConfigLimits(t *testing.T) {
 		t.Fatalf("workshop defaults: %+v %v", c, err)
 	}
 	c, err = parseConfig([]string{"flashsale", "-production"}, none, io.Discard)
+	if c, err := parseConfig([]string{"flashsale", "-production", "-open-ladder"}, none, io.Discard); err != nil || c.openLadder {
+		t.Fatalf("-production -open-ladder: ladder open %v, %v; want it closed, as -production allows no broken variant", c.openLadder, err)
+	}
 	if err != nil || !slices.Equal(c.variants, []string{"redlock"}) || c.orderRate != productionOrderRate || c.orderRateRoomOnly {
 		t.Fatalf("production defaults: %+v %v", c, err)
 	}
@@ -668,7 +671,7 @@ func TestConfigLimits(t *testing.T) {
 		{"-order-rate", "-1"},          // negative
 		{"-order-rate", "fast"},        // not a number
 		{"-max-streams", "0"}, {"-order-burst", "0"}, {"-body-timeout", "0s"}, {"-audit-interval", "0s"},
-		{"-production", "-open-ladder"}, {"-max-conns-per-client", "0"},
+		{"-max-conns-per-client", "0"},
 	} {
 		if _, err := parseConfig(append([]string{"flashsale"}, bad...), none, io.Discard); err == nil {
 			t.Errorf("%v: no error", bad)
