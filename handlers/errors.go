@@ -95,7 +95,7 @@ var errorTable = map[string]outcome{
 	"invalid_run":        {status: http.StatusUnprocessableEntity, message: "The workshop run is not valid; fix the field named below.", showDetail: true},
 	"unknown_run":        {status: http.StatusNotFound, message: "No workshop run has this id; GET /api/admin/workshop/runs lists them.", showDetail: true},
 	"run_in_progress":    {status: http.StatusConflict, message: "A workshop run is in progress; wait for its result, then run again."},
-	"unauthorized":       {status: http.StatusUnauthorized, message: "This route needs Authorization: Bearer <admin token>. The token is printed at start-up unless set with -admin-token or FLASHSALE_ADMIN_TOKEN."},
+	"unauthorized":       {status: http.StatusUnauthorized, message: "This route needs Authorization: Bearer <admin token>. The token is printed at the first start-up (later ones name the file that keeps it) unless set with -admin-token or FLASHSALE_ADMIN_TOKEN."},
 	"not_found":          {status: http.StatusNotFound, message: "No such route; see the API list at /api."},
 	"method_not_allowed": {status: http.StatusMethodNotAllowed, message: "This route does not accept that method."},
 	"not_ready":          {status: http.StatusServiceUnavailable, retryAfter: "1", message: "Not ready: the database is unreachable, or too few Redis nodes can vote (down, or restarted less than a lock TTL ago).", showDetail: true},
