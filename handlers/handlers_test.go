@@ -278,7 +278,8 @@ func TestSeatBadInput(t *testing.T) {
 		{"unknown lock", "POST", "/api/events/gala/seats/A1", `{"user":"ann"}`, []string{"X-Lock-Variant", "lua+magic"}, 400, "unknown_lock"},
 		{"unknown route", "GET", "/api/nope", "", nil, 404, "not_found"},
 		{"wrong method", "DELETE", "/api/products", "", nil, 405, "method_not_allowed"},
-		{"orders without user", "GET", "/api/orders", "", nil, 422, "invalid_user"},
+		{"orders without user", "GET", "/api/orders", "", admin, 422, "invalid_user"},
+		{"orders without the token", "GET", "/api/orders", "", nil, 401, "unauthorized"},
 	}
 	for _, c := range cases {
 		var body any
