@@ -53,12 +53,27 @@ type config struct {
 	bodyTimeout         time.Duration
 	auditInterval       time.Duration
 	trustedProxies      []string
+	openLadder          bool
+	orderRateRoomOnly   bool // resolved: the order rate spares this machine's own clients
+	maxConnsPerClient   int
 }
 
 // productionOrderRate is the per-client order rate of -production when
 // -order-rate is not given: a person clicks "buy" far less often; a bot
 // that tries every few milliseconds is held to it.
 const productionOrderRate = 2
+
+// roomOrderRate is the per-client order rate of workshop mode when
+// -order-rate is not given, for clients from the room only: enough for a
+// person to click through a lab, far too little to flood a SKU; this
+// machine's own clients (the load runner, the labs' curl) are not held to
+// it.
+const roomOrderRate = 5
+
+// minAdminToken is the shortest -admin-token accepted: a generated one has
+// 32 hex characters; one a person types has to be long enough that nobody
+// in the room guesses it between two failed-login pauses.
+const minAdminToken = 16
 
 // optionalFloat is a float flag that knows whether it was given, so its
 // default can depend on another flag (-order-rate on -production).
@@ -138,6 +153,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	var sentinelURL string
 	secret(&sentinelURL, "redis-sentinel", "FLASHSALE_REDIS_SENTINEL", "redis-sentinel://host:port[,host:port…]/mastername: the first node is the master these sentinels name (before the -redis nodes, which may then be empty)")
 	str(&c.db, "db", "FLASHSALE_DB", "flashsale.db", "SQLite file, or a postgres:// URL")
+	// -h prints the default: a PostgreSQL URL from the environment with its
+	// password masked, the same way the log masks it.
+	fs.Lookup("db").DefValue = inventory.RedactDSN(c.db)
 	secret(&c.adminToken, "admin-token", "FLASHSALE_ADMIN_TOKEN", "bearer token of /api/admin/*; empty generates one and prints it")
 	str(&c.lock, "lock", "FLASHSALE_LOCK", lock.Redlock, "lock variant for requests that name none: "+strings.Join(lock.Names(), ", "))
 	dur(&c.lockTTL, "lock-ttl", "FLASHSALE_LOCK_TTL", 2*time.Second, "lease time to live")
@@ -167,10 +185,12 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 			envErrs = append(envErrs, fmt.Errorf("$FLASHSALE_ORDER_RATE: %w", err))
 		}
 	}
-	fs.Var(&orderRate, "order-rate", fmt.Sprintf("orders and seat grabs a second one client address may send (429 past it); 0 turns the limit off; default %d with -production, off in workshop mode ($FLASHSALE_ORDER_RATE)", productionOrderRate))
+	fs.Var(&orderRate, "order-rate", fmt.Sprintf("orders and seat grabs a second one client address may send (429 past it); default %d with -production, in workshop mode %d for clients other than this machine's own; 0 off ($FLASHSALE_ORDER_RATE)", productionOrderRate, roomOrderRate))
 	integer(&c.orderBurst, "order-burst", "FLASHSALE_ORDER_BURST", handlers.DefaultOrderBurst, "orders one client address may send at once before -order-rate applies")
 	dur(&c.bodyTimeout, "body-timeout", "FLASHSALE_BODY_TIMEOUT", handlers.DefaultBodyTimeout, "time a request may take to send its body (408 past it)")
 	dur(&c.auditInterval, "audit-interval", "FLASHSALE_AUDIT_INTERVAL", handlers.DefaultAuditInterval, "the public GET /api/audit serves the last audit this long: at most one real audit per interval")
+	boolean(&c.openLadder, "open-ladder", "FLASHSALE_OPEN_LADDER", false, "every client may name a broken lock variant in X-Lock-Variant; off, only this machine's own clients (127.0.0.1, ::1) and the admin token may; -production allows none anyway")
+	integer(&c.maxConnsPerClient, "max-conns-per-client", "FLASHSALE_MAX_CONNS_PER_CLIENT", defaultMaxConnsPerClient, "open connections one client address may hold (past it the connection gets 429 and is closed); this machine's own and -trusted-proxies are not counted; -1 turns the cap off")
 	str(&proxies, "trusted-proxies", "FLASHSALE_TRUSTED_PROXIES", "", "comma-separated addresses or CIDR ranges of proxies whose X-Forwarded-For names the client; empty: the client is the peer address")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -219,10 +239,20 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		return c, fmt.Errorf("-body-timeout must be positive, got %v", c.bodyTimeout)
 	case c.auditInterval <= 0:
 		return c, fmt.Errorf("-audit-interval must be positive, got %v", c.auditInterval)
+	case c.adminToken != "" && len(c.adminToken) < minAdminToken:
+		return c, fmt.Errorf("-admin-token has %d characters; it needs at least %d, or none for a generated one (anyone on the network may try to guess it)", len(c.adminToken), minAdminToken)
+	case c.maxConnsPerClient == 0 || c.maxConnsPerClient < -1:
+		return c, fmt.Errorf("-max-conns-per-client must be at least 1, or -1 for no cap, got %d", c.maxConnsPerClient)
 	}
+	// -production never allows a broken variant: nothing is left to open.
+	c.openLadder = c.openLadder && !c.production
 	c.orderRate = orderRate.v
-	if !orderRate.set && c.production {
+	switch {
+	case orderRate.set:
+	case c.production:
 		c.orderRate = productionOrderRate
+	default:
+		c.orderRate, c.orderRateRoomOnly = roomOrderRate, true
 	}
 	c.trustedProxies = cli.Split(proxies)
 	if err := c.resolveVariants(cli.Split(variants)); err != nil {

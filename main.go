@@ -103,6 +103,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	defer lockers.Close()
 
+	if err := privateDatabase(cfg.db); err != nil {
+		return err
+	}
 	db, err := inventory.Open(ctx, cfg.db, log)
 	if err != nil {
 		return err
@@ -146,6 +149,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		MaxInFlight: cfg.maxInFlight, InFlightTarget: cfg.lockWait / 4,
 		OrderRate: cfg.orderRate, OrderBurst: cfg.orderBurst, BodyTimeout: cfg.bodyTimeout,
 		AuditInterval: cfg.auditInterval, TrustedProxies: cfg.trustedProxies, LockSource: lockSource(),
+		OpenLadder: cfg.openLadder, OrderRateSparesOwnMachine: cfg.orderRateRoomOnly,
 	})
 	if err != nil {
 		return err
@@ -155,6 +159,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
+	capped, err := capConns(ln, cfg.maxConnsPerClient, cfg.trustedProxies, func() { metrics.Refused("too_many_connections") }, log)
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("-trusted-proxies: %w", err)
+	}
+	ln = capped
 	// Requests get a context of their own that shutdown does not cancel, so
 	// an in-flight sale finishes; only a shutdown that runs out of time
 	// cancels it (and the sale then releases its lease on the way out).
@@ -163,9 +173,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	hs := &http.Server{
 		Handler:           srv,
 		ReadHeaderTimeout: 5 * time.Second,
-		IdleTimeout:       60 * time.Second,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-		BaseContext:       func(net.Listener) context.Context { return baseCtx },
+		// A whole answer, body read included: the slowest sale waits for
+		// its lock, then does the longest work an admin may set. Streams
+		// move their own deadline before each write (handlers.StreamWriteWindow).
+		WriteTimeout: cfg.bodyTimeout + 2*cfg.lockWait + handlers.MaxWork + 30*time.Second,
+		IdleTimeout:  60 * time.Second,
+		ErrorLog:     slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		BaseContext:  func(net.Listener) context.Context { return baseCtx },
 	}
 	hs.RegisterOnShutdown(srv.CloseStreams) // the live streams and the workshop's
 

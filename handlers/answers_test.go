@@ -134,12 +134,22 @@ func TestIntegerOutOfRange(t *testing.T) {
 	}
 }
 
-// GET /api lists every route the server serves, the pages and the
-// workshop's admin routes included.
+// GET /api lists every route the server serves, the pages and, to the
+// admin token only, the workshop's admin routes.
 func TestIndexListsEveryRoute(t *testing.T) {
 	a := newApp(t, appOpts{})
+	var anon struct{ Routes []string }
+	a.call("GET", "/api", nil).decode(t, &anon)
+	if len(anon.Routes) == 0 || !slices.Contains(anon.Routes, "GET /api/products") {
+		t.Fatalf("GET /api without the token lists %v", anon.Routes)
+	}
+	for _, r := range anon.Routes {
+		if strings.Contains(r, "/api/admin") {
+			t.Errorf("GET /api without the token lists the admin route %s", r)
+		}
+	}
 	var idx struct{ Routes []string }
-	a.call("GET", "/api", nil).decode(t, &idx)
+	a.call("GET", "/api", nil, admin...).decode(t, &idx)
 	routes := []string{
 		"GET /", "GET /workshop", "GET /workshop/source/{variant}", "GET /static/*file", "GET /healthz", "GET /readyz", "GET /metrics", "GET /api",
 		"GET /api/products", "POST /api/orders", "GET /api/orders",

@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -65,6 +66,10 @@ var errorTable = map[string]outcome{
 		message: "This instance serves as many live streams as it can; retry shortly."},
 	"rate_limited": {status: http.StatusTooManyRequests, retryAfter: "1", limit: "order_rate", showDetail: true,
 		message: "Too many orders from your address; wait for the time in Retry-After, then retry."},
+	"too_many_logins": {status: http.StatusTooManyRequests, retryAfter: "10", limit: "admin_logins", showDetail: true,
+		message: "Too many wrong admin tokens from your address; wait for the time in Retry-After, then send the token the server printed at start-up."},
+	"too_many_connections": {status: http.StatusTooManyRequests, retryAfter: "10", limit: "connections_per_client",
+		message: "Too many open connections from your address; close some (other tabs, a load tool's pool), then retry."},
 	"body_timeout": {status: http.StatusRequestTimeout, limit: "body_timeout", showDetail: true,
 		message: "The request body arrived too slowly; send it whole, at once."},
 	"sold_out":   {status: http.StatusConflict, message: "Not enough stock left for this order."},
@@ -90,7 +95,7 @@ var errorTable = map[string]outcome{
 	"invalid_run":        {status: http.StatusUnprocessableEntity, message: "The workshop run is not valid; fix the field named below.", showDetail: true},
 	"unknown_run":        {status: http.StatusNotFound, message: "No workshop run has this id; GET /api/admin/workshop/runs lists them.", showDetail: true},
 	"run_in_progress":    {status: http.StatusConflict, message: "A workshop run is in progress; wait for its result, then run again."},
-	"unauthorized":       {status: http.StatusUnauthorized, message: "This route needs Authorization: Bearer <admin token>. The token is printed at start-up unless set with -admin-token or FLASHSALE_ADMIN_TOKEN."},
+	"unauthorized":       {status: http.StatusUnauthorized, message: "This route needs Authorization: Bearer <admin token>. The token is printed at the first start-up (later ones name the file that keeps it) unless set with -admin-token or FLASHSALE_ADMIN_TOKEN."},
 	"not_found":          {status: http.StatusNotFound, message: "No such route; see the API list at /api."},
 	"method_not_allowed": {status: http.StatusMethodNotAllowed, message: "This route does not accept that method."},
 	"not_ready":          {status: http.StatusServiceUnavailable, retryAfter: "1", message: "Not ready: the database is unreachable, or too few Redis nodes can vote (down, or restarted less than a lock TTL ago).", showDetail: true},
@@ -242,4 +247,30 @@ func logLevel(status int, shed bool) slog.Level {
 		return slog.LevelWarn
 	}
 	return slog.LevelDebug
+}
+
+// RawAnswer is a whole HTTP/1.1 answer of code from the table, closing the
+// connection: for a listener that refuses a connection before any request
+// was read (main's cap on connections per address), so the refusal is the
+// same JSON every route gives.
+func RawAnswer(code string) []byte {
+	out, ok := errorTable[code]
+	if !ok {
+		code, out = "internal", errorTable["internal"]
+	}
+	body, _ := json.Marshal(errorBody{Error: code, Message: out.message})
+	head := fmt.Sprintf("HTTP/1.1 %d %s\r\nContent-Type: application/json; charset=utf-8\r\nX-Content-Type-Options: nosniff\r\nConnection: close\r\nContent-Length: %d\r\n",
+		out.status, http.StatusText(out.status), len(body))
+	if out.retryAfter != "" {
+		head += "Retry-After: " + out.retryAfter + "\r\n"
+	}
+	return append([]byte(head+"\r\n"), body...)
+}
+
+// Refused counts a request refused outside the handlers (the cap on
+// connections per address) under the limit of code's row, as render does.
+func (m *Metrics) Refused(code string) {
+	if out := errorTable[code]; out.limit != "" {
+		m.refusals.WithLabelValues(out.limit).Inc()
+	}
 }

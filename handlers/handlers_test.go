@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -46,6 +47,8 @@ type appOpts struct {
 	db string
 	// config, when set, changes the server's configuration before it is built.
 	config func(*handlers.Config)
+	// writeTimeout, when set, is the HTTP server's, as main sets one.
+	writeTimeout time.Duration
 }
 
 func newApp(t *testing.T, o appOpts) *app {
@@ -97,7 +100,9 @@ func newApp(t *testing.T, o appOpts) *app {
 	bctx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { live.Run(bctx); close(done) }()
-	hs := httptest.NewServer(srv)
+	hs := httptest.NewUnstartedServer(srv)
+	hs.Config.WriteTimeout = o.writeTimeout
+	hs.Start()
 	t.Cleanup(func() { hs.Close(); stop(); <-done })
 	return &app{t: t, url: hs.URL, svc: svc, lockers: lockers, nodes: nodes, srv: srv}
 }
@@ -273,7 +278,8 @@ func TestSeatBadInput(t *testing.T) {
 		{"unknown lock", "POST", "/api/events/gala/seats/A1", `{"user":"ann"}`, []string{"X-Lock-Variant", "lua+magic"}, 400, "unknown_lock"},
 		{"unknown route", "GET", "/api/nope", "", nil, 404, "not_found"},
 		{"wrong method", "DELETE", "/api/products", "", nil, 405, "method_not_allowed"},
-		{"orders without user", "GET", "/api/orders", "", nil, 422, "invalid_user"},
+		{"orders without user", "GET", "/api/orders", "", admin, 422, "invalid_user"},
+		{"orders without the token", "GET", "/api/orders", "", nil, 401, "unauthorized"},
 	}
 	for _, c := range cases {
 		var body any
@@ -315,7 +321,9 @@ func TestShopperRoutes(t *testing.T) {
 	r = a.call("POST", "/api/orders", `{"sku":"hot","qty":1,"user":"cat"}`)
 	want(t, "sold out", r, 409, "sold_out")
 
-	r = a.call("GET", "/api/orders?user=ann", nil)
+	// A user's orders are the admin's to read; a shopper's page keeps its own.
+	want(t, "orders of ann without the token", a.call("GET", "/api/orders?user=ann", nil), 401, "unauthorized")
+	r = a.call("GET", "/api/orders?user=ann", nil, admin...)
 	want(t, "orders of ann", r, 200, "")
 	var os []map[string]any
 	r.decode(t, &os)
@@ -335,8 +343,13 @@ func TestShopperRoutes(t *testing.T) {
 	want(t, "seat map", r, 200, "")
 	var m inventory.SeatMap
 	r.decode(t, &m)
-	if len(m.Seats) != 4 || !m.Seats[1].Taken || m.Seats[1].User != "ann" || m.Seats[0].Taken {
-		t.Fatalf("seat map %s", r.body)
+	if len(m.Seats) != 4 || !m.Seats[1].Taken || m.Seats[1].User != "" || m.Seats[0].Taken || strings.Contains(string(r.body), "ann") {
+		t.Fatalf("the public seat map %s: want A2 taken, by nobody named", r.body)
+	}
+	r = a.call("GET", "/api/events/gala/seats", nil, admin...)
+	r.decode(t, &m)
+	if !m.Seats[1].Taken || m.Seats[1].User != "ann" {
+		t.Fatalf("the admin's seat map %s: want A2 taken by ann", r.body)
 	}
 
 	au := a.audit()
@@ -459,7 +472,18 @@ func TestLockBusyAndUnavailable(t *testing.T) {
 		}
 	}
 	want(t, "seat unavailable", a.call("POST", "/api/events/gala/seats/A1", `{"user":"ann"}`), 503, "lock_unavailable")
-	want(t, "readyz without quorum", a.call("GET", "/readyz", nil), 503, "not_ready")
+	ready := a.call("GET", "/readyz", nil)
+	want(t, "readyz without quorum", ready, 503, "not_ready")
+	// The public answer counts the nodes; it names none of them.
+	if !strings.Contains(string(ready.body), "1 of 3 nodes answer, 2 needed") {
+		t.Errorf("readyz without quorum does not count the nodes: %s", ready.body)
+	}
+	for _, addr := range a.nodes.Addrs() {
+		_, port, _ := net.SplitHostPort(addr)
+		if strings.Contains(string(ready.body), addr) || strings.Contains(string(ready.body), ":"+port) {
+			t.Errorf("readyz names the node %s: %s", addr, ready.body)
+		}
+	}
 	for _, n := range a.nodes.Nodes[:2] {
 		if err := n.Start(ctx); err != nil {
 			t.Fatal(err)
@@ -693,7 +717,7 @@ func TestStream(t *testing.T) {
 	want(t, "grab", a.call("POST", "/api/events/gala/seats/A3", `{"user":"ann"}`), 201, "")
 	for e := range events {
 		if strings.Contains(e, `"type":"seat"`) {
-			if !strings.Contains(e, `"seat":"A3"`) || !strings.Contains(e, `"user":"ann"`) {
+			if !strings.Contains(e, `"seat":"A3"`) || strings.Contains(e, `"user"`) || strings.Contains(e, "ann") {
 				t.Fatalf("seat event %s", e)
 			}
 			return

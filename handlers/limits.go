@@ -31,7 +31,7 @@ const (
 
 // limitNames label flashsale_limit_refusals_total: every limit that can
 // refuse a request, so each series exists from the start.
-var limitNames = []string{"streams", "streams_per_client", "order_rate", "body_timeout", "variant", "in_flight"}
+var limitNames = []string{"streams", "streams_per_client", "order_rate", "body_timeout", "variant", "in_flight", "admin_logins", "connections_per_client"}
 
 // CorrectVariants are the rungs the ladder declares correct
 // (lock/ladder.go), in ladder order: the only ones the production mode
@@ -63,7 +63,9 @@ func clientKey(c *gin.Context) string {
 }
 
 // variant is the lock variant a request asks for in X-Lock-Variant, or the
-// server's default; a name outside the allow-list is refused with the list.
+// server's default; a name outside the allow-list is refused with the list,
+// and a broken rung named by a client from the room without the ladder
+// open to it is refused too (room.go).
 func (s *Server) variant(c *gin.Context) (string, error) {
 	v := strings.TrimSpace(c.GetHeader("X-Lock-Variant"))
 	if v == "" {
@@ -74,6 +76,9 @@ func (s *Server) variant(c *gin.Context) (string, error) {
 			return "", errorf("unknown_lock", "X-Lock-Variant %q; this instance allows %s, or no header for %s", v, strings.Join(s.variants, ", "), s.defaultLock)
 		}
 		return "", errorf("variant_not_allowed", "X-Lock-Variant %q; this instance allows %s, or no header for %s", v, strings.Join(s.variants, ", "), s.defaultLock)
+	}
+	if !s.mayName(c, v) {
+		return "", errorf("variant_not_allowed", "X-Lock-Variant %q is a broken lock: here only this machine's own clients and the workshop (its admin token) may name it, and a room may once the facilitator starts the instance with -open-ladder; send no header for %s", v, s.defaultLock)
 	}
 	return v, nil
 }
@@ -133,20 +138,8 @@ const sweepEvery = time.Minute
 func (l *rateLimit) allow(client string, now time.Time) (ok bool, retry time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if now.Sub(l.swept) >= sweepEvery {
-		for k, lim := range l.clients {
-			if lim.TokensAt(now) >= float64(l.burst) {
-				delete(l.clients, k)
-			}
-		}
-		l.swept = now
-	}
-	lim := l.clients[client]
-	if lim == nil {
-		lim = rate.NewLimiter(l.every, l.burst)
-		l.clients[client] = lim
-	}
-	r := lim.ReserveN(now, 1)
+	l.sweep(now)
+	r := l.limiter(client).ReserveN(now, 1)
 	if d := r.DelayFrom(now); d > 0 {
 		r.CancelAt(now)
 		return false, d
@@ -154,10 +147,61 @@ func (l *rateLimit) allow(client string, now time.Time) (ok bool, retry time.Dur
 	return true, 0
 }
 
+// empty says whether client's bucket has no token left, and how long until
+// it has one, without taking any: a client that never spent one has a full
+// bucket.
+func (l *rateLimit) empty(client string, now time.Time) (bool, time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	lim := l.clients[client]
+	if lim == nil {
+		return false, 0
+	}
+	tokens := lim.TokensAt(now)
+	if tokens >= 1 {
+		return false, 0
+	}
+	return true, time.Duration((1 - tokens) / float64(l.every) * float64(time.Second))
+}
+
+// spend takes a token of client's bucket if one is there.
+func (l *rateLimit) spend(client string, now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.sweep(now)
+	l.limiter(client).AllowN(now, 1)
+}
+
+// sweep forgets, once per sweepEvery, the clients whose bucket is full
+// again. The caller holds mu.
+func (l *rateLimit) sweep(now time.Time) {
+	if now.Sub(l.swept) < sweepEvery {
+		return
+	}
+	for k, lim := range l.clients {
+		if lim.TokensAt(now) >= float64(l.burst) {
+			delete(l.clients, k)
+		}
+	}
+	l.swept = now
+}
+
+// limiter is client's bucket, made full on first use. The caller holds mu.
+func (l *rateLimit) limiter(client string) *rate.Limiter {
+	lim := l.clients[client]
+	if lim == nil {
+		lim = rate.NewLimiter(l.every, l.burst)
+		l.clients[client] = lim
+	}
+	return lim
+}
+
 // limitOrders holds each client to the order rate: orders and seat grabs
-// share one bucket per client. With no rate it lets everything through.
+// share one bucket per client. With no rate it lets everything through, and
+// with OrderRateSparesOwnMachine so it does the requests of this machine's
+// own clients (room.go).
 func (s *Server) limitOrders(c *gin.Context) error {
-	if s.orders == nil {
+	if s.orders == nil || (s.ordersSpareOwnMachine && ownMachine(c)) {
 		c.Next()
 		return nil
 	}

@@ -17,13 +17,24 @@ import (
 // says the lock settings a load runner's faults are sized by (the lease TTL,
 // the wait for a busy lock) and the variants a request may name, so a runner
 // pointed at this instance reads them instead of assuming its own defaults.
+//
+// A caller without the admin token is told only what it may use: the
+// routes outside /api/admin and the variants it may name (room.go).
 func (s *Server) index(c *gin.Context) error {
+	admin, err := s.checkAdmin(c)
+	if err != nil {
+		return err
+	}
+	routes := s.routeList()
+	if !admin {
+		routes = slices.DeleteFunc(routes, func(r string) bool { return strings.Contains(r, " /api/admin") })
+	}
 	h := gin.H{
 		"service":     "flashsale",
 		"lock":        s.defaultLock,
-		"locks":       s.variants,
+		"locks":       s.namable(c),
 		"lock_ttl_ms": s.lockers.TTL().Milliseconds(),
-		"routes":      s.routeList(),
+		"routes":      routes,
 	}
 	if s.lockWait > 0 {
 		h["lock_wait_ms"] = s.lockWait.Milliseconds()
@@ -69,16 +80,17 @@ func (s *Server) readyz(c *gin.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(c.Request.Context(), 2*time.Second)
 	defer cancel()
-	var problems []error
+	// The answer says what is wrong in counts; which node or database
+	// address failed, and why, goes to the log only: the route is public.
+	var problems, said []string
 	if err := s.inv.Ping(ctx); err != nil {
-		problems = append(problems, errors.New("database: "+err.Error()))
+		problems, said = append(problems, "database: "+err.Error()), append(said, "the database does not answer")
 	}
 	if err := s.lockers.Ping(ctx); err != nil {
-		problems = append(problems, err)
+		problems, said = append(problems, err.Error()), append(said, redisCounts(err))
 	}
 	if len(problems) > 0 {
-		err := errors.Join(problems...)
-		return &Error{Code: "not_ready", Detail: err.Error(), Err: err}
+		return &Error{Code: "not_ready", Detail: strings.Join(said, "; "), Err: errors.New(strings.Join(problems, "; "))}
 	}
 	c.JSON(http.StatusOK, gin.H{"status": "ready"})
 	return nil
@@ -86,4 +98,15 @@ func (s *Server) readyz(c *gin.Context) error {
 
 func (s *Server) metricsHandler(c *gin.Context) {
 	s.metrics.Handler().ServeHTTP(c.Writer, c.Request)
+}
+
+// redisCounts is what a failed ping of the lock's nodes may tell anyone:
+// how many nodes answer of how many, and how many are needed (the start
+// of lock.Client.Ping's error), never the nodes' addresses.
+func redisCounts(err error) string {
+	msg := err.Error()
+	if i := strings.Index(msg, " needed"); i >= 0 {
+		return msg[:i+len(" needed")]
+	}
+	return "too few Redis nodes can vote"
 }

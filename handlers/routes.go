@@ -9,8 +9,8 @@ import (
 
 // routes lists every route of the public contract (docs/api.md), plus
 // the browser pages (web: / and /workshop), GET /api (an index of the API),
-// GET /api/orders?user= (a shopper's orders) and GET /api/admin/faults (the
-// plan in force). The two sale routes pass the
+// GET /api/orders?user= (a user's orders, with the admin token: a shopper's
+// page keeps its own) and GET /api/admin/faults (the plan in force). The two sale routes pass the
 // per-client order rate limit first, then the instance's in-flight bound.
 func (s *Server) routes() {
 	e := s.engine
@@ -30,7 +30,7 @@ func (s *Server) routes() {
 	api.GET("", s.handle(s.index))
 	api.GET("/products", s.handle(s.listProducts))
 	api.POST("/orders", s.handle(s.limitOrders), s.handle(s.admitSales), s.handle(s.createOrder))
-	api.GET("/orders", s.handle(s.listOrders))
+	api.GET("/orders", s.handle(s.requireAdmin), s.handle(s.listOrders))
 	api.GET("/events/:event/seats", s.handle(s.seatMap))
 	api.POST("/events/:event/seats/:seat", s.handle(s.limitOrders), s.handle(s.admitSales), s.handle(s.grabSeat))
 	api.GET("/audit", s.handle(s.audit))

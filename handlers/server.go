@@ -77,6 +77,15 @@ type Config struct {
 	// X-Forwarded-For and X-Real-IP name the client. Default: none, so the
 	// client is the peer address.
 	TrustedProxies []string
+	// OpenLadder lets every client name the broken rungs among Variants in
+	// X-Lock-Variant. Off, only this machine's own clients (IsOwnMachine)
+	// and requests with the admin token may; the room gets 400
+	// variant_not_allowed (room.go).
+	OpenLadder bool
+	// OrderRateSparesOwnMachine exempts this machine's own clients from
+	// OrderRate: the load runner and the labs on the facilitator's machine
+	// send as fast as they like while the room is held to the rate.
+	OrderRateSparesOwnMachine bool
 	// LockSource holds package lock's files at its root, for the workshop
 	// page to show a rung's code (web.Options.LockSource). Default: none,
 	// so a lock rung's source answers 404.
@@ -99,10 +108,14 @@ type Server struct {
 	variants    []string
 	streams     *streamLimit
 	orders      *rateLimit // nil: no order rate limit
-	inFlight    *inFlight  // nil: no bound on the sales in flight
-	bodyTimeout time.Duration
-	audits      *auditCache
-	lockSource  fs.FS
+	// ordersSpareOwnMachine: this machine's own clients pass limitOrders.
+	ordersSpareOwnMachine bool
+	openLadder            bool
+	logins                *rateLimit // failed admin logins per client
+	inFlight              *inFlight  // nil: no bound on the sales in flight
+	bodyTimeout           time.Duration
+	audits                *auditCache
+	lockSource            fs.FS
 	// closing is closed when shutdown begins: every stream ends.
 	closing   chan struct{}
 	closeOnce sync.Once
@@ -169,6 +182,10 @@ func NewServer(cfg Config) (*Server, error) {
 		audits:      newAuditCache(cfg.AuditInterval),
 		lockSource:  cfg.LockSource,
 		closing:     make(chan struct{}),
+
+		ordersSpareOwnMachine: cfg.OrderRateSparesOwnMachine,
+		openLadder:            cfg.OpenLadder,
+		logins:                newLoginLimit(),
 	}
 	if cfg.MaxInFlight == 0 {
 		cfg.MaxInFlight = DefaultMaxInFlight
@@ -190,7 +207,7 @@ func NewServer(cfg Config) (*Server, error) {
 	if err := e.SetTrustedProxies(cfg.TrustedProxies); err != nil {
 		return nil, fmt.Errorf("handlers: trusted proxies: %w", err)
 	}
-	e.Use(s.logRequests, s.metrics.observeRequests, gin.CustomRecoveryWithWriter(io.Discard, s.recovered), s.bodyDeadline)
+	e.Use(secureHeaders, s.logRequests, s.metrics.observeRequests, gin.CustomRecoveryWithWriter(io.Discard, s.recovered), s.bodyDeadline)
 	s.engine = e
 	s.routes()
 	return s, nil

@@ -68,10 +68,22 @@ func (s *Server) listOrders(c *gin.Context) error {
 	return nil
 }
 
+// seatMap answers an event's seat map: every seat taken or free, and who
+// holds it only with the admin token. A shopper knows their own seats from
+// their bookings; the room does not learn each other's names.
 func (s *Server) seatMap(c *gin.Context) error {
+	admin, err := s.checkAdmin(c)
+	if err != nil {
+		return err
+	}
 	m, err := s.inv.SeatMap(c.Request.Context(), c.Param("event"))
 	if err != nil {
 		return err
+	}
+	if !admin {
+		for i := range m.Seats {
+			m.Seats[i].User = ""
+		}
 	}
 	c.JSON(http.StatusOK, m)
 	return nil

@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -22,6 +23,8 @@ func (s *Server) stream(c *gin.Context) error {
 	defer s.metrics.streamLive.Dec()
 
 	w := c.Writer
+	rc := http.NewResponseController(w)
+	extendWrite(rc)
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
@@ -37,6 +40,7 @@ func (s *Server) stream(c *gin.Context) error {
 	ctx := c.Request.Context()
 	for {
 		var err error
+		extendWrite(rc)
 		select {
 		case <-ctx.Done():
 			return nil
@@ -55,4 +59,17 @@ func (s *Server) stream(c *gin.Context) error {
 		}
 		w.Flush()
 	}
+}
+
+// StreamWriteWindow is how long one write to a stream may take. The server's
+// write timeout (main's http.Server) bounds a whole answer, which a stream
+// never finishes; a stream moves its connection's write deadline this far
+// ahead before each write instead, so a client that stops reading is cut
+// off after it, and one that reads stays as long as it likes.
+const StreamWriteWindow = 30 * time.Second
+
+// extendWrite moves the connection's write deadline StreamWriteWindow ahead.
+// A writer without deadlines (a test recorder) has nothing to move.
+func extendWrite(rc *http.ResponseController) {
+	_ = rc.SetWriteDeadline(time.Now().Add(StreamWriteWindow))
 }

@@ -142,8 +142,10 @@ func (s *Server) streamWorkshopRun(c *gin.Context) error {
 	c.Header("Content-Type", "text/event-stream")
 	c.Header("Cache-Control", "no-cache")
 	c.Status(http.StatusOK)
+	rc := http.NewResponseController(c.Writer)
 	next := 0
 	for {
+		extendWrite(rc)
 		evs, changed, over := s.workshop.Events(id, next)
 		for _, ev := range evs {
 			c.SSEvent("", ev)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"regexp"
 	"strings"
 	"time"
 
@@ -106,7 +107,7 @@ func open(ctx context.Context, dial gorm.Dialector, dsn string, conns int, log *
 	}
 	db, err := gorm.Open(dial, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("inventory: open %s: %w", redactDSN(dsn), storeUnavailable(err))
+		return nil, fmt.Errorf("inventory: open %s: %w", RedactDSN(dsn), storeUnavailable(err))
 	}
 	if err := watchStore(db); err != nil {
 		return nil, fmt.Errorf("inventory: %w", err)
@@ -122,7 +123,7 @@ func open(ctx context.Context, dial gorm.Dialector, dsn string, conns int, log *
 	sqlDB.SetMaxIdleConns(conns)
 	if err := sqlDB.PingContext(ctx); err != nil {
 		_ = sqlDB.Close()
-		return nil, fmt.Errorf("inventory: ping %s: %w", redactDSN(dsn), storeUnavailable(err))
+		return nil, fmt.Errorf("inventory: ping %s: %w", RedactDSN(dsn), storeUnavailable(err))
 	}
 	warm(ctx, sqlDB, conns)
 	return db, nil
@@ -157,20 +158,29 @@ func Close(db *gorm.DB) error {
 	return sqlDB.Close()
 }
 
-// redactDSN hides a password in a postgres:// URL before it reaches a log.
-func redactDSN(dsn string) string {
-	scheme, rest, ok := strings.Cut(dsn, "://")
-	if !ok {
-		return dsn
+// passwordParam is a password given as a parameter: in a URL's query
+// (?password=…) or in a key=value DSN (password=… or password='…').
+var passwordParam = regexp.MustCompile(`(?i)(password\s*=\s*)('(?:[^'\\]|\\.)*'|[^&\s]*)`)
+
+// RedactDSN hides the passwords in a database DSN before it reaches a log,
+// an error or a flag's default: the password of a URL's user info (which
+// may hold an '@' itself: the host follows the last one) and every
+// password parameter.
+func RedactDSN(dsn string) string {
+	out := dsn
+	if scheme, rest, ok := strings.Cut(dsn, "://"); ok {
+		// Not cut at the first '/': a password may hold one unescaped.
+		end := strings.IndexAny(rest, "?#")
+		if end < 0 {
+			end = len(rest)
+		}
+		if at := strings.LastIndex(rest[:end], "@"); at >= 0 {
+			if user, _, hasPass := strings.Cut(rest[:at], ":"); hasPass {
+				out = scheme + "://" + user + ":xxxxx" + rest[at:]
+			}
+		}
 	}
-	creds, host, ok := strings.Cut(rest, "@")
-	if !ok {
-		return dsn
-	}
-	if user, _, hasPass := strings.Cut(creds, ":"); hasPass {
-		return scheme + "://" + user + ":xxxxx@" + host
-	}
-	return dsn
+	return passwordParam.ReplaceAllString(out, "${1}xxxxx")
 }
 
 // seatOnceIndex is the production-mode guard against double booking.

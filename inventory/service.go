@@ -56,7 +56,9 @@ type Change struct {
 	Stock *int64 `json:"stock,omitempty"`
 	Event string `json:"event,omitempty"`
 	Seat  string `json:"seat,omitempty"`
-	User  string `json:"user,omitempty"`
+	// User is who made the change. It is not sent to browsers either: the
+	// stream is public, and a shopper's name is theirs.
+	User string `json:"-"`
 	// Owner is the owner value of the lease the change was written under,
 	// so a history of writes can be tied to the lease that made each one.
 	// It is not sent to browsers.

@@ -51,7 +51,7 @@ func TestMain(m *testing.M) { os.Exit(testsupport.Main(m)) }
 // with the test's artifacts.
 func startApp(t *testing.T) app {
 	t.Helper()
-	const token = "t"
+	const token = "web-test-admin-token"
 	logPath := filepath.Join(artifacts(t), "flashsale.log")
 	logFile, err := os.Create(logPath)
 	if err != nil {

@@ -318,15 +318,17 @@ func (a API) Stock(ctx context.Context) (map[string]int64, error) {
 
 // Orders is how many orders the store has of user: what became of
 // requests that got no answer, and whether a resend sold a second time.
+// The route asks for the admin token: a user's orders are not public.
 func (a API) Orders(ctx context.Context, user string) (int, error) {
 	var os []json.RawMessage
-	if err := a.do(ctx, "read a user's orders", http.MethodGet, "/api/orders?user="+url.QueryEscape(user), nil, &os, false); err != nil {
+	if err := a.do(ctx, "read a user's orders", http.MethodGet, "/api/orders?user="+url.QueryEscape(user), nil, &os, true); err != nil {
 		return 0, err
 	}
 	return len(os), nil
 }
 
-// Holders reads an event's seat map: each seat's holder, "" when free.
+// Holders reads an event's seat map: each seat's holder, "" when free. The
+// holders' names are told to the admin token only.
 func (a API) Holders(ctx context.Context, event string) (map[string]string, error) {
 	var m struct {
 		Seats []struct {
@@ -334,7 +336,7 @@ func (a API) Holders(ctx context.Context, event string) (map[string]string, erro
 			User string `json:"user"`
 		} `json:"seats"`
 	}
-	if err := a.do(ctx, "read the seat map", http.MethodGet, "/api/events/"+url.PathEscape(event)+"/seats", nil, &m, false); err != nil {
+	if err := a.do(ctx, "read the seat map", http.MethodGet, "/api/events/"+url.PathEscape(event)+"/seats", nil, &m, true); err != nil {
 		return nil, err
 	}
 	out := make(map[string]string, len(m.Seats))

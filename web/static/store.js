@@ -280,16 +280,25 @@
     renderSeatStates();
   }
 
-  function seatState(s) {
+  // mySeats are the seats of this event this browser booked for the user
+  // named now: the server tells nobody who holds a seat, so a shopper's own
+  // seats are the ones their bookings kept.
+  function mySeats() {
+    const me = userName();
+    return new Set(local.get(KEY_ORDERS, []).filter((o) => o.kind === "seat" && o.event === event && o.user === me).map((o) => o.seat));
+  }
+
+  function seatState(s, mine = mySeats()) {
     if (!s.taken) return "free";
     if ((s.bookings || 1) > 1) return "double";
-    return s.user && s.user === userName() ? "mine" : "taken";
+    return mine.has(s.seat) ? "mine" : "taken";
   }
 
   function renderSeatStates() {
+    const mine = mySeats();
     for (const s of seats.values()) {
       if (!s.button) continue;
-      const state = seatState(s);
+      const state = seatState(s, mine);
       const b = s.button;
       b.className = "seat seat-" + state;
       b.dataset.state = state;
@@ -304,16 +313,20 @@
     }
   }
 
-  function setSeat(label, user) {
+  // setSeat marks a seat the stream says was booked. The stream names no
+  // one, so a booking of a seat already taken (a double booking, or this
+  // browser's own grab answered first) is counted by the seat map itself:
+  // one reload for however many such bookings arrive meanwhile.
+  let reloadingSeats = false;
+  function setSeat(label) {
     const s = seats.get(label);
-    if (!s) {
-      loadSeats();
+    if (!s || s.taken) {
+      if (reloadingSeats) return;
+      reloadingSeats = true;
+      loadSeats().finally(() => { reloadingSeats = false; });
       return;
     }
-    if (s.taken && s.user !== user) s.bookings = (s.bookings || 1) + 1;
-    else if (!s.taken) s.bookings = 1;
-    s.taken = true;
-    if (!s.user) s.user = user;
+    Object.assign(s, { taken: true, bookings: 1 });
     renderSeatStates();
   }
 
@@ -371,12 +384,12 @@
       const b = r.data || {};
       const lock = b.lock ? t(" ({lock})", { lock: lockText(b) }) : "";
       say(ui.outcome, "ok", t("Seat {seat} is yours{lock}.", { seat: label, lock }));
-      if (s) {
-        if (!s.taken) Object.assign(s, { taken: true, user: req.user, bookings: 1 });
-        renderSeatStates();
-      }
       remember({ kind: "seat", id: b.id, event, seat: label, lock: b.lock, fence: b.fence, user: req.user,
         at: b.created_at || new Date().toISOString(), key: req.key });
+      if (s) {
+        if (!s.taken) Object.assign(s, { taken: true, bookings: 1 });
+        renderSeatStates();
+      }
     } else if (r.status === 409 && r.data && r.data.error === "seat_taken") {
       say(ui.outcome, "warn", t("Seat taken: {seat} already belongs to someone else — pick another seat.", { seat: label }));
       loadSeats();
@@ -423,10 +436,13 @@
     const me = userName();
     local.set(KEY_ORDERS, local.get(KEY_ORDERS, []).filter((o) => o.user !== me));
     renderOrders();
+    renderSeatStates();
     say(ui.outcome, "info", t("This browser forgot your orders (the store still has them)."));
   });
   window.addEventListener("storage", (e) => {
-    if (e.key === KEY_ORDERS) renderOrders();
+    if (e.key !== KEY_ORDERS) return;
+    renderOrders();
+    renderSeatStates();
   });
 
   // ---- live updates -----------------------------------------------------
@@ -443,7 +459,7 @@
         if (msg.sku != null && msg.stock != null) setStock(msg.sku, Number(msg.stock));
         break;
       case "seat":
-        if (!msg.event || msg.event === event) setSeat(msg.seat, msg.user);
+        if (!msg.event || msg.event === event) setSeat(msg.seat);
         break;
       case "reset":
         loadProducts();

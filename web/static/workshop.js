@@ -181,6 +181,10 @@
     await follow(run);
     setRunning(false);
   });
+  // The page ships its Run button disabled, so nothing submits the form
+  // before this listener holds it (the token field has no name either: it
+  // is never part of a submitted form).
+  ui.run.disabled = false;
 
   function setRunning(on) {
     running = on;
