@@ -1,0 +1,129 @@
+package opfuzz
+
+import (
+	"math/rand/v2"
+	"time"
+)
+
+// weighted is one op and how often the generator draws it.
+type weighted struct {
+	op     string
+	weight int
+}
+
+// draws is the generator's distribution over the action space: operator
+// actions each about as often as the others (the ones with two forms, such
+// as a restart with or without its data, a little more), and waits and new
+// holder processes often, since a loss matters only to a process that meets
+// or votes on the node around it.
+var draws = []weighted{
+	{"holder", 4}, {"wait", 3},
+	{"flushall", 1}, {"flushdb", 1}, {"swapdb", 1}, {"evict", 2},
+	{"resetstat", 2}, {"acl", 2}, {"save", 2}, {"restart", 2},
+	{"reload", 2}, {"scriptflush", 1}, {"clientkill", 1}, {"busy", 1}, {"loading", 1},
+}
+
+var (
+	waits     = []time.Duration{50 * time.Millisecond, 200 * time.Millisecond, 500 * time.Millisecond, time.Second, 2 * time.Second, 4 * time.Second}
+	holderTTL = []time.Duration{time.Second, 6 * time.Second}
+	swapFor   = []time.Duration{100 * time.Millisecond, 500 * time.Millisecond, 2 * time.Second}
+	busyFor   = []time.Duration{300 * time.Millisecond, time.Second, 3 * time.Second}
+	aclTaken  = []string{"-eval", "-info", "-@all"}
+)
+
+// Generate returns the sequence for seed on nodes nodes (at least 3): the
+// same seed gives the same sequence. It opens with a contender on two nodes
+// (so leases are granted on a bare quorum of the others) and a holder, then
+// draws 5 to 10 actions. Operator actions land on one node of the bare
+// quorum (the sequence's focus) seven times in ten, else on any node: a
+// maintenance touches one server more than once, and a double grant needs
+// the losses on one node that a lease's bare quorum holds. An ACL rule that
+// takes something away is followed, three times in four, by the rule that
+// gives it back, one to three actions later.
+func Generate(seed int64, nodes int) Sequence {
+	r := rand.New(rand.NewPCG(uint64(seed), uint64(seed)^0x9e3779b97f4a7c15))
+	focus := r.IntN(nodes)
+	others := r.Perm(nodes)
+	var contend []int
+	for _, n := range others {
+		if n != focus && len(contend) < 2 {
+			contend = append(contend, n)
+		}
+	}
+	seq := Sequence{
+		{Op: "contend", Node: contend[0], Node2: contend[1]},
+		holderAction(r),
+	}
+	type pending struct {
+		at int
+		a  Action
+	}
+	var later []pending
+	total := 0
+	for n := 5 + r.IntN(6); total < n; total++ {
+		for i := 0; i < len(later); i++ {
+			if later[i].at == total {
+				seq = append(seq, later[i].a)
+				later = append(later[:i], later[i+1:]...)
+				i--
+			}
+		}
+		a := draw(r, focus, nodes)
+		if a.Op == "acl" && r.IntN(4) < 3 {
+			back := a
+			back.Arg = "+" + a.Arg[1:]
+			later = append(later, pending{at: total + 1 + r.IntN(3), a: back})
+		}
+		seq = append(seq, a)
+	}
+	for _, p := range later {
+		seq = append(seq, p.a)
+	}
+	return seq
+}
+
+// draw draws one action.
+func draw(r *rand.Rand, focus, nodes int) Action {
+	sum := 0
+	for _, w := range draws {
+		sum += w.weight
+	}
+	pick := r.IntN(sum)
+	op := draws[0].op
+	for _, w := range draws {
+		if pick < w.weight {
+			op = w.op
+			break
+		}
+		pick -= w.weight
+	}
+	switch op {
+	case "holder":
+		return holderAction(r)
+	case "wait":
+		return Action{Op: op, Node: -1, Node2: -1, D: pickOne(r, waits)}
+	}
+	a := Action{Op: op, Node: focus, Node2: -1}
+	if r.IntN(10) >= 7 {
+		a.Node = r.IntN(nodes)
+	}
+	switch op {
+	case "acl":
+		a.Arg = pickOne(r, aclTaken)
+	case "swapdb":
+		a.D = pickOne(r, swapFor)
+	case "busy":
+		a.D = pickOne(r, busyFor)
+	default:
+		if args := Ops[op].args; len(args) > 0 {
+			a.Arg = pickOne(r, args)
+		}
+	}
+	return a
+}
+
+func holderAction(r *rand.Rand) Action {
+	return Action{Op: "holder", Node: -1, Node2: -1, Arg: pickOne(r, Ops["holder"].args), D: pickOne(r, holderTTL)}
+}
+
+func pickOne[T any](r *rand.Rand, from []T) T { return from[r.IntN(len(from))] }

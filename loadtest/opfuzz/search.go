@@ -1,0 +1,189 @@
+package opfuzz
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// SearchOptions bound a search.
+type SearchOptions struct {
+	// Seed is the first sequence's seed; sequence i has Seed+i.
+	Seed int64
+	// Duration bounds the search (a run under way finishes; shrinking a
+	// finding made before the end does too, within its budget).
+	Duration time.Duration
+	// Sequences bounds the number of sequences; 0 is no bound.
+	Sequences int
+	// ShrinkRuns is how often a candidate runs before the shrinker takes it
+	// to pass; 0 does not shrink. ShrinkBudget bounds the candidates.
+	ShrinkRuns, ShrinkBudget int
+	// StopAtFirst ends the search at the first failing sequence.
+	StopAtFirst bool
+	// Nodes is the number of nodes the sequences are drawn for.
+	Nodes int
+}
+
+// SeqReport is one sequence the search ran.
+type SeqReport struct {
+	Seed     int64    `json:"seed"`
+	Sequence string   `json:"sequence"`
+	Grants   int      `json:"grants"`
+	Unsafe   int      `json:"double_grants"`
+	Fenced   int      `json:"fenced_overlaps"`
+	Errors   []string `json:"action_errors,omitempty"`
+	TookMS   int64    `json:"took_ms"`
+}
+
+// Finding is a sequence that gave a double grant.
+type Finding struct {
+	Seed int64 `json:"seed"`
+	// Kind is Unsafe, or Fenced when the sequence gave only those.
+	Kind     string `json:"kind"`
+	Sequence string `json:"sequence"`
+	// Shrunk is the shortest sequence found that still fails, "" when not
+	// shrunk; ShrinkRuns is how many runs that took.
+	Shrunk     string `json:"shrunk,omitempty"`
+	ShrinkRuns int    `json:"shrink_runs,omitempty"`
+	// First and Second are the two grants of the first such double grant.
+	First  Grant `json:"first"`
+	Second Grant `json:"second"`
+	// FoundAfterMS is how long the search had run when it found it.
+	FoundAfterMS int64 `json:"found_after_ms"`
+}
+
+// Report is what a search or a replay did.
+type Report struct {
+	Seed         int64       `json:"seed"`
+	Replay       string      `json:"replay,omitempty"`
+	AwarenessOff bool        `json:"restart_awareness_off"`
+	DurationMS   int64       `json:"duration_ms"`
+	Sequences    []SeqReport `json:"sequences"`
+	Findings     []Finding   `json:"findings"`
+	// Unsafe and Fenced count double grants over every sequence run.
+	Unsafe int `json:"double_grants"`
+	Fenced int `json:"fenced_overlaps"`
+	// Failed counts the runs with at least one Unsafe double grant.
+	Failed int `json:"failed_runs"`
+}
+
+// add records one run of seq.
+func (r *Report) add(seed int64, seq Sequence, o Outcome) SeqReport {
+	sr := SeqReport{Seed: seed, Sequence: seq.String(), Grants: len(o.Grants), Unsafe: o.Unsafe(),
+		Fenced: len(o.Doubles) - o.Unsafe(), Errors: o.Errors, TookMS: o.Took.Milliseconds()}
+	r.Sequences = append(r.Sequences, sr)
+	r.Unsafe += sr.Unsafe
+	r.Fenced += sr.Fenced
+	if sr.Unsafe > 0 {
+		r.Failed++
+	}
+	return sr
+}
+
+// Search runs generated sequences until the options' bounds, shrinking
+// every one that gives an unsafe double grant.
+func Search(ctx context.Context, rn *Runner, o SearchOptions) (Report, error) {
+	start := time.Now()
+	rep := Report{Seed: o.Seed, AwarenessOff: rn.cfg.AwarenessOff}
+	if o.Nodes == 0 {
+		o.Nodes = rn.cfg.Nodes
+	}
+	for i := int64(0); o.Sequences == 0 || i < int64(o.Sequences); i++ {
+		if time.Since(start) >= o.Duration || ctx.Err() != nil {
+			break
+		}
+		seed := o.Seed + i
+		seq := Generate(seed, o.Nodes)
+		out, err := rn.Run(ctx, seq)
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			return rep, fmt.Errorf("sequence of seed %d: %w", seed, err)
+		}
+		sr := rep.add(seed, seq, out)
+		rn.cfg.Logger.Info("opfuzz: sequence", "seed", seed, "grants", sr.Grants, "double_grants", sr.Unsafe, "fenced_overlaps", sr.Fenced)
+		if sr.Unsafe == 0 {
+			continue
+		}
+		f := finding(seed, seq, out)
+		f.FoundAfterMS = time.Since(start).Milliseconds()
+		if o.ShrinkRuns > 0 {
+			runs := 0
+			shrunk := Shrink(ctx, seq, func(ctx context.Context, s Sequence) bool {
+				for range o.ShrinkRuns {
+					runs++
+					out, err := rn.Run(ctx, s)
+					if err == nil && out.Unsafe() > 0 {
+						return true
+					}
+				}
+				return false
+			}, o.ShrinkBudget)
+			f.Shrunk, f.ShrinkRuns = shrunk.String(), runs
+		}
+		rep.Findings = append(rep.Findings, f)
+		if o.StopAtFirst {
+			break
+		}
+	}
+	rep.DurationMS = time.Since(start).Milliseconds()
+	return rep, nil
+}
+
+// finding is the report of a run of seq that gave a double grant.
+func finding(seed int64, seq Sequence, out Outcome) Finding {
+	f := Finding{Seed: seed, Kind: Fenced, Sequence: seq.String()}
+	for _, d := range out.Doubles {
+		if d.Kind == Unsafe || f.First.Owner == "" {
+			f.Kind, f.First, f.Second = d.Kind, d.First, d.Second
+		}
+		if d.Kind == Unsafe {
+			break
+		}
+	}
+	return f
+}
+
+// Replay runs seq runs times and counts the double grants.
+func Replay(ctx context.Context, rn *Runner, seq Sequence, runs int) (Report, error) {
+	start := time.Now()
+	rep := Report{Seed: -1, Replay: seq.String(), AwarenessOff: rn.cfg.AwarenessOff}
+	for range runs {
+		out, err := rn.Run(ctx, seq)
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			return rep, err
+		}
+		rep.add(-1, seq, out)
+		if len(out.Doubles) > 0 {
+			rep.Findings = append(rep.Findings, finding(-1, seq, out))
+		}
+	}
+	rep.DurationMS = time.Since(start).Milliseconds()
+	return rep, nil
+}
+
+// Summary is a few lines for a person.
+func (r Report) Summary() string {
+	var b strings.Builder
+	what := fmt.Sprintf("search from seed %d", r.Seed)
+	if r.Replay != "" {
+		what = "replay of " + r.Replay
+	}
+	fmt.Fprintf(&b, "%s: %d run(s) in %v, %d with a double grant; %d double grant(s), %d fenced overlap(s) the store refuses\n",
+		what, len(r.Sequences), (time.Duration(r.DurationMS) * time.Millisecond).Round(time.Second), r.Failed, r.Unsafe, r.Fenced)
+	for _, f := range r.Findings {
+		fmt.Fprintf(&b, "- %s (seed %d, after %v): %s\n", f.Kind, f.Seed, (time.Duration(f.FoundAfterMS) * time.Millisecond).Round(time.Second), f.Sequence)
+		if f.Shrunk != "" {
+			fmt.Fprintf(&b, "  shrunk (%d runs): -replay '%s'\n", f.ShrinkRuns, f.Shrunk)
+		}
+		fmt.Fprintf(&b, "  %s %s (pid %d, TTL %s) and %s %s (pid %d, TTL %s), both valid for %v\n",
+			f.First.Variant, f.First.Owner, f.First.PID, f.First.TTL, f.Second.Variant, f.Second.Owner, f.Second.PID, f.Second.TTL,
+			time.Duration(min(f.First.End(), f.Second.End())-f.Second.Acquired).Round(time.Millisecond))
+	}
+	return b.String()
+}
