@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"strconv"
 	"os/exec"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 

@@ -49,8 +49,8 @@ type Action struct {
 type opSpec struct {
 	node  bool
 	node2 bool
-	args []string
-	dur  bool
+	args  []string
+	dur   bool
 }
 
 // Ops is every op a sequence can hold, with what it takes. Two are not an

@@ -137,4 +137,3 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	return 0
 }
-
