@@ -3,7 +3,7 @@ package opfuzz
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -14,7 +14,7 @@ import (
 // act runs one action. Actions on a node go through the operator's admin
 // connection to it; a failure is returned and the run goes on.
 func (r *run) act(ctx context.Context, a Action) error {
-	r.cfg.Logger.Debug("opfuzz: act", "action", a.String())
+	r.cfg.Logger.Debug("opfuzz: act", "action", a.String(), "at", time.Since(r.start).Round(time.Millisecond))
 	if a.Op == "wait" {
 		sleep(ctx, a.D)
 		return nil
@@ -24,6 +24,12 @@ func (r *run) act(ctx context.Context, a Action) error {
 			return errNoHolder
 		}
 		return r.startHolder(a.Arg, a.D)
+	}
+	if a.Op == "stop" {
+		if len(r.holders) > 0 {
+			r.stopOne()
+		}
+		return nil
 	}
 	if a.Op == "contend" {
 		r.contend(a.Node, a.Node2)
@@ -81,38 +87,53 @@ func (r *run) holderUser() string {
 func lockKey(name string) string { return namespace + "lock:" + name }
 
 // contend starts a client that, until the run ends, takes every key on
-// nodes a and b for 250 ms as soon as it is free there, then leaves them
-// alone for 0.25 to 1.5 s: a lease granted while it holds them is on a bare
-// quorum of the other nodes, and once it let go a second client can take
-// them.
+// nodes a and b for 300 ms whenever no other node holds it (between two
+// leases): the next lease is then granted on a bare quorum of the other
+// nodes, and a and b are free again while it is held.
 func (r *run) contend(a, b int) {
-	var clients []*redis.Client
-	for _, i := range []int{a, b} {
-		clients = append(clients, redis.NewClient(&redis.Options{
-			Addr: r.c.Nodes[i].Addr(), Username: r.cfg.User, Password: r.cfg.Password,
+	var mine, others []*redis.Client
+	for i, n := range r.c.Nodes {
+		c := redis.NewClient(&redis.Options{
+			Addr: n.Addr(), Username: r.cfg.User, Password: r.cfg.Password,
 			MaxRetries: -1, DialTimeout: 200 * time.Millisecond, ReadTimeout: 200 * time.Millisecond,
-		}))
+		})
+		if i == a || i == b {
+			mine = append(mine, c)
+		} else {
+			others = append(others, c)
+		}
+	}
+	free := func(key string) bool {
+		for _, c := range others {
+			if n, err := c.Exists(r.ctx, key).Result(); err == nil && n > 0 {
+				return false
+			}
+		}
+		return true
 	}
 	r.bg.Go(func() {
 		defer func() {
-			for _, c := range clients {
+			for _, c := range slices.Concat(mine, others) {
 				_ = c.Close()
 			}
 		}()
 		for r.ctx.Err() == nil {
-			took := 0
-			for _, c := range clients {
-				for _, k := range r.cfg.Keys {
-					if ok, _ := c.SetNX(r.ctx, lockKey(k), "opfuzz-contender", 250*time.Millisecond).Result(); ok {
-						took++
+			took := false
+			for _, k := range r.cfg.Keys {
+				if !free(lockKey(k)) {
+					continue
+				}
+				for _, c := range mine {
+					if ok, _ := c.SetNX(r.ctx, lockKey(k), "opfuzz-contender", 300*time.Millisecond).Result(); ok {
+						took = true
 					}
 				}
 			}
-			if took == 0 {
-				sleep(r.ctx, 2*time.Millisecond)
+			if took {
+				sleep(r.ctx, 300*time.Millisecond)
 				continue
 			}
-			sleep(r.ctx, time.Duration(250+rand.IntN(1250))*time.Millisecond)
+			sleep(r.ctx, time.Millisecond)
 		}
 	})
 }

@@ -15,16 +15,19 @@ type weighted struct {
 // actions each about as often as the others (the ones with two forms, such
 // as a restart with or without its data, a little more), and waits and new
 // holder processes often, since a loss matters only to a process that meets
-// or votes on the node around it.
+// or votes on the node around it, and only once every node that sat out
+// votes again.
 var draws = []weighted{
-	{"holder", 4}, {"wait", 3},
+	{"holder", 4}, {"stop", 1}, {"wait", 4},
 	{"flushall", 1}, {"flushdb", 1}, {"swapdb", 1}, {"evict", 2},
 	{"resetstat", 2}, {"acl", 2}, {"save", 2}, {"restart", 2},
 	{"reload", 2}, {"scriptflush", 1}, {"clientkill", 1}, {"busy", 1}, {"loading", 1},
 }
 
 var (
-	waits     = []time.Duration{50 * time.Millisecond, 200 * time.Millisecond, 500 * time.Millisecond, time.Second, 2 * time.Second, 4 * time.Second}
+	// Waits reach past the largest TTL plus drift: a node that sits out
+	// votes again only after that long.
+	waits     = []time.Duration{100 * time.Millisecond, 500 * time.Millisecond, time.Second, 2 * time.Second, 4 * time.Second, 7 * time.Second}
 	holderTTL = []time.Duration{time.Second, 6 * time.Second}
 	swapFor   = []time.Duration{100 * time.Millisecond, 500 * time.Millisecond, 2 * time.Second}
 	busyFor   = []time.Duration{300 * time.Millisecond, time.Second, 3 * time.Second}
@@ -34,7 +37,7 @@ var (
 // Generate returns the sequence for seed on nodes nodes (at least 3): the
 // same seed gives the same sequence. It opens with a contender on two nodes
 // (so leases are granted on a bare quorum of the others) and a holder, then
-// draws 5 to 10 actions. Operator actions land on one node of the bare
+// draws 6 to 12 actions. Operator actions land on one node of the bare
 // quorum (the sequence's focus) seven times in ten, else on any node: a
 // maintenance touches one server more than once, and a double grant needs
 // the losses on one node that a lease's bare quorum holds. An ACL rule that
@@ -60,7 +63,7 @@ func Generate(seed int64, nodes int) Sequence {
 	}
 	var later []pending
 	total := 0
-	for n := 5 + r.IntN(6); total < n; total++ {
+	for n := 6 + r.IntN(7); total < n; total++ {
 		for i := 0; i < len(later); i++ {
 			if later[i].at == total {
 				seq = append(seq, later[i].a)
@@ -102,6 +105,8 @@ func draw(r *rand.Rand, focus, nodes int) Action {
 		return holderAction(r)
 	case "wait":
 		return Action{Op: op, Node: -1, Node2: -1, D: pickOne(r, waits)}
+	case "stop":
+		return Action{Op: op, Node: -1, Node2: -1}
 	}
 	a := Action{Op: op, Node: focus, Node2: -1}
 	if r.IntN(10) >= 7 {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -65,6 +66,9 @@ type HolderConfig struct {
 	TTL          time.Duration
 	Keys         []string
 	AwarenessOff bool
+	// LogLevel is the lowest level of the lock's log the holder writes on
+	// its stderr; "" writes none.
+	LogLevel string
 }
 
 // args is the holder's command line.
@@ -72,7 +76,7 @@ func (h HolderConfig) args() []string {
 	return []string{
 		"-nodes", strings.Join(h.Addrs, ","), "-user", h.User, "-namespace", h.Namespace,
 		"-variant", h.Variant, "-ttl", h.TTL.String(), "-keys", strings.Join(h.Keys, ","),
-		fmt.Sprintf("-awareness-off=%t", h.AwarenessOff),
+		fmt.Sprintf("-awareness-off=%t", h.AwarenessOff), "-log", h.LogLevel,
 	}
 }
 
@@ -85,7 +89,7 @@ const PasswordEnv = "OPFUZZ_HOLDER_PASSWORD"
 // validity ends, and reports each grant and release as a JSON line on out.
 // It returns when in closes (its parent stopped it) or ctx ends, releasing
 // a lease it holds.
-func HolderMain(ctx context.Context, args []string, getenv func(string) string, in io.Reader, out io.Writer) error {
+func HolderMain(ctx context.Context, args []string, getenv func(string) string, in io.Reader, out, logTo io.Writer) error {
 	fs := flag.NewFlagSet("holder", flag.ContinueOnError)
 	var h HolderConfig
 	nodes := fs.String("nodes", "", "node addresses, comma-separated")
@@ -95,17 +99,26 @@ func HolderMain(ctx context.Context, args []string, getenv func(string) string, 
 	fs.StringVar(&h.Variant, "variant", lock.Redlock, "lock variant")
 	fs.DurationVar(&h.TTL, "ttl", time.Second, "lease TTL")
 	fs.BoolVar(&h.AwarenessOff, "awareness-off", false, "switch restart awareness off")
+	fs.StringVar(&h.LogLevel, "log", "", "the lock's log on stderr from this level (debug, info, warn, error; \"\": none)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	h.Addrs, h.Keys, h.Password = strings.Split(*nodes, ","), strings.Split(*keys, ","), getenv(PasswordEnv)
+	logger := slog.New(slog.DiscardHandler)
+	if h.LogLevel != "" {
+		var level slog.Level
+		if err := level.UnmarshalText([]byte(h.LogLevel)); err != nil {
+			return fmt.Errorf("-log: %w", err)
+		}
+		logger = slog.New(slog.NewTextHandler(logTo, &slog.HandlerOptions{Level: level})).With("pid", os.Getpid(), "ttl", h.TTL)
+	}
 	var opts []*redis.Options
 	for _, a := range h.Addrs {
 		opts = append(opts, &redis.Options{Addr: a, Username: h.User, Password: h.Password})
 	}
 	ls, err := lock.New(opts, lock.Options{
 		TTL: h.TTL, Namespace: h.Namespace, RestartAwarenessOff: h.AwarenessOff,
-		Logger: slog.New(slog.DiscardHandler),
+		Logger: logger,
 	})
 	if err != nil {
 		return err

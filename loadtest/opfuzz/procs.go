@@ -22,9 +22,13 @@ type holderProc struct {
 
 // startHolder starts a holder process with cmd (which runs HolderMain with
 // h's arguments) and waits until its first try is over, at most within.
-func startHolder(cmd *exec.Cmd, within time.Duration) (*holderProc, error) {
+// log, if set, gets the holder's stderr as well.
+func startHolder(cmd *exec.Cmd, log io.Writer, within time.Duration) (*holderProc, error) {
 	p := &holderProc{cmd: cmd, stderr: &bytes.Buffer{}, reader: newHolderReader(), read: make(chan error, 1)}
 	cmd.Stderr = p.stderr
+	if log != nil {
+		cmd.Stderr = io.MultiWriter(p.stderr, log)
+	}
 	var err error
 	if p.stdin, err = cmd.StdinPipe(); err != nil {
 		return nil, err

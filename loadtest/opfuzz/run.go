@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"os/exec"
@@ -45,6 +46,10 @@ type Config struct {
 	MaxHolders int
 	// Logger gets what the runs do. Default: discarded.
 	Logger *slog.Logger
+	// HolderLog, if set, gets the holders' stderr: the lock's log from
+	// HolderLogLevel on, and why a holder failed.
+	HolderLog      io.Writer
+	HolderLogLevel string
 }
 
 func (c Config) withDefaults() Config {
@@ -103,6 +108,7 @@ func (o Outcome) Unsafe() int {
 type run struct {
 	cfg     Config
 	ctx     context.Context // the run's: background work ends with it
+	start   time.Time
 	c       *localredis.Cluster
 	admin   []*redis.Client
 	holders []*holderProc
@@ -218,7 +224,8 @@ func (rn *Runner) Run(ctx context.Context, seq Sequence) (Outcome, error) {
 		}
 	}
 	cfg, c := p.cfg, p.c
-	r := &run{cfg: cfg, c: c}
+	start = time.Now() // the nodes are ready: the run's clock starts
+	r := &run{cfg: cfg, c: c, start: start}
 	for _, a := range c.Addrs() {
 		r.admin = append(r.admin, redis.NewClient(&redis.Options{
 			Addr: a, Username: cfg.AdminUser, Password: cfg.AdminPassword,
@@ -254,6 +261,11 @@ func (rn *Runner) Run(ctx context.Context, seq Sequence) (Outcome, error) {
 	for _, p := range r.gone {
 		out.Grants = append(out.Grants, p.reader.all()...)
 	}
+	for _, g := range out.Grants {
+		cfg.Logger.Debug("opfuzz: grant", "pid", g.PID, "variant", g.Variant, "ttl", g.TTL, "token", g.Token,
+			"acquired", time.Unix(0, g.Acquired).Sub(start).Round(time.Millisecond),
+			"end", time.Unix(0, g.End()).Sub(start).Round(time.Millisecond))
+	}
 	out.Doubles = Check(out.Grants)
 	out.Errors = r.errs
 	out.Took = time.Since(start)
@@ -279,7 +291,10 @@ func (r *run) startHolder(variant string, ttl time.Duration) error {
 		Addrs: r.c.Addrs(), User: r.cfg.User, Namespace: namespace, Variant: variant,
 		TTL: ttl, Keys: r.cfg.Keys, AwarenessOff: r.cfg.AwarenessOff,
 	}
-	p, err := startHolder(r.cfg.Holder(h.args()), ttl+10*time.Second)
+	if r.cfg.HolderLog != nil {
+		h.LogLevel = r.cfg.HolderLogLevel
+	}
+	p, err := startHolder(r.cfg.Holder(h.args()), r.cfg.HolderLog, ttl+10*time.Second)
 	if p != nil {
 		r.holders = append(r.holders, p)
 	}

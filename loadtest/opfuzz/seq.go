@@ -53,17 +53,20 @@ type opSpec struct {
 	dur   bool
 }
 
-// Ops is every op a sequence can hold, with what it takes. Two are not an
+// Ops is every op a sequence can hold, with what it takes. Three are not an
 // operator's: "holder" starts a new holder process (the variant, its TTL),
-// and "contend a b" starts a client that, for the rest of the run, takes
-// the lock's key on nodes a and b whenever it is free there and keeps it
-// a moment (as a Redlock client that lost a race holds its minority until
-// its release or its TTL), so that leases are granted on a bare quorum:
-// the case in which one node that forgets a key is a second holder.
+// "stop" stops the oldest holder process still running (it releases what
+// it holds and exits, as an app instance does in a deploy), and
+// "contend a b" starts a client that, for the rest of the run, takes
+// the lock's key on nodes a and b between two leases and keeps it a moment
+// (as a Redlock client that lost a race holds its minority until its
+// release or its TTL), so that leases are granted on a bare quorum: the
+// case in which one node that forgets a key is a second holder.
 var Ops = map[string]opSpec{
 	"contend":     {node: true, node2: true},
 	"wait":        {dur: true},
 	"holder":      {args: []string{"redlock", "redlock+fence"}, dur: true},
+	"stop":        {},
 	"flushall":    {node: true},
 	"flushdb":     {node: true},
 	"swapdb":      {node: true, dur: true},

@@ -35,7 +35,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	var code int
 	if len(os.Args) > 1 && os.Args[1] == holderCommand {
-		if err := opfuzz.HolderMain(ctx, os.Args[2:], os.Getenv, os.Stdin, os.Stdout); err != nil {
+		if err := opfuzz.HolderMain(ctx, os.Args[2:], os.Getenv, os.Stdin, os.Stdout, os.Stderr); err != nil {
 			fmt.Fprintf(os.Stderr, "opfuzz holder %d: %v\n", os.Getpid(), err)
 			code = 1
 		}
@@ -60,12 +60,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		out  = fs.String("out", "", "write the JSON report to this file")
 		js   = fs.Bool("json", false, "print the JSON report on stdout (the summary goes to stderr)")
 		v    = fs.Bool("v", false, "log what the runs do on stderr")
+		hlog = fs.String("holder-log", "", "copy the holders' lock log from this level (debug, info, warn) to stderr")
 	)
 	fs.Int64Var(&so.Seed, "seed", 1, "seed of the first sequence (sequence i has seed+i)")
 	fs.DurationVar(&so.Duration, "duration", 45*time.Second, "how long to search (a run under way, and the shrinking of a finding, finish)")
 	fs.IntVar(&so.Sequences, "sequences", 0, "at most this many sequences (0: until -duration)")
-	fs.IntVar(&so.ShrinkRuns, "shrink-runs", 3, "runs of a candidate before the shrinker takes it to pass (0: no shrinking)")
-	fs.IntVar(&so.ShrinkBudget, "shrink-budget", 25, "candidates the shrinker tries at most per finding")
+	fs.IntVar(&so.ShrinkRuns, "shrink-runs", 2, "runs of a candidate before the shrinker takes it to pass (0: no shrinking)")
+	fs.IntVar(&so.ShrinkBudget, "shrink-budget", 16, "candidates the shrinker tries at most per finding")
 	fs.BoolVar(&so.StopAtFirst, "stop-at-first", false, "stop the search at the first double grant")
 	fs.BoolVar(&cfg.AwarenessOff, "awareness-off", false, "holders without restart awareness (to see the search find what it prevents)")
 	fs.StringVar(&cfg.User, "user", getenv("OPFUZZ_USER"), "Redis user of the holders, the app's (env OPFUZZ_USER; default: the default user); password in env OPFUZZ_PASSWORD")
@@ -101,6 +102,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		level = slog.LevelDebug
 	}
 	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	if *hlog != "" {
+		cfg.HolderLog, cfg.HolderLogLevel = stderr, *hlog
+	}
 	rn := opfuzz.NewRunner(ctx, cfg)
 	defer rn.Close()
 	var report opfuzz.Report
