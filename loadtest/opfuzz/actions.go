@@ -31,10 +31,6 @@ func (r *run) act(ctx context.Context, a Action) error {
 		}
 		return nil
 	}
-	if a.Op == "contend" {
-		r.contend(a.Node, a.Node2)
-		return nil
-	}
 	adm := r.admin[a.Node]
 	do := func(args ...any) error { return adm.Do(ctx, args...).Err() }
 	switch a.Op {
@@ -86,18 +82,23 @@ func (r *run) holderUser() string {
 // lockKey is the Redis key of the lock named name.
 func lockKey(name string) string { return namespace + "lock:" + name }
 
-// contend starts a client that, until the run ends, takes every key on
-// nodes a and b for 300 ms whenever no other node holds it (between two
-// leases): the next lease is then granted on a bare quorum of the other
-// nodes, and a and b are free again while it is held.
-func (r *run) contend(a, b int) {
+// contenderNodes is how many nodes the contender takes: the last ones.
+const contenderNodes = 2
+
+// contend starts a client that, until the run ends, takes every key on the
+// last two nodes for 300 ms whenever no other node holds it (between two
+// leases), as a Redlock client that lost a race holds its minority until
+// its release or its TTL: the next lease is then granted on a bare quorum
+// of the other nodes (the case in which one node that forgets a key is a
+// second holder), and the last two are free again while it is held.
+func (r *run) contend() {
 	var mine, others []*redis.Client
 	for i, n := range r.c.Nodes {
 		c := redis.NewClient(&redis.Options{
 			Addr: n.Addr(), Username: r.cfg.User, Password: r.cfg.Password,
 			MaxRetries: -1, DialTimeout: 200 * time.Millisecond, ReadTimeout: 200 * time.Millisecond,
 		})
-		if i == a || i == b {
+		if i >= len(r.c.Nodes)-contenderNodes {
 			mine = append(mine, c)
 		} else {
 			others = append(others, c)

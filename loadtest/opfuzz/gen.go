@@ -2,6 +2,7 @@ package opfuzz
 
 import (
 	"math/rand/v2"
+	"slices"
 	"time"
 )
 
@@ -24,39 +25,48 @@ var draws = []weighted{
 	{"reload", 2}, {"scriptflush", 1}, {"clientkill", 1}, {"busy", 1}, {"loading", 1},
 }
 
+// Space is what the generator draws from.
+type Space struct {
+	// Ops are the ops drawn after the opening contender and holder; nil is
+	// every op of draws. An op outside draws is never drawn.
+	Ops []string
+	// TTLs are the holders' TTLs, Waits the waits' lengths.
+	TTLs, Waits []time.Duration
+}
+
+// DefaultSpace is every op, holders of 1 s and 6 s (mixed TTLs), and waits
+// from 100 ms to past the largest TTL plus drift (a node that sits out votes
+// again only after that long).
+var DefaultSpace = Space{
+	TTLs:  []time.Duration{time.Second, 6 * time.Second},
+	Waits: []time.Duration{100 * time.Millisecond, 500 * time.Millisecond, time.Second, 2 * time.Second, 4 * time.Second, 7 * time.Second},
+}
+
+// in reports whether op may be drawn.
+func (sp Space) in(op string) bool { return sp.Ops == nil || slices.Contains(sp.Ops, op) }
+
+// largestTTL is the largest TTL a holder of the space uses.
+func (sp Space) largestTTL() time.Duration { return slices.Max(sp.TTLs) }
+
 var (
-	// Waits reach past the largest TTL plus drift: a node that sits out
-	// votes again only after that long.
-	waits     = []time.Duration{100 * time.Millisecond, 500 * time.Millisecond, time.Second, 2 * time.Second, 4 * time.Second, 7 * time.Second}
-	holderTTL = []time.Duration{time.Second, 6 * time.Second}
-	swapFor   = []time.Duration{100 * time.Millisecond, 500 * time.Millisecond, 2 * time.Second}
-	busyFor   = []time.Duration{300 * time.Millisecond, time.Second, 3 * time.Second}
-	aclTaken  = []string{"-eval", "-info", "-@all"}
+	swapFor  = []time.Duration{100 * time.Millisecond, 500 * time.Millisecond, 2 * time.Second}
+	busyFor  = []time.Duration{300 * time.Millisecond, time.Second, 3 * time.Second}
+	aclTaken = []string{"-eval", "-info", "-@all"}
 )
 
-// Generate returns the sequence for seed on nodes nodes (at least 3): the
-// same seed gives the same sequence. It opens with a contender on two nodes
-// (so leases are granted on a bare quorum of the others) and a holder, then
-// draws 6 to 12 actions. Operator actions land on one node of the bare
-// quorum (the sequence's focus) seven times in ten, else on any node: a
-// maintenance touches one server more than once, and a double grant needs
-// the losses on one node that a lease's bare quorum holds. An ACL rule that
-// takes something away is followed, three times in four, by the rule that
-// gives it back, one to three actions later.
-func Generate(seed int64, nodes int) Sequence {
+// Generate returns the sequence for seed on nodes nodes (at least 3), drawn
+// from space: the same seed gives the same sequence. It opens with a holder,
+// then draws 6 to 12 actions. Operator actions land on one node of the bare
+// quorum (the sequence's focus, one of the nodes the contender leaves; see
+// Config.NoContender) seven times in ten, else on any node: a maintenance
+// touches one server more than once, and a double grant needs the losses on
+// one node that a lease's bare quorum holds. An ACL rule that takes
+// something away is followed, three times in four, by the rule that gives
+// it back, one to three actions later.
+func Generate(seed int64, nodes int, space Space) Sequence {
 	r := rand.New(rand.NewPCG(uint64(seed), uint64(seed)^0x9e3779b97f4a7c15))
-	focus := r.IntN(nodes)
-	others := r.Perm(nodes)
-	var contend []int
-	for _, n := range others {
-		if n != focus && len(contend) < 2 {
-			contend = append(contend, n)
-		}
-	}
-	seq := Sequence{
-		{Op: "contend", Node: contend[0], Node2: contend[1]},
-		holderAction(r),
-	}
+	focus := r.IntN(nodes - contenderNodes)
+	seq := Sequence{holderAction(r, space)}
 	type pending struct {
 		at int
 		a  Action
@@ -71,7 +81,7 @@ func Generate(seed int64, nodes int) Sequence {
 				i--
 			}
 		}
-		a := draw(r, focus, nodes)
+		a := draw(r, focus, nodes, space)
 		if a.Op == "acl" && r.IntN(4) < 3 {
 			back := a
 			back.Arg = "+" + a.Arg[1:]
@@ -86,14 +96,22 @@ func Generate(seed int64, nodes int) Sequence {
 }
 
 // draw draws one action.
-func draw(r *rand.Rand, focus, nodes int) Action {
+func draw(r *rand.Rand, focus, nodes int, space Space) Action {
 	sum := 0
 	for _, w := range draws {
-		sum += w.weight
+		if space.in(w.op) {
+			sum += w.weight
+		}
+	}
+	if sum == 0 {
+		return Action{Op: "wait", Node: -1, D: pickOne(r, space.Waits)}
 	}
 	pick := r.IntN(sum)
-	op := draws[0].op
+	op := ""
 	for _, w := range draws {
+		if !space.in(w.op) {
+			continue
+		}
 		if pick < w.weight {
 			op = w.op
 			break
@@ -102,13 +120,13 @@ func draw(r *rand.Rand, focus, nodes int) Action {
 	}
 	switch op {
 	case "holder":
-		return holderAction(r)
+		return holderAction(r, space)
 	case "wait":
-		return Action{Op: op, Node: -1, Node2: -1, D: pickOne(r, waits)}
+		return Action{Op: op, Node: -1, D: pickOne(r, space.Waits)}
 	case "stop":
-		return Action{Op: op, Node: -1, Node2: -1}
+		return Action{Op: op, Node: -1}
 	}
-	a := Action{Op: op, Node: focus, Node2: -1}
+	a := Action{Op: op, Node: focus}
 	if r.IntN(10) >= 7 {
 		a.Node = r.IntN(nodes)
 	}
@@ -127,8 +145,8 @@ func draw(r *rand.Rand, focus, nodes int) Action {
 	return a
 }
 
-func holderAction(r *rand.Rand) Action {
-	return Action{Op: "holder", Node: -1, Node2: -1, Arg: pickOne(r, Ops["holder"].args), D: pickOne(r, holderTTL)}
+func holderAction(r *rand.Rand, space Space) Action {
+	return Action{Op: "holder", Node: -1, Arg: pickOne(r, Ops["holder"].args), D: pickOne(r, space.TTLs)}
 }
 
 func pickOne[T any](r *rand.Rand, from []T) T { return from[r.IntN(len(from))] }

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os/exec"
-	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -44,6 +43,9 @@ type Config struct {
 	// MaxHolders is how many holder processes run at once; a new one
 	// stops the oldest. Default 3.
 	MaxHolders int
+	// NoContender runs without the client that takes the last two nodes
+	// between leases, so that leases are granted on all nodes that vote.
+	NoContender bool
 	// Logger gets what the runs do. Default: discarded.
 	Logger *slog.Logger
 	// HolderLog, if set, gets the holders' stderr: the lock's log from
@@ -122,9 +124,10 @@ type run struct {
 // ages the nodes of the next, so that a run does not wait for its nodes to
 // be old enough to vote.
 type Runner struct {
-	cfg  Config
-	ctx  context.Context
-	next *prepared
+	cfg     Config
+	agedFor time.Duration // prepared nodes are old enough for this TTL
+	ctx     context.Context
+	next    *prepared
 }
 
 // prepared is a set of nodes being started and aged for the next run.
@@ -135,9 +138,10 @@ type prepared struct {
 	ready chan struct{}
 }
 
-// NewRunner returns a Runner; ctx bounds the nodes it prepares. Close it.
-func NewRunner(ctx context.Context, cfg Config) *Runner {
-	return &Runner{cfg: cfg.withDefaults(), ctx: ctx}
+// NewRunner returns a Runner whose prepared nodes are old enough for
+// leases of agedFor; ctx bounds the nodes it prepares. Close it.
+func NewRunner(ctx context.Context, cfg Config, agedFor time.Duration) *Runner {
+	return &Runner{cfg: cfg.withDefaults(), ctx: ctx, agedFor: agedFor}
 }
 
 // Close stops the nodes prepared for a run that did not come.
@@ -150,10 +154,6 @@ func (rn *Runner) Close() {
 		}
 	}
 }
-
-// agedFor is the largest TTL a generated holder uses: prepared nodes are
-// old enough for it.
-var agedFor = slices.Max(holderTTL)
 
 func (rn *Runner) prepare() *prepared {
 	p := &prepared{cfg: rn.cfg, ready: make(chan struct{})}
@@ -171,7 +171,7 @@ func (rn *Runner) prepare() *prepared {
 		if p.err != nil || cfg.AwarenessOff {
 			return
 		}
-		p.err = p.age(rn.ctx, agedFor)
+		p.err = p.age(rn.ctx, rn.agedFor)
 	}()
 	return p
 }
@@ -218,7 +218,7 @@ func (rn *Runner) Run(ctx context.Context, seq Sequence) (Outcome, error) {
 			maxTTL = max(maxTTL, a.D)
 		}
 	}
-	if maxTTL > agedFor && !p.cfg.AwarenessOff {
+	if maxTTL > rn.agedFor && !p.cfg.AwarenessOff {
 		if err := p.age(ctx, maxTTL); err != nil {
 			return Outcome{}, err
 		}
@@ -241,6 +241,9 @@ func (rn *Runner) Run(ctx context.Context, seq Sequence) (Outcome, error) {
 	defer cancel()
 	r.ctx = runCtx
 	defer r.stopHolders()
+	if !cfg.NoContender {
+		r.contend()
+	}
 	for i, a := range seq {
 		if runCtx.Err() != nil {
 			break

@@ -23,6 +23,9 @@ type SearchOptions struct {
 	StopAtFirst bool
 	// Nodes is the number of nodes the sequences are drawn for.
 	Nodes int
+	// Space is what the sequences are drawn from; the zero Space is
+	// DefaultSpace.
+	Space Space
 }
 
 // SeqReport is one sequence the search ran.
@@ -89,12 +92,18 @@ func Search(ctx context.Context, rn *Runner, o SearchOptions) (Report, error) {
 	if o.Nodes == 0 {
 		o.Nodes = rn.cfg.Nodes
 	}
+	if o.Space.TTLs == nil {
+		o.Space.TTLs = DefaultSpace.TTLs
+	}
+	if o.Space.Waits == nil {
+		o.Space.Waits = DefaultSpace.Waits
+	}
 	for i := int64(0); o.Sequences == 0 || i < int64(o.Sequences); i++ {
 		if time.Since(start) >= o.Duration || ctx.Err() != nil {
 			break
 		}
 		seed := o.Seed + i
-		seq := Generate(seed, o.Nodes)
+		seq := Generate(seed, o.Nodes, o.Space)
 		out, err := rn.Run(ctx, seq)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -109,6 +118,7 @@ func Search(ctx context.Context, rn *Runner, o SearchOptions) (Report, error) {
 		}
 		f := finding(seed, seq, out)
 		f.FoundAfterMS = time.Since(start).Milliseconds()
+		rn.cfg.Logger.Warn("opfuzz: double grant", "seed", seed, "after", time.Since(start).Round(time.Second), "sequence", f.Sequence)
 		if o.ShrinkRuns > 0 {
 			runs := 0
 			shrunk := Shrink(ctx, seq, func(ctx context.Context, s Sequence) bool {
@@ -122,6 +132,7 @@ func Search(ctx context.Context, rn *Runner, o SearchOptions) (Report, error) {
 				return false
 			}, o.ShrinkBudget)
 			f.Shrunk, f.ShrinkRuns = shrunk.String(), runs
+			rn.cfg.Logger.Warn("opfuzz: shrunk", "seed", seed, "runs", runs, "sequence", f.Shrunk)
 		}
 		rep.Findings = append(rep.Findings, f)
 		if o.StopAtFirst {

@@ -28,14 +28,12 @@ import (
 )
 
 // Action is one step of a sequence: an operator action on a node, a wait,
-// a new holder process, or a contender on two nodes (see Ops).
+// a new holder process, or the end of one (see Ops).
 type Action struct {
 	// Op names what is done; see Ops.
 	Op string
 	// Node is the node acted on, 0-based; -1 for a wait or a holder.
 	Node int
-	// Node2 is contend's second node; -1 for every other op.
-	Node2 int
 	// Arg is the op's word: the eviction policy, the ACL rule, "keep" or
 	// "wipe" for a restart, "nosave" for a reload, the holder's variant.
 	Arg string
@@ -47,23 +45,16 @@ type Action struct {
 // opSpec says what an op takes after its name: a node, a word from args
 // (empty args: none), a duration.
 type opSpec struct {
-	node  bool
-	node2 bool
-	args  []string
-	dur   bool
+	node bool
+	args []string
+	dur  bool
 }
 
-// Ops is every op a sequence can hold, with what it takes. Three are not an
+// Ops is every op a sequence can hold, with what it takes. Two are not an
 // operator's: "holder" starts a new holder process (the variant, its TTL),
-// "stop" stops the oldest holder process still running (it releases what
-// it holds and exits, as an app instance does in a deploy), and
-// "contend a b" starts a client that, for the rest of the run, takes
-// the lock's key on nodes a and b between two leases and keeps it a moment
-// (as a Redlock client that lost a race holds its minority until its
-// release or its TTL), so that leases are granted on a bare quorum: the
-// case in which one node that forgets a key is a second holder.
+// and "stop" stops the oldest holder process still running (it releases
+// what it holds and exits, as an app instance does in a deploy).
 var Ops = map[string]opSpec{
-	"contend":     {node: true, node2: true},
 	"wait":        {dur: true},
 	"holder":      {args: []string{"redlock", "redlock+fence"}, dur: true},
 	"stop":        {},
@@ -88,9 +79,6 @@ func (a Action) String() string {
 	f := []string{a.Op}
 	if spec.node {
 		f = append(f, strconv.Itoa(a.Node))
-	}
-	if spec.node2 {
-		f = append(f, strconv.Itoa(a.Node2))
 	}
 	if len(spec.args) > 0 {
 		f = append(f, a.Arg)
@@ -148,10 +136,10 @@ func parseAction(f []string, nodes int) (Action, error) {
 		slices.Sort(names)
 		return Action{}, fmt.Errorf("unknown op %q: want one of %s", f[0], strings.Join(names, ", "))
 	}
-	a := Action{Op: f[0], Node: -1, Node2: -1}
+	a := Action{Op: f[0], Node: -1}
 	rest := f[1:]
 	want := 0
-	for _, b := range []bool{spec.node, spec.node2, len(spec.args) > 0, spec.dur} {
+	for _, b := range []bool{spec.node, len(spec.args) > 0, spec.dur} {
 		if b {
 			want++
 		}
@@ -165,13 +153,6 @@ func parseAction(f []string, nodes int) (Action, error) {
 			return a, fmt.Errorf("node %q: want 0 to %d", rest[0], nodes-1)
 		}
 		a.Node, rest = n, rest[1:]
-	}
-	if spec.node2 {
-		n, err := strconv.Atoi(rest[0])
-		if err != nil || n < 0 || n >= nodes || n == a.Node {
-			return a, fmt.Errorf("second node %q: want 0 to %d, not %d", rest[0], nodes-1, a.Node)
-		}
-		a.Node2, rest = n, rest[1:]
 	}
 	if len(spec.args) > 0 {
 		if !slices.Contains(spec.args, rest[0]) {

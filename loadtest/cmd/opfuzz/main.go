@@ -6,7 +6,7 @@
 // shrunk and printed for -replay.
 //
 //	opfuzz -seed 7 -duration 10m -out report.json
-//	opfuzz -replay 'contend 3 4; holder redlock 6s; restart 0 wipe' -runs 20
+//	opfuzz -replay 'holder redlock 6s; holder redlock 1s; restart 0 wipe' -runs 20
 //
 // It exits 1 when a run gave a double grant the store would not survive.
 package main
@@ -20,6 +20,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 	"time"
 
@@ -55,6 +56,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		so   opfuzz.SearchOptions
 		keys = fs.String("keys", "k", "keys every holder tries, comma-separated")
 		acl  = fs.String("acl-file", getenv("OPFUZZ_ACL_FILE"), "start the nodes with this ACL file (env OPFUZZ_ACL_FILE); then set -user and -admin-user")
+		ops  = fs.String("ops", "", "draw only these ops, comma-separated (default: every op)")
 		rep  = fs.String("replay", "", "run this sequence instead of searching (actions separated by ';')")
 		runs = fs.Int("runs", 1, "with -replay: how many times to run it")
 		out  = fs.String("out", "", "write the JSON report to this file")
@@ -68,6 +70,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	fs.IntVar(&so.ShrinkRuns, "shrink-runs", 2, "runs of a candidate before the shrinker takes it to pass (0: no shrinking)")
 	fs.IntVar(&so.ShrinkBudget, "shrink-budget", 16, "candidates the shrinker tries at most per finding")
 	fs.BoolVar(&so.StopAtFirst, "stop-at-first", false, "stop the search at the first double grant")
+	fs.BoolVar(&cfg.NoContender, "no-contender", false, "no client taking the last two nodes between leases (leases then rarely hold a bare quorum)")
 	fs.BoolVar(&cfg.AwarenessOff, "awareness-off", false, "holders without restart awareness (to see the search find what it prevents)")
 	fs.StringVar(&cfg.User, "user", getenv("OPFUZZ_USER"), "Redis user of the holders, the app's (env OPFUZZ_USER; default: the default user); password in env OPFUZZ_PASSWORD")
 	fs.StringVar(&cfg.AdminUser, "admin-user", getenv("OPFUZZ_ADMIN_USER"), "Redis user of the operator's actions (env OPFUZZ_ADMIN_USER; default: one the run creates); password in env OPFUZZ_ADMIN_PASSWORD")
@@ -89,6 +92,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 		cfg.ServerArgs = []string{"--aclfile", *acl}
 	}
+	if *ops != "" {
+		for _, op := range cli.Split(*ops) {
+			if _, ok := opfuzz.Ops[op]; !ok {
+				return bad("-ops: unknown op %q", op)
+			}
+			so.Space.Ops = append(so.Space.Ops, op)
+		}
+	}
 	if *runs < 1 || so.Duration <= 0 {
 		return bad("-runs and -duration must be positive")
 	}
@@ -105,7 +116,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if *hlog != "" {
 		cfg.HolderLog, cfg.HolderLogLevel = stderr, *hlog
 	}
-	rn := opfuzz.NewRunner(ctx, cfg)
+	rn := opfuzz.NewRunner(ctx, cfg, slices.Max(opfuzz.DefaultSpace.TTLs))
 	defer rn.Close()
 	var report opfuzz.Report
 	if *rep != "" {
