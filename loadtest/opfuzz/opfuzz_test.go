@@ -24,7 +24,7 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	os.Exit(testsupport.Main(m))
 }
 
 // The same seed gives the same sequence, another seed another one, and

@@ -24,6 +24,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"flashsale/internal/cli"
 	"flashsale/loadtest/opfuzz"
 )
@@ -34,6 +36,9 @@ const holderCommand = "holder"
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// A restarted node makes every go-redis client print its dial errors
+	// several times a second: the runs say what failed themselves.
+	redis.SetLogger(quietRedis{})
 	var code int
 	if len(os.Args) > 1 && os.Args[1] == holderCommand {
 		if err := opfuzz.HolderMain(ctx, os.Args[2:], os.Getenv, os.Stdin, os.Stdout, os.Stderr); err != nil {
@@ -46,6 +51,12 @@ func main() {
 	stop()
 	os.Exit(code)
 }
+
+// quietRedis drops go-redis's own log lines.
+type quietRedis struct{}
+
+// Printf drops the line.
+func (quietRedis) Printf(context.Context, string, ...any) {}
 
 // run is the whole command, callable from tests.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {

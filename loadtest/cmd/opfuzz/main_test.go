@@ -24,7 +24,7 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	os.Exit(testsupport.Main(m))
 }
 
 // expectNoneEnv turns on the tests that hold the lock to no double grant
