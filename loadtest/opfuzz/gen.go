@@ -6,29 +6,15 @@ import (
 	"time"
 )
 
-// weighted is one op and how often the generator draws it.
-type weighted struct {
-	op     string
-	weight int
-}
-
-// draws is the generator's distribution over the action space: operator
-// actions each about as often as the others (the ones with two forms, such
-// as a restart with or without its data, a little more), and waits and new
-// holder processes often, since a loss matters only to a process that meets
-// or votes on the node around it, and only once every node that sat out
-// votes again.
-var draws = []weighted{
-	{"holder", 4}, {"stop", 1}, {"wait", 4},
-	{"flushall", 1}, {"flushdb", 1}, {"swapdb", 1}, {"evict", 2},
-	{"resetstat", 2}, {"acl", 2}, {"save", 2}, {"restart", 2},
-	{"reload", 2}, {"scriptflush", 1}, {"clientkill", 1}, {"busy", 1}, {"loading", 1},
+// operatorOps are the operator's actions the generator draws.
+var operatorOps = []string{
+	"flushall", "flushdb", "swapdb", "evict", "resetstat", "acl", "save",
+	"restart", "reload", "scriptflush", "clientkill", "busy", "loading",
 }
 
 // Space is what the generator draws from.
 type Space struct {
-	// Ops are the ops drawn after the opening contender and holder; nil is
-	// every op of draws. An op outside draws is never drawn.
+	// Ops are the ops that may be drawn; nil is every op.
 	Ops []string
 	// TTLs are the holders' TTLs, Waits the waits' lengths.
 	TTLs, Waits []time.Duration
@@ -39,14 +25,11 @@ type Space struct {
 // again only after that long).
 var DefaultSpace = Space{
 	TTLs:  []time.Duration{time.Second, 6 * time.Second},
-	Waits: []time.Duration{100 * time.Millisecond, 500 * time.Millisecond, time.Second, 2 * time.Second, 4 * time.Second, 7 * time.Second},
+	Waits: []time.Duration{100 * time.Millisecond, 500 * time.Millisecond, 2 * time.Second, 7 * time.Second},
 }
 
 // in reports whether op may be drawn.
 func (sp Space) in(op string) bool { return sp.Ops == nil || slices.Contains(sp.Ops, op) }
-
-// largestTTL is the largest TTL a holder of the space uses.
-func (sp Space) largestTTL() time.Duration { return slices.Max(sp.TTLs) }
 
 var (
 	swapFor  = []time.Duration{100 * time.Millisecond, 500 * time.Millisecond, 2 * time.Second}
@@ -55,79 +38,95 @@ var (
 )
 
 // Generate returns the sequence for seed on nodes nodes (at least 3), drawn
-// from space: the same seed gives the same sequence. It opens with a holder,
-// then draws 6 to 12 actions. Operator actions land on one node of the bare
-// quorum (the sequence's focus, one of the nodes the contender leaves; see
-// Config.NoContender) seven times in ten, else on any node: a maintenance
-// touches one server more than once, and a double grant needs the losses on
-// one node that a lease's bare quorum holds. An ACL rule that takes
-// something away is followed, three times in four, by the rule that gives
-// it back, one to three actions later.
+// from space: the same seed gives the same sequence.
+//
+// A sequence opens with a holder process and holds 3 to 7 operator actions.
+// Between two of them processes come and go and time passes: a new holder
+// process starts one time in two (it meets the nodes as they are then), the
+// oldest one stops one time in three, and a wait runs one time in two.
+//
+// The operator actions follow swarm testing: each sequence draws from a
+// few kinds only (one to three of the space's), so that a sequence holds
+// the same few actions several times and in several orders, as an
+// operator's routine does (a monitoring job's RESETSTAT, a backup's SAVE, a
+// CONFIG SET there and back), instead of one of everything. They land on
+// one node of the bare quorum (the sequence's focus; see
+// Config.NoContender) four times in five, else on any node: a double grant
+// needs the losses on one node that a lease's bare quorum holds. An ACL
+// rule that takes something away is followed, three times in four, by the
+// rule that gives it back, one to three actions later.
 func Generate(seed int64, nodes int, space Space) Sequence {
 	r := rand.New(rand.NewPCG(uint64(seed), uint64(seed)^0x9e3779b97f4a7c15))
 	focus := r.IntN(nodes - contenderNodes)
-	seq := Sequence{holderAction(r, space)}
+	var kinds []string
+	for _, op := range operatorOps {
+		if space.in(op) {
+			kinds = append(kinds, op)
+		}
+	}
+	r.Shuffle(len(kinds), func(i, j int) { kinds[i], kinds[j] = kinds[j], kinds[i] })
+	kinds = kinds[:min(len(kinds), 1+r.IntN(3))]
+	seq := Sequence{}
+	if space.in("holder") {
+		seq = append(seq, holderAction(r, space))
+	}
 	type pending struct {
 		at int
 		a  Action
 	}
 	var later []pending
-	total := 0
-	for n := 6 + r.IntN(7); total < n; total++ {
-		for i := 0; i < len(later); i++ {
-			if later[i].at == total {
-				seq = append(seq, later[i].a)
-				later = append(later[:i], later[i+1:]...)
-				i--
+	n := 3 + r.IntN(5)
+	for i := range n {
+		if i > 0 {
+			seq = append(seq, between(r, space)...)
+		}
+		for j := 0; j < len(later); j++ {
+			if later[j].at == i {
+				seq = append(seq, later[j].a)
+				later = append(later[:j], later[j+1:]...)
+				j--
 			}
 		}
-		a := draw(r, focus, nodes, space)
+		if len(kinds) == 0 {
+			continue
+		}
+		a := operatorAction(r, pickOne(r, kinds), focus, nodes)
 		if a.Op == "acl" && r.IntN(4) < 3 {
 			back := a
 			back.Arg = "+" + a.Arg[1:]
-			later = append(later, pending{at: total + 1 + r.IntN(3), a: back})
+			later = append(later, pending{at: i + 1 + r.IntN(3), a: back})
 		}
 		seq = append(seq, a)
 	}
 	for _, p := range later {
 		seq = append(seq, p.a)
 	}
+	if space.in("holder") && r.IntN(2) == 0 {
+		seq = append(seq, holderAction(r, space))
+	}
 	return seq
 }
 
-// draw draws one action.
-func draw(r *rand.Rand, focus, nodes int, space Space) Action {
-	sum := 0
-	for _, w := range draws {
-		if space.in(w.op) {
-			sum += w.weight
-		}
+// between is what happens between two operator actions: a process stops,
+// a new one starts, time passes; each may or may not.
+func between(r *rand.Rand, space Space) []Action {
+	var out []Action
+	if space.in("stop") && r.IntN(3) == 0 {
+		out = append(out, Action{Op: "stop", Node: -1})
 	}
-	if sum == 0 {
-		return Action{Op: "wait", Node: -1, D: pickOne(r, space.Waits)}
+	if space.in("holder") && r.IntN(2) == 0 {
+		out = append(out, holderAction(r, space))
 	}
-	pick := r.IntN(sum)
-	op := ""
-	for _, w := range draws {
-		if !space.in(w.op) {
-			continue
-		}
-		if pick < w.weight {
-			op = w.op
-			break
-		}
-		pick -= w.weight
+	if space.in("wait") && r.IntN(2) == 0 {
+		out = append(out, Action{Op: "wait", Node: -1, D: pickOne(r, space.Waits)})
 	}
-	switch op {
-	case "holder":
-		return holderAction(r, space)
-	case "wait":
-		return Action{Op: op, Node: -1, D: pickOne(r, space.Waits)}
-	case "stop":
-		return Action{Op: op, Node: -1}
-	}
+	return out
+}
+
+// operatorAction is one action of kind op, mostly on focus.
+func operatorAction(r *rand.Rand, op string, focus, nodes int) Action {
 	a := Action{Op: op, Node: focus}
-	if r.IntN(10) >= 7 {
+	if r.IntN(5) == 0 {
 		a.Node = r.IntN(nodes)
 	}
 	switch op {
