@@ -165,8 +165,9 @@ func holderConfig(t *testing.T) opfuzz.Config {
 
 // With restart awareness off, the search, given a space of restarts,
 // holders and waits and a fixed seed, finds a double grant through a
-// restart without data (the real race: nothing here knows that awareness is
-// off but the holders' lock) and shrinks it to at most three actions.
+// restart without data (wiped, or kept before any SAVE: the node comes back
+// empty either way) and shrinks it to at most three actions. It is the real
+// race: nothing here but the holders' lock knows that awareness is off.
 func TestFuzzFindsRestartWithoutData(t *testing.T) {
 	cfg := holderConfig(t)
 	cfg.AwarenessOff = true
