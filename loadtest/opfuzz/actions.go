@@ -207,9 +207,10 @@ func (r *run) busy(ctx context.Context, i int, d time.Duration) error {
 		}()
 		<-started
 		sleep(r.ctx, d)
-		// SCRIPT KILL until the script is gone: its first may come before
-		// the node took it for busy.
-		for {
+		// SCRIPT KILL until the script is gone (its first may come before
+		// the node took it for busy), for 10 s at most: then the looper's
+		// connection is closed, and the node is stopped with the run.
+		for range 200 {
 			_ = r.admin[i].Do(context.Background(), "SCRIPT", "KILL").Err()
 			select {
 			case <-ended:
@@ -217,6 +218,7 @@ func (r *run) busy(ctx context.Context, i int, d time.Duration) error {
 			case <-time.After(50 * time.Millisecond):
 			}
 		}
+		r.note(fmt.Sprintf("busy %d: the script outlived 10 s of SCRIPT KILL", i))
 	})
 	<-started
 	return r.waitAnswer(ctx, i, "BUSY")
