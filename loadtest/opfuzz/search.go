@@ -26,6 +26,9 @@ type SearchOptions struct {
 	// Space is what the sequences are drawn from; the zero Space is
 	// DefaultSpace.
 	Space Space
+	// Progress, if set, is called with the report so far after every
+	// sequence and every shrunk finding (to write it out as it grows).
+	Progress func(Report)
 }
 
 // SeqReport is one sequence the search ran.
@@ -112,6 +115,10 @@ func Search(ctx context.Context, rn *Runner, o SearchOptions) (Report, error) {
 			return rep, fmt.Errorf("sequence of seed %d: %w", seed, err)
 		}
 		sr := rep.add(seed, seq, out)
+		if o.Progress != nil {
+			rep.DurationMS = time.Since(start).Milliseconds()
+			o.Progress(rep)
+		}
 		rn.cfg.Logger.Info("opfuzz: sequence", "seed", seed, "grants", sr.Grants, "double_grants", sr.Unsafe, "fenced_overlaps", sr.Fenced)
 		if sr.Unsafe == 0 {
 			continue
@@ -135,6 +142,10 @@ func Search(ctx context.Context, rn *Runner, o SearchOptions) (Report, error) {
 			rn.cfg.Logger.Warn("opfuzz: shrunk", "seed", seed, "runs", runs, "sequence", f.Shrunk)
 		}
 		rep.Findings = append(rep.Findings, f)
+		if o.Progress != nil {
+			rep.DurationMS = time.Since(start).Milliseconds()
+			o.Progress(rep)
+		}
 		if o.StopAtFirst {
 			break
 		}

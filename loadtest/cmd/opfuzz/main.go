@@ -70,7 +70,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		ops  = fs.String("ops", "", "draw only these ops, comma-separated (default: every op)")
 		rep  = fs.String("replay", "", "run this sequence instead of searching (actions separated by ';')")
 		runs = fs.Int("runs", 1, "with -replay: how many times to run it")
-		out  = fs.String("out", "", "write the JSON report to this file")
+		out  = fs.String("out", "", "write the JSON report to this file (during a search, after every sequence too)")
 		js   = fs.Bool("json", false, "print the JSON report on stdout (the summary goes to stderr)")
 		v    = fs.Bool("v", false, "log what the runs do on stderr")
 		hlog = fs.String("holder-log", "", "copy the holders' lock log from this level (debug, info, warn) to stderr")
@@ -129,6 +129,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	rn := opfuzz.NewRunner(ctx, cfg, slices.Max(opfuzz.DefaultSpace.TTLs))
 	defer rn.Close()
+	write := func(report opfuzz.Report) error {
+		if *out == "" {
+			return nil
+		}
+		b, _ := json.MarshalIndent(report, "", "  ")
+		return os.WriteFile(*out, append(b, '\n'), 0o644)
+	}
+	// A long search keeps its report on disk as it grows.
+	so.Progress = func(r opfuzz.Report) { _ = write(r) }
 	var report opfuzz.Report
 	if *rep != "" {
 		seq, err := opfuzz.Parse(*rep, 5)
@@ -152,11 +161,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 	}
 	fmt.Fprint(summary, report.Summary())
-	if *out != "" {
-		b, _ := json.MarshalIndent(report, "", "  ")
-		if err := os.WriteFile(*out, append(b, '\n'), 0o644); err != nil {
-			return bad("-out: %v", err)
-		}
+	if err := write(report); err != nil {
+		return bad("-out: %v", err)
 	}
 	if report.Failed > 0 {
 		return 1
