@@ -1,9 +1,13 @@
 package opfuzz
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -26,6 +30,8 @@ type SearchOptions struct {
 	// Space is what the sequences are drawn from; the zero Space is
 	// DefaultSpace.
 	Space Space
+	// Parallel is how many sequences run at once (default 1).
+	Parallel int
 	// Progress, if set, is called with the report so far after every
 	// sequence and every shrunk finding (to write it out as it grows).
 	Progress func(Report)
@@ -88,7 +94,8 @@ func (r *Report) add(seed int64, seq Sequence, o Outcome) SeqReport {
 }
 
 // Search runs generated sequences until the options' bounds, shrinking
-// every one that gives an unsafe double grant.
+// every one that gives an unsafe double grant. With Parallel above one,
+// that many sequences run at once, each on nodes of its own.
 func Search(ctx context.Context, rn *Runner, o SearchOptions) (Report, error) {
 	start := time.Now()
 	rep := Report{Seed: o.Seed, AwarenessOff: rn.cfg.AwarenessOff}
@@ -101,57 +108,91 @@ func Search(ctx context.Context, rn *Runner, o SearchOptions) (Report, error) {
 	if o.Space.Waits == nil {
 		o.Space.Waits = DefaultSpace.Waits
 	}
-	for i := int64(0); o.Sequences == 0 || i < int64(o.Sequences); i++ {
-		if time.Since(start) >= o.Duration || ctx.Err() != nil {
-			break
-		}
-		seed := o.Seed + i
-		seq := Generate(seed, o.Nodes, o.Space)
-		out, err := rn.Run(ctx, seq)
-		if err != nil {
-			if ctx.Err() != nil {
-				break
-			}
-			return rep, fmt.Errorf("sequence of seed %d: %w", seed, err)
-		}
-		sr := rep.add(seed, seq, out)
+	var (
+		mu   sync.Mutex
+		next int64
+		stop bool
+		errs error
+		wg   sync.WaitGroup
+	)
+	// locked runs f under mu, then hands the report so far to Progress.
+	locked := func(f func()) {
+		mu.Lock()
+		defer mu.Unlock()
+		f()
 		if o.Progress != nil {
 			rep.DurationMS = time.Since(start).Milliseconds()
 			o.Progress(rep)
-		}
-		rn.cfg.Logger.Info("opfuzz: sequence", "seed", seed, "grants", sr.Grants, "double_grants", sr.Unsafe, "fenced_overlaps", sr.Fenced)
-		if sr.Unsafe == 0 {
-			continue
-		}
-		f := finding(seed, seq, out)
-		f.FoundAfterMS = time.Since(start).Milliseconds()
-		rn.cfg.Logger.Warn("opfuzz: double grant", "seed", seed, "after", time.Since(start).Round(time.Second), "sequence", f.Sequence)
-		if o.ShrinkRuns > 0 {
-			runs := 0
-			shrunk := Shrink(ctx, seq, func(ctx context.Context, s Sequence) bool {
-				for range o.ShrinkRuns {
-					runs++
-					out, err := rn.Run(ctx, s)
-					if err == nil && out.Unsafe() > 0 {
-						return true
-					}
-				}
-				return false
-			}, o.ShrinkBudget)
-			f.Shrunk, f.ShrinkRuns = shrunk.String(), runs
-			rn.cfg.Logger.Warn("opfuzz: shrunk", "seed", seed, "runs", runs, "sequence", f.Shrunk)
-		}
-		rep.Findings = append(rep.Findings, f)
-		if o.Progress != nil {
-			rep.DurationMS = time.Since(start).Milliseconds()
-			o.Progress(rep)
-		}
-		if o.StopAtFirst {
-			break
 		}
 	}
+	claim := func() (int64, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		i := next
+		next++
+		if stop || ctx.Err() != nil || time.Since(start) >= o.Duration || (o.Sequences > 0 && i >= int64(o.Sequences)) {
+			return 0, false
+		}
+		return i, true
+	}
+	for w := range max(o.Parallel, 1) {
+		wrn := rn
+		if w > 0 {
+			wrn = NewRunner(rn.ctx, rn.cfg, rn.agedFor)
+			defer wrn.Close()
+		}
+		wg.Go(func() {
+			for i, ok := claim(); ok; i, ok = claim() {
+				seed := o.Seed + i
+				seq := Generate(seed, o.Nodes, o.Space)
+				out, err := wrn.Run(ctx, seq)
+				if err != nil {
+					if ctx.Err() == nil {
+						locked(func() { errs, stop = errors.Join(errs, fmt.Errorf("sequence of seed %d: %w", seed, err)), true })
+					}
+					return
+				}
+				var sr SeqReport
+				locked(func() { sr = rep.add(seed, seq, out) })
+				rn.cfg.Logger.Info("opfuzz: sequence", "seed", seed, "grants", sr.Grants, "double_grants", sr.Unsafe, "fenced_overlaps", sr.Fenced)
+				if sr.Unsafe == 0 {
+					continue
+				}
+				f := finding(seed, seq, out)
+				f.FoundAfterMS = time.Since(start).Milliseconds()
+				rn.cfg.Logger.Warn("opfuzz: double grant", "seed", seed, "after", time.Since(start).Round(time.Second), "sequence", f.Sequence)
+				if o.ShrinkRuns > 0 {
+					f.Shrunk, f.ShrinkRuns = shrink(ctx, wrn, seq, o)
+					rn.cfg.Logger.Warn("opfuzz: shrunk", "seed", seed, "runs", f.ShrinkRuns, "sequence", f.Shrunk)
+				}
+				locked(func() {
+					rep.Findings = append(rep.Findings, f)
+					stop = stop || o.StopAtFirst
+				})
+			}
+		})
+	}
+	wg.Wait()
+	slices.SortFunc(rep.Sequences, func(a, b SeqReport) int { return cmp.Compare(a.Seed, b.Seed) })
+	slices.SortFunc(rep.Findings, func(a, b Finding) int { return cmp.Compare(a.Seed, b.Seed) })
 	rep.DurationMS = time.Since(start).Milliseconds()
-	return rep, nil
+	return rep, errs
+}
+
+// shrink shrinks seq on rn and returns it with the runs it took.
+func shrink(ctx context.Context, rn *Runner, seq Sequence, o SearchOptions) (string, int) {
+	runs := 0
+	shrunk := Shrink(ctx, seq, func(ctx context.Context, s Sequence) bool {
+		for range o.ShrinkRuns {
+			runs++
+			out, err := rn.Run(ctx, s)
+			if err == nil && out.Unsafe() > 0 {
+				return true
+			}
+		}
+		return false
+	}, o.ShrinkBudget)
+	return shrunk.String(), runs
 }
 
 // finding is the report of a run of seq that gave a double grant.

@@ -80,6 +80,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	fs.IntVar(&so.Sequences, "sequences", 0, "at most this many sequences (0: until -duration)")
 	fs.IntVar(&so.ShrinkRuns, "shrink-runs", 2, "runs of a candidate before the shrinker takes it to pass (0: no shrinking)")
 	fs.IntVar(&so.ShrinkBudget, "shrink-budget", 16, "candidates the shrinker tries at most per finding")
+	fs.IntVar(&so.Parallel, "parallel", 1, "sequences run at once, each on five nodes of its own")
 	fs.BoolVar(&so.StopAtFirst, "stop-at-first", false, "stop the search at the first double grant")
 	fs.BoolVar(&cfg.NoContender, "no-contender", false, "no client taking the last two nodes between leases (leases then rarely hold a bare quorum)")
 	fs.BoolVar(&cfg.AwarenessOff, "awareness-off", false, "holders without restart awareness (to see the search find what it prevents)")
