@@ -175,12 +175,12 @@ func TestFuzzFindsRestartWithoutData(t *testing.T) {
 	defer cancel()
 	rn := opfuzz.NewRunner(ctx, cfg, time.Second)
 	defer rn.Close()
-	budget := 30
+	budget := 20
 	if testing.Short() {
-		budget = 15
+		budget = 14
 	}
 	rep, err := opfuzz.Search(ctx, rn, opfuzz.SearchOptions{
-		Seed: 3, Duration: 2 * time.Minute, Sequences: 8, ShrinkRuns: 3, ShrinkBudget: budget, StopAtFirst: true,
+		Seed: 3, Duration: 2 * time.Minute, Sequences: 8, ShrinkRuns: 2, ShrinkBudget: budget, StopAtFirst: true,
 		Space: opfuzz.Space{
 			Ops:   []string{"restart", "holder", "wait"},
 			TTLs:  []time.Duration{time.Second},
