@@ -29,11 +29,12 @@ type Space struct {
 }
 
 // DefaultSpace is every op, holders of 1 s and 6 s (mixed TTLs), and waits
-// from 100 ms to past the largest TTL plus drift (a node that sits out votes
-// again only after that long).
+// from 100 ms to past the largest TTL plus drift, the latter half the time:
+// a node that saw an operator's command sits out that long, and a loss
+// there grants nothing twice unless a lease counted its vote first.
 var DefaultSpace = Space{
 	TTLs:  []time.Duration{time.Second, 6 * time.Second},
-	Waits: []time.Duration{100 * time.Millisecond, 500 * time.Millisecond, 2 * time.Second, 7 * time.Second},
+	Waits: []time.Duration{100 * time.Millisecond, 500 * time.Millisecond, 2 * time.Second, 7 * time.Second, 7 * time.Second, 7 * time.Second},
 }
 
 // in reports whether op may be drawn.
