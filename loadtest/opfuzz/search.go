@@ -98,7 +98,7 @@ func (r *Report) add(seed int64, seq Sequence, o Outcome) SeqReport {
 // that many sequences run at once, each on nodes of its own.
 func Search(ctx context.Context, rn *Runner, o SearchOptions) (Report, error) {
 	start := time.Now()
-	rep := Report{Seed: o.Seed, AwarenessOff: rn.cfg.AwarenessOff}
+	rep := Report{Seed: o.Seed, AwarenessOff: rn.cfg.AwarenessOff, Sequences: []SeqReport{}, Findings: []Finding{}}
 	if o.Nodes == 0 {
 		o.Nodes = rn.cfg.Nodes
 	}
@@ -212,7 +212,7 @@ func finding(seed int64, seq Sequence, out Outcome) Finding {
 // Replay runs seq runs times and counts the double grants.
 func Replay(ctx context.Context, rn *Runner, seq Sequence, runs int) (Report, error) {
 	start := time.Now()
-	rep := Report{Seed: -1, Replay: seq.String(), AwarenessOff: rn.cfg.AwarenessOff}
+	rep := Report{Seed: -1, Replay: seq.String(), AwarenessOff: rn.cfg.AwarenessOff, Sequences: []SeqReport{}, Findings: []Finding{}}
 	for range runs {
 		out, err := rn.Run(ctx, seq)
 		if err != nil {
