@@ -103,15 +103,16 @@ func TestFuzzReportsJSON(t *testing.T) {
 
 // On a lock that closes every hole, a search over every op finds no double
 // grant. Off unless OPFUZZ_EXPECT_NO_DOUBLE_GRANT=1 (the lock before that
-// mend has holes this search finds); OPFUZZ_SEED and OPFUZZ_MINUTES (default
-// 1) set the search.
+// mend has holes); OPFUZZ_SEED, OPFUZZ_MINUTES (default 1) and
+// OPFUZZ_PARALLEL (default 1) set the search.
 func TestFuzzFindsNoDoubleGrant(t *testing.T) {
 	if os.Getenv(expectNoneEnv) != "1" {
 		t.Skip("set " + expectNoneEnv + "=1 on a lock that should pass")
 	}
 	seed := envInt(t, "OPFUZZ_SEED", 1)
 	d := time.Duration(envInt(t, "OPFUZZ_MINUTES", 1)) * time.Minute
-	_, rep := fuzz(t, d+5*time.Minute, "-seed", strconv.Itoa(seed), "-duration", d.String())
+	par := envInt(t, "OPFUZZ_PARALLEL", 1)
+	_, rep := fuzz(t, d+5*time.Minute, "-seed", strconv.Itoa(seed), "-duration", d.String(), "-parallel", strconv.Itoa(par))
 	if len(rep.Sequences) == 0 || rep.Unsafe > 0 {
 		t.Fatalf("%d sequences, %d double grants: %+v", len(rep.Sequences), rep.Unsafe, rep.Findings)
 	}
