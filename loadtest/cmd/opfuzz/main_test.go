@@ -1,0 +1,141 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"flashsale/internal/testsupport"
+	"flashsale/loadtest/opfuzz"
+)
+
+// TestMain lets the test binary be a holder too: the command re-executes
+// its own binary, which under go test is this one.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == holderCommand {
+		if err := opfuzz.HolderMain(context.Background(), os.Args[2:], os.Getenv, os.Stdin, os.Stdout, os.Stderr); err != nil {
+			os.Stderr.WriteString(err.Error() + "\n")
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(testsupport.Main(m))
+}
+
+// expectNoneEnv turns on the tests that hold the lock to no double grant
+// at all: the search over every op, and the known attacks replayed.
+const expectNoneEnv = "OPFUZZ_EXPECT_NO_DOUBLE_GRANT"
+
+// envInt is an integer from the environment, or def.
+func envInt(t *testing.T, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		t.Fatalf("%s=%q: want a positive integer", name, v)
+	}
+	return n
+}
+
+// fuzz runs the command with args plus -out and returns its exit code and
+// its JSON report.
+func fuzz(t *testing.T, within time.Duration, args ...string) (int, opfuzz.Report) {
+	t.Helper()
+	testsupport.RequireRedis(t)
+	out := filepath.Join(t.TempDir(), "report.json")
+	var stdout, stderr bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	code := run(ctx, append(args, "-out", out), os.Getenv, &stdout, &stderr)
+	t.Logf("exit %d\n%s%s", code, stdout.String(), stderr.String())
+	if code != 0 && code != 1 {
+		t.Fatalf("exit %d", code)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep opfuzz.Report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	return code, rep
+}
+
+// A short search on the lock as it is reports its result in JSON: the
+// seed, every sequence with its grants, the double grants counted as the
+// findings say, and an exit code that says whether any run failed.
+func TestFuzzReportsJSON(t *testing.T) {
+	d := 45 * time.Second
+	if testing.Short() {
+		d = 15 * time.Second
+	}
+	code, rep := fuzz(t, d+2*time.Minute, "-seed", "11", "-duration", d.String(), "-shrink-runs", "0")
+	if rep.Seed != 11 || len(rep.Sequences) == 0 {
+		t.Fatalf("seed %d, %d sequences", rep.Seed, len(rep.Sequences))
+	}
+	grants, unsafe, failed := 0, 0, 0
+	for i, s := range rep.Sequences {
+		if s.Seed != 11+int64(i) || s.Sequence == "" {
+			t.Errorf("sequence %d: seed %d, %q", i, s.Seed, s.Sequence)
+		}
+		grants += s.Grants
+		unsafe += s.Unsafe
+		if s.Unsafe > 0 {
+			failed++
+		}
+	}
+	if grants == 0 {
+		t.Fatal("no holder was granted anything: the search saw nothing")
+	}
+	if unsafe != rep.Unsafe || failed != rep.Failed || failed != len(rep.Findings) || (code == 1) != (failed > 0) {
+		t.Fatalf("double grants %d (report %d), failed runs %d (report %d), %d findings, exit %d",
+			unsafe, rep.Unsafe, failed, rep.Failed, len(rep.Findings), code)
+	}
+}
+
+// On a lock that closes every hole, a search over every op finds no double
+// grant. Off unless OPFUZZ_EXPECT_NO_DOUBLE_GRANT=1 (the lock before that
+// mend has holes); OPFUZZ_SEED, OPFUZZ_MINUTES (default 1) and
+// OPFUZZ_PARALLEL (default 1) set the search.
+func TestFuzzFindsNoDoubleGrant(t *testing.T) {
+	if os.Getenv(expectNoneEnv) != "1" {
+		t.Skip("set " + expectNoneEnv + "=1 on a lock that should pass")
+	}
+	seed := envInt(t, "OPFUZZ_SEED", 1)
+	d := time.Duration(envInt(t, "OPFUZZ_MINUTES", 1)) * time.Minute
+	par := envInt(t, "OPFUZZ_PARALLEL", 1)
+	_, rep := fuzz(t, d+5*time.Minute, "-seed", strconv.Itoa(seed), "-duration", d.String(), "-parallel", strconv.Itoa(par))
+	if len(rep.Sequences) == 0 || rep.Unsafe > 0 {
+		t.Fatalf("%d sequences, %d double grants: %+v", len(rep.Sequences), rep.Unsafe, rep.Findings)
+	}
+}
+
+// On a lock that closes every hole, no known attack grants the lock twice.
+// Off unless OPFUZZ_EXPECT_NO_DOUBLE_GRANT=1; OPFUZZ_ATTACK_RUNS (default 5)
+// runs each.
+func TestAttacksGrantNoLockTwice(t *testing.T) {
+	if os.Getenv(expectNoneEnv) != "1" {
+		t.Skip("set " + expectNoneEnv + "=1 on a lock that should pass")
+	}
+	attacks, err := opfuzz.Attacks()
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := envInt(t, "OPFUZZ_ATTACK_RUNS", 5)
+	for _, a := range attacks {
+		t.Run(a.Name, func(t *testing.T) {
+			_, rep := fuzz(t, time.Duration(runs)*time.Minute, "-replay", a.Sequence.String(), "-runs", strconv.Itoa(runs))
+			if len(rep.Sequences) != runs || rep.Unsafe > 0 {
+				t.Fatalf("%d of %d runs, %d double grants: %+v", len(rep.Sequences), runs, rep.Unsafe, rep.Findings)
+			}
+		})
+	}
+}
