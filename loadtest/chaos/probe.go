@@ -22,8 +22,7 @@ const probeEvery = 50 * time.Millisecond
 // probeLocker is a one-node Redlock (quorum 1) over the node at o, as any
 // new client of the library would build it: the run's lease TTL, the
 // largest in use, restart awareness on, the speed layer off (it listens for
-// nothing and sets no keyspace notifications, a CONFIG SET that would move
-// the node's operator ledger itself), its own namespace. This is the chaos
+// nothing and probes nothing), its own namespace. This is the chaos
 // runner's only use of the lock's options. Meeting the node may mark it
 // (the data-birth marker), if no instance has re-marked it yet: harmless,
 // the instances' own next meeting would do the same, and the marker is the
