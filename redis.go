@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"flashsale/internal/localredis"
+	"flashsale/internal/redisacl"
 	"flashsale/lock"
 )
 
@@ -33,13 +34,15 @@ func redisNodes(ctx context.Context, cfg config, log *slog.Logger) (opts []*redi
 		}
 		return opts, urls, func() {}, nil
 	}
-	cluster, err := localredis.Start(ctx, cfg.localNodes, localredis.Options{Logger: log, AOF: cfg.localAOF, AppendFsync: cfg.localFsync})
+	// The app connects as the ACL's restricted user: it cannot flush,
+	// reconfigure or demote a node (package redisacl).
+	cluster, err := localredis.Start(ctx, cfg.localNodes, localredis.Options{Logger: log, AOF: cfg.localAOF, AppendFsync: cfg.localFsync, ACL: true})
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("start local Redis nodes: %w", err)
 	}
-	kind := "redis-server processes"
+	kind := "redis-server processes; the app connects as Redis user " + redisacl.AppUser + ", which cannot run admin commands"
 	if cluster.InProcess() {
-		kind = "in-process (miniredis) nodes; install redis-server for real ones"
+		kind = "in-process (miniredis) nodes, without an ACL: the app may run any command; install redis-server for real ones"
 	}
 	log.Info("no -redis given: started local Redis nodes", "kind", kind, "addrs", strings.Join(cluster.Addrs(), ","))
 	if cfg.restartAware && !cluster.InProcess() {

@@ -24,6 +24,9 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"flashsale/internal/randhex"
+	"flashsale/internal/redisacl"
 )
 
 // Options configures Start. The zero value starts real redis-server processes
@@ -48,7 +51,15 @@ type Options struct {
 	// Logger receives start, stop and fallback messages. Default slog.Default().
 	Logger *slog.Logger
 	// Password, if set, is required from clients (requirepass / AUTH).
+	// It cannot be combined with ACL.
 	Password string
+	// ACL starts redis-server nodes with the rules of package redisacl
+	// (--aclfile): the default user off, the app's user (redisacl.AppUser),
+	// which can run only what the app sends, and the admin user
+	// (redisacl.AdminUser), each with a random password of this cluster.
+	// URL is then the app user's URL and AdminURL the admin's. In-process
+	// nodes have no ACL and ignore it (Cluster.ACL says which it is).
+	ACL bool
 	// Args are more redis-server arguments for every node (a test that
 	// slows loading, say); in-process nodes ignore them.
 	Args []string
@@ -74,8 +85,11 @@ type Cluster struct {
 	log       *slog.Logger
 	binary    string // "" for in-process nodes
 	inProcess bool
-	root      string // parent of the node dirs; "" for in-process nodes
-	tempRoot  bool   // root was made by us and is removed on Stop
+	// appPassword and adminPassword are the ACL users' passwords, "" when
+	// the nodes run without the ACL.
+	appPassword, adminPassword string
+	root                       string // parent of the node dirs; "" for in-process nodes
+	tempRoot                   bool   // root was made by us and is removed on Stop
 	// argv is a node's command line for its port and data dir: serverArgs
 	// for data nodes, sentinelArgs for the sentinels of a SentinelCluster.
 	argv func(port int, dir string) []string
@@ -107,6 +121,9 @@ func start(ctx context.Context, n int, opts Options, argv func(port int, dir str
 	default:
 		return nil, fmt.Errorf("localredis: AppendFsync %q: want always, everysec or no", opts.AppendFsync)
 	}
+	if opts.ACL && opts.Password != "" {
+		return nil, errors.New("localredis: Options.ACL and Options.Password exclude each other: the ACL gives each user a password of its own")
+	}
 	c := &Cluster{opts: opts, log: opts.Logger, inProcess: opts.InProcess, argv: argv}
 	if c.argv == nil {
 		c.argv = c.serverArgs
@@ -133,6 +150,9 @@ func start(ctx context.Context, n int, opts Options, argv func(port int, dir str
 		c.log.Info("localredis: using in-process miniredis nodes (Options.InProcess)")
 	}
 
+	if opts.ACL && !c.inProcess {
+		c.appPassword, c.adminPassword = randhex.String(16), randhex.String(16)
+	}
 	if !c.inProcess {
 		if err := c.makeDirs(n); err != nil {
 			return nil, err
@@ -196,7 +216,7 @@ func (c *Cluster) Aged(ctx context.Context, d time.Duration) error {
 			if !n.Running() {
 				break
 			}
-			up, err := uptime(ctx, n.Addr(), c.opts.Password)
+			up, err := uptime(ctx, n.Addr(), c.admin())
 			if err == nil && up >= d {
 				break
 			}
@@ -209,6 +229,10 @@ func (c *Cluster) Aged(ctx context.Context, d time.Duration) error {
 	}
 	return nil
 }
+
+// ACL reports whether the nodes run the ACL of package redisacl: asked
+// for by Options.ACL, and real redis-server processes.
+func (c *Cluster) ACL() bool { return c.appPassword != "" }
 
 // InProcess reports whether the nodes are in-process miniredis servers
 // rather than redis-server processes.
@@ -223,12 +247,21 @@ func (c *Cluster) Addrs() []string {
 	return out
 }
 
-// URLs returns every node's "redis://127.0.0.1:port", with the password if
-// one is set, ready for redis.ParseURL.
+// URLs returns every node's URL (Node.URL), node 0 first, ready for
+// redis.ParseURL.
 func (c *Cluster) URLs() []string {
 	out := make([]string, len(c.Nodes))
 	for i, n := range c.Nodes {
 		out[i] = n.URL()
+	}
+	return out
+}
+
+// AdminURLs returns every node's admin URL (Node.AdminURL), node 0 first.
+func (c *Cluster) AdminURLs() []string {
+	out := make([]string, len(c.Nodes))
+	for i, n := range c.Nodes {
+		out[i] = n.AdminURL()
 	}
 	return out
 }
@@ -269,11 +302,33 @@ func (c *Cluster) isStopped() bool {
 	return c.stopped
 }
 
-// nodeURL builds redis://[:password@]addr.
-func nodeURL(addr, password string) string {
+// credentials are who a connection authenticates as: user "" is the
+// default user, and password "" means no AUTH at all.
+type credentials struct{ user, password string }
+
+// app is who the app connects as: the ACL's app user, or the default user
+// with Options.Password.
+func (c *Cluster) app() credentials {
+	if c.ACL() {
+		return credentials{redisacl.AppUser, c.appPassword}
+	}
+	return credentials{password: c.opts.Password}
+}
+
+// admin is who operator actions (and this package's own probes and marks)
+// connect as: the ACL's admin user, or the default user.
+func (c *Cluster) admin() credentials {
+	if c.ACL() {
+		return credentials{redisacl.AdminUser, c.adminPassword}
+	}
+	return credentials{password: c.opts.Password}
+}
+
+// nodeURL builds redis://[user:password@]addr.
+func nodeURL(addr string, who credentials) string {
 	u := url.URL{Scheme: "redis", Host: addr}
-	if password != "" {
-		u.User = url.UserPassword("", password)
+	if who.password != "" {
+		u.User = url.UserPassword(who.user, who.password)
 	}
 	return u.String()
 }
@@ -299,6 +354,9 @@ func (c *Cluster) serverArgs(port int, dir string) []string {
 	}
 	if c.opts.Password != "" {
 		args = append(args, "--requirepass", c.opts.Password)
+	}
+	if c.ACL() {
+		args = append(args, "--aclfile", filepath.Join(dir, aclName))
 	}
 	return append(args, c.opts.Args...)
 }

@@ -16,6 +16,7 @@ import (
 
 const (
 	logName      = "redis.log"
+	aclName      = "users.acl" // the node's ACL file, written at every start
 	readyTimeout = 10 * time.Second
 	readyPoll    = 10 * time.Millisecond
 	stopGrace    = 3 * time.Second
@@ -58,8 +59,15 @@ func (n *Node) Addr() string {
 	return net.JoinHostPort("127.0.0.1", strconv.Itoa(n.port))
 }
 
-// URL is "redis://127.0.0.1:port", with ":password@" if a password is set.
-func (n *Node) URL() string { return nodeURL(n.Addr(), n.c.opts.Password) }
+// URL is the node's URL for the app: "redis://127.0.0.1:port", with
+// ":password@" if Options.Password is set, or with the app user's
+// "flashsale:password@" when the node runs the ACL (Options.ACL).
+func (n *Node) URL() string { return nodeURL(n.Addr(), n.c.app()) }
+
+// AdminURL is the node's URL for operator actions (flushes, CONFIG, DEBUG,
+// replication …): with the ACL, the admin user's
+// "redis://flashsale-admin:password@127.0.0.1:port"; without it, URL.
+func (n *Node) AdminURL() string { return nodeURL(n.Addr(), n.c.admin()) }
 
 // PID is the redis-server process id, or 0 when the node is not running or
 // is in-process.

@@ -18,8 +18,8 @@ import (
 // whether it is the process we started: a node that lost the race for its port
 // must not be mistaken for whoever won it. It speaks just enough RESP for
 // AUTH, PING and INFO, so readiness checks need no client pool and log nothing.
-func probe(ctx context.Context, addr, password string, wantPID int) error {
-	call, done, err := session(ctx, addr, password)
+func probe(ctx context.Context, addr string, who credentials, wantPID int) error {
+	call, done, err := session(ctx, addr, who)
 	if err != nil {
 		return err
 	}
@@ -46,8 +46,8 @@ func probe(ctx context.Context, addr, password string, wantPID int) error {
 
 // uptime is how long the server on addr has been up, in whole seconds, as
 // its INFO server section says.
-func uptime(ctx context.Context, addr, password string) (time.Duration, error) {
-	call, done, err := session(ctx, addr, password)
+func uptime(ctx context.Context, addr string, who credentials) (time.Duration, error) {
+	call, done, err := session(ctx, addr, who)
 	if err != nil {
 		return 0, err
 	}
@@ -64,9 +64,10 @@ func uptime(ctx context.Context, addr, password string) (time.Duration, error) {
 	return time.Duration(secs) * time.Second, nil
 }
 
-// session opens a short connection to addr, authenticated if password is set,
-// and returns a call function for one command at a time on it.
-func session(ctx context.Context, addr, password string) (call func(args ...string) (string, error), done func(), err error) {
+// session opens a short connection to addr, authenticated as who when it
+// has a password, and returns a call function for one command at a time on
+// it.
+func session(ctx context.Context, addr string, who credentials) (call func(args ...string) (string, error), done func(), err error) {
 	d := net.Dialer{Timeout: 200 * time.Millisecond}
 	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
@@ -99,8 +100,12 @@ func session(ctx context.Context, addr, password string) (call func(args ...stri
 		}
 		return readReply(r)
 	}
-	if password != "" {
-		if _, err := call("AUTH", password); err != nil {
+	if who.password != "" {
+		auth := []string{"AUTH", who.password}
+		if who.user != "" {
+			auth = []string{"AUTH", who.user, who.password}
+		}
+		if _, err := call(auth...); err != nil {
 			done()
 			return nil, nil, fmt.Errorf("AUTH: %w", err)
 		}
@@ -186,7 +191,7 @@ func hasField(info, field, want string) bool {
 
 // command runs one command on a short connection to addr.
 func command(ctx context.Context, addr string, args ...string) (string, error) {
-	call, done, err := session(ctx, addr, "")
+	call, done, err := session(ctx, addr, credentials{})
 	if err != nil {
 		return "", err
 	}

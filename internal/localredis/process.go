@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"flashsale/internal/databirth"
+	"flashsale/internal/redisacl"
 )
 
 // process is one redis-server run. done is closed by the goroutine that
@@ -58,6 +59,9 @@ func (n *Node) killProc(p *process) error {
 
 // startProc runs redis-server on port and waits until it answers PING.
 func (n *Node) startProc(ctx context.Context, port int) error {
+	if err := n.writeACL(); err != nil {
+		return err
+	}
 	logPath := filepath.Join(n.dir, logName)
 	lf, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
@@ -110,6 +114,23 @@ func (n *Node) startProc(ctx context.Context, port int) error {
 	return nil
 }
 
+// writeACL writes the cluster's ACL file into the node's directory, when it
+// runs the ACL: at every start, since a restart without data wipes the
+// directory. Only this OS user may read it (it holds the passwords).
+func (n *Node) writeACL() error {
+	if !n.c.ACL() {
+		return nil
+	}
+	rules, err := redisacl.File(n.c.appPassword, n.c.adminPassword)
+	if err != nil {
+		return fmt.Errorf("localredis: node %d: %w", n.index, err)
+	}
+	if err := os.WriteFile(filepath.Join(n.dir, aclName), rules, 0o600); err != nil {
+		return fmt.Errorf("localredis: node %d: %w", n.index, err)
+	}
+	return nil
+}
+
 // waitReady polls until our process answers on addr, it exits, or ~10s pass.
 func (n *Node) waitReady(ctx context.Context, p *process, addr string) error {
 	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
@@ -125,7 +146,7 @@ func (n *Node) waitReady(ctx context.Context, p *process, addr string) error {
 	tick := time.NewTicker(readyPoll)
 	defer tick.Stop()
 	for {
-		last := probe(ctx, addr, n.c.opts.Password, p.pid)
+		last := probe(ctx, addr, n.c.admin(), p.pid)
 		if last == nil {
 			return nil
 		}
@@ -192,7 +213,7 @@ func readTail(path string, offset int64) string {
 // here rather than from the first client that meets it. A replica refuses
 // the write (read-only); its master's marker reaches it by replication.
 func (n *Node) markBirth(ctx context.Context, addr string) {
-	call, done, err := session(ctx, addr, n.c.opts.Password)
+	call, done, err := session(ctx, addr, n.c.admin())
 	if err != nil {
 		return
 	}

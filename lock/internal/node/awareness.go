@@ -61,7 +61,6 @@ type incarnation struct {
 	blind     bool            // refuses for good to tell its run_id
 	warned    bool            // its refusals were logged
 	evicts    bool            // its eviction policy was logged
-	notified  bool            // keyspace notifications turned on for this incarnation
 
 	sitOut func(ttl time.Duration) time.Duration // Config.SitOut
 }
@@ -124,7 +123,7 @@ func (inc *incarnation) met(rd reading, ttl time.Duration, now time.Time) (meeti
 				}
 				inc.replaced[inc.runID], start = true, now
 			}
-			inc.runID, inc.birth, inc.notified, inc.start, inc.seededFor = id, rd.birth, false, start, ""
+			inc.runID, inc.birth, inc.start, inc.seededFor = id, rd.birth, start, ""
 		case rd.age.known && rd.birth > inc.birth:
 			// Marked anew since this process met it (on the node's clock,
 			// so no jitter of ours reads as a loss): flushed. Readings
@@ -217,17 +216,4 @@ func (inc *incarnation) firstEviction() bool {
 	first := !inc.evicts
 	inc.evicts = true
 	return first
-}
-
-// wantsNotify: keyspace notifications are not yet on for incarnation id.
-func (inc *incarnation) wantsNotify(id string) bool {
-	inc.mu.Lock()
-	defer inc.mu.Unlock()
-	return !inc.notified || (id != "" && id != inc.runID)
-}
-
-func (inc *incarnation) notifiedOf(id string) {
-	inc.mu.Lock()
-	defer inc.mu.Unlock()
-	inc.notified = inc.runID == id || id == ""
 }

@@ -98,9 +98,6 @@ func (n *Node) meet(ctx context.Context, ex exchange) (string, error) {
 	if len(rd.refused) == 0 && rd.age.known && rd.id() != "" {
 		n.told.Store(true)
 	}
-	if err := n.notify(ctx, ex, rd.id()); err != nil {
-		return "", err
-	}
 	return connTag(rd.id(), rd.birth, rd.ledger, rd.age.known), nil
 }
 
@@ -152,43 +149,6 @@ func refusedForGood(se wire.ServerError) bool {
 		}
 	}
 	return false
-}
-
-// notify adds the keyspace events the speed layer's waiters need, once per
-// incarnation, when Config.Notify asks for them. Its error replies are no reason to drop the
-// connection.
-func (n *Node) notify(ctx context.Context, ex exchange, id string) error {
-	if !n.cfg.Notify() || !n.inc.wantsNotify(id) {
-		return nil
-	}
-	replies, err := ex(ctx, wire.Command{Args: []string{"CONFIG", "GET", "notify-keyspace-events"}, Want: wire.Array})
-	if err != nil {
-		return err
-	}
-	kv, _ := replies[0].([]any)
-	if len(kv) == 2 {
-		cur, _ := kv[1].(string)
-		if want := notifyFlags(cur); want != cur {
-			if _, err := ex(ctx, wire.Command{Args: []string{"CONFIG", "SET", "notify-keyspace-events", want}, Want: wire.Bulk}); err != nil {
-				return err
-			}
-		}
-	}
-	// Done, or refused by the node: either way not worth asking again.
-	n.inc.notifiedOf(id)
-	return nil
-}
-
-// notifyFlags adds the keyspace events for deletes and expiries (K, g, x) to
-// whatever the server already publishes.
-func notifyFlags(flags string) string {
-	want := flags
-	for _, f := range []string{"K", "g", "x"} {
-		if !strings.Contains(want, f) && !(f != "K" && strings.Contains(want, "A")) {
-			want += f
-		}
-	}
-	return want
 }
 
 // pipeExchange is the meeting's transport on a votes' connection: it
