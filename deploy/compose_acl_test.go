@@ -17,8 +17,8 @@ import (
 	"flashsale/internal/testsupport"
 )
 
-// A compose Redis node as its command starts it, here: the command's own
-// script writes the ACL file from internal/redisacl/users.acl (redisacl.File
+// A compose Redis node as its entrypoint and command start it, here: the
+// entrypoint's own script writes the ACL file from internal/redisacl/users.acl (redisacl.File
 // writes the same), redis-server runs with the command's arguments on a
 // free loopback port; then the app's URL from the compose file, the health
 // check and the operator's user are tried against it.
@@ -29,14 +29,14 @@ func TestComposeRedisACL(t *testing.T) {
 		t.Fatal(err)
 	}
 	node := svcs["redis-1"]
-	cmd := strs(node["command"])
-	if len(cmd) != 3 || cmd[0] != "sh" {
-		t.Fatalf("redis-1's command is %q, want [sh -ec script]", cmd)
+	entry, cmd := strs(node["entrypoint"]), strs(node["command"])
+	if len(entry) != 4 || entry[0] != "sh" || !strings.HasSuffix(strings.TrimSpace(entry[2]), `exec "$@"`) {
+		t.Fatalf("redis-1's entrypoint is %q, want [sh -ec script name] ending in exec \"$@\"", entry)
 	}
-	prep, start, ok := strings.Cut(cmd[2], "exec redis-server")
-	if !ok {
-		t.Fatalf("redis-1's script does not exec redis-server: %q", cmd[2])
+	if len(cmd) == 0 || cmd[0] != "redis-server" {
+		t.Fatalf("redis-1's command is %q, want redis-server", cmd)
 	}
+	prep := strings.TrimSuffix(strings.TrimSpace(entry[2]), `exec "$@"`)
 	const rules = "/etc/flashsale/users.acl.in"
 	var mounted bool
 	for _, v := range strs(node["volumes"]) {
@@ -56,7 +56,7 @@ func TestComposeRedisACL(t *testing.T) {
 		sh.Env = append(sh.Env, k+"="+v)
 	}
 	if out, err := sh.CombinedOutput(); err != nil {
-		t.Fatalf("the ACL part of redis-1's command: %v\n%s", err, out)
+		t.Fatalf("redis-1's entrypoint: %v\n%s", err, out)
 	}
 	got, err := os.ReadFile(live)
 	if err != nil {
@@ -67,12 +67,12 @@ func TestComposeRedisACL(t *testing.T) {
 		t.Fatal(err)
 	}
 	if string(got) != string(want) {
-		t.Errorf("the compose command writes\n%s\nredisacl.File writes\n%s", got, want)
+		t.Errorf("the compose entrypoint writes\n%s\nredisacl.File writes\n%s", got, want)
 	}
 
 	port := testsupport.FreePort(t)
 	args := []string{"--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--dir", dir}
-	for _, a := range shellWords(strings.ReplaceAll(start, "\\\n", " ")) {
+	for _, a := range cmd[1:] {
 		args = append(args, strings.ReplaceAll(a, "/tmp/users.acl", live))
 	}
 	testsupport.RedisServer(t, args...)
