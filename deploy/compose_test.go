@@ -195,6 +195,16 @@ func (s service) healthcheck() []string {
 	return strs(h["test"])
 }
 
+// volumes is the sources of the service's short-form volumes.
+func (s service) volumes() []string {
+	var out []string
+	for _, v := range strs(s["volumes"]) {
+		src, _, _ := strings.Cut(v, ":")
+		out = append(out, src)
+	}
+	return out
+}
+
 func (s service) profiles() []string { return strs(s["profiles"]) }
 
 func (s service) buildTarget() string {
@@ -202,7 +212,7 @@ func (s service) buildTarget() string {
 	return str(b["target"])
 }
 
-var composeEnv = map[string]string{"FLASHSALE_ADMIN_TOKEN": "deploy-test-token"}
+var composeEnv = map[string]string{"FLASHSALE_ADMIN_TOKEN": "deploy-test-token", "FLASHSALE_REDIS_APP_PASSWORD": "deploy-test-app"}
 
 func appServices(svcs map[string]service) []string {
 	var out []string
@@ -229,8 +239,8 @@ func TestComposeServices(t *testing.T) {
 			t.Errorf("no service %s", name)
 			continue
 		}
-		if img := str(s["image"]); !strings.HasPrefix(img, "redis:7") {
-			t.Errorf("%s image %q, want redis:7", name, img)
+		if img := str(s["image"]); img != "redis:7.2.11" && !strings.HasPrefix(img, "redis:7.2.11@sha256:") {
+			t.Errorf("%s image %q, want redis:7.2.11 (the fixes for CVE-2025-49844 and CVE-2025-21605), by tag or digest", name, img)
 		}
 		cmd := strings.Join(strs(s["command"]), " ")
 		for _, want := range []string{"--appendonly yes", "--appendfsync everysec", "--notify-keyspace-events Kgx", `--save `} {
@@ -241,8 +251,11 @@ func TestComposeServices(t *testing.T) {
 		if strings.Contains(cmd, "replicaof") || strings.Contains(cmd, "slaveof") {
 			t.Errorf("%s is a replica; Redlock needs independent masters", name)
 		}
-		if hc := strings.Join(s.healthcheck(), " "); !strings.Contains(hc, "redis-cli ping") {
-			t.Errorf("%s healthcheck %q, want redis-cli ping", name, hc)
+		if hc := strings.Join(s.healthcheck(), " "); !strings.Contains(hc, "redis-cli --user flashsale") || !strings.Contains(hc, "= PONG") {
+			t.Errorf("%s healthcheck %q, want redis-cli ping as the app's user, PONG and nothing else", name, hc)
+		}
+		if !strings.Contains(cmd, "--aclfile") || !slices.Contains(s.volumes(), "./internal/redisacl/users.acl") {
+			t.Errorf("%s does not start with internal/redisacl/users.acl as its ACL file: %q", name, cmd)
 		}
 	}
 	if pg, ok := svcs["postgres"]; !ok {
@@ -257,7 +270,7 @@ func TestComposeServices(t *testing.T) {
 	}
 	var wantRedis []string
 	for _, n := range redisNodes {
-		wantRedis = append(wantRedis, "redis://"+n+":6379")
+		wantRedis = append(wantRedis, "redis://flashsale:"+composeEnv["FLASHSALE_REDIS_APP_PASSWORD"]+"@"+n+":6379")
 	}
 	for _, name := range apps {
 		s := svcs[name]
@@ -266,7 +279,7 @@ func TestComposeServices(t *testing.T) {
 			t.Errorf("%s builds target %q, want app", name, s.buildTarget())
 		}
 		if got := strings.Split(env["FLASHSALE_REDIS"], ","); !slices.Equal(got, wantRedis) {
-			t.Errorf("%s FLASHSALE_REDIS %q, want the five nodes %q", name, got, wantRedis)
+			t.Errorf("%s FLASHSALE_REDIS %q, want the five nodes as the app's Redis user %q", name, got, wantRedis)
 		}
 		if db := env["FLASHSALE_DB"]; !strings.HasPrefix(db, "postgres://") || !strings.Contains(db, "@postgres:5432/") {
 			t.Errorf("%s FLASHSALE_DB %q, want postgres://…@postgres:5432/…", name, db)

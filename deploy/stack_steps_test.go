@@ -246,7 +246,9 @@ func stepPartition(s *stack) {
 func stepAOF(s *stack) {
 	const key = "flashsale:lock:sku:stack-test-held"
 	cli := func(args ...string) string {
-		return s.docker(append([]string{"exec", s.id("redis-1"), "redis-cli"}, args...)...)
+		// As the operator: the app's user may not set a key it does not
+		// lock with, nor anything else outside the app's commands.
+		return s.docker(append([]string{"exec", "-e", "REDISCLI_AUTH=" + s.redisAdmin, s.id("redis-1"), "redis-cli", "--no-auth-warning", "--user", "flashsale-admin"}, args...)...)
 	}
 	if got := cli("SET", key, "compose-test-holder", "NX", "PX", "120000"); got != "OK" {
 		s.t.Fatalf("SET NX PX: %q", got)

@@ -43,8 +43,11 @@ type stack struct {
 	lbPort  int    // the balancer: the shop's one address
 	lbStats int    // the balancer's stats page and metrics
 	token   string
-	digest  string // of the sources under test: the label its images must carry
-	http    *http.Client
+	// redisAdmin is the password of flashsale-admin, the operator's Redis
+	// user, which the steps' own Redis commands log in as.
+	redisAdmin string
+	digest     string // of the sources under test: the label its images must carry
+	http       *http.Client
 }
 
 // newStack finds an engine and a compose (in CI a missing one fails the
@@ -76,6 +79,9 @@ func newStack(t *testing.T) *stack {
 	s.token = hex.EncodeToString(b)
 	s.digest = sourceDigest(t)
 	s.env = append(cleanEnv(), "FLASHSALE_ADMIN_TOKEN="+s.token, "PUBLISH_HOST=127.0.0.1", "SOURCE_DIGEST="+s.digest)
+	// Redis passwords of the test's own, not the compose file's defaults.
+	s.redisAdmin = hex.EncodeToString(b[:8]) + "-admin"
+	s.env = append(s.env, "FLASHSALE_REDIS_APP_PASSWORD="+hex.EncodeToString(b[8:])+"-app", "FLASHSALE_REDIS_ADMIN_PASSWORD="+s.redisAdmin)
 	s.lbPort, s.lbStats = testsupport.FreePort(t), testsupport.FreePort(t)
 	s.env = append(s.env, fmt.Sprintf("PUBLISH_PORT=%d", s.lbPort), fmt.Sprintf("PUBLISH_STATS_PORT=%d", s.lbStats))
 	for i := range s.ports {

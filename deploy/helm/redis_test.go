@@ -116,32 +116,79 @@ func flagValue(args []string, name string) (string, bool) {
 	return args[i+1], true
 }
 
-var moving = regexp.MustCompile(`:(latest|stable|main|master)$`)
+// pinned says whether an image is named by digest, or by a tag naming a
+// release (major.minor at least): never a moving tag such as redis:7 or
+// latest, nor none.
+func pinned(image string) bool {
+	if regexp.MustCompile(`@sha256:[a-f0-9]{64}$`).MatchString(image) {
+		return true
+	}
+	last := image[strings.LastIndex(image, "/")+1:]
+	_, tag, ok := strings.Cut(last, ":")
+	return ok && regexp.MustCompile(`^[0-9]+\.[0-9]+`).MatchString(tag)
+}
 
-// Every container runs a pinned image: a tag, never a moving one.
+// redisFixed is the first release of each line with the fixes for
+// CVE-2025-21605 (an unauthenticated client grows its output buffer without
+// bound; 7.2.8, 7.4.3) and CVE-2025-49844 (a Lua script's use-after-free,
+// remote code execution; 7.2.11, 7.4.6, 8.0.4, 8.2.2). A line not listed
+// has none.
+var redisFixed = map[string]int{"7.2": 11, "7.4": 6, "8.0": 4, "8.2": 2}
+
+// redisPatched says whether a redis image's tag is a release with both
+// fixes: 8.4 and later lines came after them.
+func redisPatched(image string) bool {
+	m := regexp.MustCompile(`:([0-9]+)\.([0-9]+)\.([0-9]+)`).FindStringSubmatch(image)
+	if m == nil {
+		return false
+	}
+	var major, minor, patch int
+	fmt.Sscan(m[1], &major)
+	fmt.Sscan(m[2], &minor)
+	fmt.Sscan(m[3], &patch)
+	if first, ok := redisFixed[m[1]+"."+m[2]]; ok {
+		return patch >= first
+	}
+	return major > 8 || major == 8 && minor > 2
+}
+
+func TestRedisPatchedKnowsTheReleases(t *testing.T) {
+	for image, want := range map[string]bool{
+		"redis:7.2.7": false, "redis:7.2.10": false, "redis:7.2.11": true, "redis:7.2.12-bookworm": true,
+		"redis:7.4.5": false, "redis:7.4.6": true, "redis:8.0.3": false, "redis:8.2.2": true, "redis:8.4.0": true,
+		"redis:7.0.15": false, "redis:6.2.20": false, "redis:7": false, "redis:latest": false,
+	} {
+		if got := redisPatched(image); got != want {
+			t.Errorf("redisPatched(%q) = %v, want %v", image, got, want)
+		}
+	}
+}
+
+// Every container runs a pinned image: a release's tag or a digest, never
+// a moving tag; Redis a release with the fixes above.
 func TestImagesPinned(t *testing.T) {
 	eachRelease(t, func(t *testing.T, r *rendered) {
-		for _, o := range r.objs {
-			var spec *corev1.PodSpec
-			switch x := o.(type) {
-			case *appsv1.Deployment:
-				spec = &x.Spec.Template.Spec
-			case *appsv1.StatefulSet:
-				spec = &x.Spec.Template.Spec
-			default:
-				continue
-			}
-			for _, c := range append(spec.InitContainers, spec.Containers...) {
-				last := c.Image[strings.LastIndex(c.Image, "/")+1:]
-				if !strings.Contains(last, ":") && !strings.Contains(last, "@") || moving.MatchString(c.Image) {
-					t.Errorf("%s/%s runs %q: pin a tag", o.GetName(), c.Name, c.Image)
+		for name, spec := range pods(r) {
+			for _, c := range append(slices.Clone(spec.InitContainers), spec.Containers...) {
+				if !pinned(c.Image) {
+					t.Errorf("%s/%s runs %q: pin a release's tag or a digest", name, c.Name, c.Image)
 				}
 			}
 		}
+		s := redisSet(t, r)
+		for _, c := range append(slices.Clone(s.Spec.Template.Spec.InitContainers), s.Spec.Template.Spec.Containers...) {
+			if !redisPatched(c.Image) {
+				t.Errorf("%s/%s runs %q: a release without the fixes for CVE-2025-49844 and CVE-2025-21605", s.Name, c.Name, c.Image)
+			}
+		}
 	})
-	for _, bad := range []string{"image.tag=latest"} {
-		if _, err := helm(t, "template", "x", "./flashsale", "--set", "database.url=postgres://x", "--set", bad); err == nil {
-			t.Errorf("--set %s rendered; want a refusal", bad)
+	for image, want := range map[string]bool{
+		"redis:7": false, "redis:latest": false, "redis": false, "flashsale:main": false, "registry:5000/redis": false,
+		"redis:7.2.11": true, "registry:5000/redis:7.2.11": true, "postgres:16.6": true,
+		"redis@sha256:" + strings.Repeat("0f", 32): true,
+	} {
+		if pinned(image) != want {
+			t.Errorf("pinned(%q) = %v, want %v", image, !want, want)
 		}
 	}
 	if _, err := helm(t, "template", "x", "./flashsale"); err == nil || !strings.Contains(err.Error(), "database.url") {
@@ -154,9 +201,25 @@ func TestImagesPinned(t *testing.T) {
 // the job the rules select.
 func TestMonitoring(t *testing.T) {
 	r := render(t, "production")
+	d, ctr := app(t, r)
 	rules := all[*monitoringv1.PrometheusRule](r)
-	if len(rules) != 1 {
-		t.Fatalf("%d PrometheusRules rendered where the CRD exists, want 1", len(rules))
+	if len(rules) != 2 {
+		t.Fatalf("%d PrometheusRules rendered where the CRD exists, want 2 (the app's, the masters')", len(rules))
+	}
+	master := find[*monitoringv1.PrometheusRule](r, redisSet(t, r).Name)
+	if master == nil || len(master.Spec.Groups) != 1 || len(master.Spec.Groups[0].Rules) != 1 {
+		t.Fatalf("no PrometheusRule %s with the one alert on the masters", redisSet(t, r).Name)
+	}
+	if expr := master.Spec.Groups[0].Rules[0].Expr.String(); !strings.Contains(expr, fmt.Sprintf(`statefulset="%s"`, redisSet(t, r).Name)) || !strings.Contains(expr, fmt.Sprintf(`namespace="%s"`, r.namespace)) || !strings.Contains(expr, "> 0") {
+		t.Errorf("the masters' alert does not fire on one master of this StatefulSet not ready: %s", expr)
+	}
+	rules = slices.DeleteFunc(rules, func(p *monitoringv1.PrometheusRule) bool { return p == master })
+	// kube-prometheus-stack's Prometheus selects rules and monitors by
+	// production.yaml's monitoring.labels.
+	for _, o := range []object{rules[0], master} {
+		if o.GetLabels()["release"] != "kube-prometheus-stack" {
+			t.Errorf("%s lacks the label release: kube-prometheus-stack (monitoring.labels)", o.GetName())
+		}
 	}
 	b, err := os.ReadFile("../prometheus/rules.yml")
 	if err != nil {
@@ -171,13 +234,15 @@ func TestMonitoring(t *testing.T) {
 	}
 
 	c := appContract(t)
-	d, ctr := app(t, r)
 	svc := serviceFor(t, r, d.Spec.Template.Labels)
 	mons := all[*monitoringv1.ServiceMonitor](r)
 	if len(mons) != 1 {
 		t.Fatalf("%d ServiceMonitors, want 1", len(mons))
 	}
 	m := mons[0]
+	if m.Labels["release"] != "kube-prometheus-stack" {
+		t.Errorf("the ServiceMonitor lacks the label release: kube-prometheus-stack (monitoring.labels)")
+	}
 	if !labels.SelectorFromSet(m.Spec.Selector.MatchLabels).Matches(labels.Set(svc.Labels)) {
 		t.Errorf("the ServiceMonitor does not select the app's Service %s", svc.Name)
 	}
@@ -213,8 +278,8 @@ func TestLint(t *testing.T) {
 	}
 }
 
-// Only the app's pods reach the masters: a stray client's DEL of a lock key
-// is outside every lock's model.
+// Only the app's pods reach the masters, on top of their passwords: a stray
+// client's DEL of a lock key is outside every lock's model.
 func TestRedisOnlyFromTheApp(t *testing.T) {
 	eachRelease(t, func(t *testing.T, r *rendered) {
 		s := redisSet(t, r)

@@ -11,10 +11,17 @@
 # the pause faults. Arguments go to the runner after these, so they win
 # (e.g. -quick, -variants lua,lua+fence, -scenarios clean). The relays listen
 # on LOADTEST_APP_PORT_BASE+1… and LOADTEST_REDIS_PORT_BASE+1… (18000, 16000).
+# LOADTEST_REDIS_USER and LOADTEST_REDIS_PASSWORD, when the password is set,
+# are the Redis login of the runner's scan (the compose file gives the app's
+# user: letters, digits and ._~- only, it goes into a URL).
 set -eu
 
 : "${LOADTEST_APPS:?name the app containers, e.g. LOADTEST_APPS=app-1:8080}"
 LOADTEST_REDIS="${LOADTEST_REDIS:-}"
+login=""
+if [ -n "${LOADTEST_REDIS_PASSWORD:-}" ]; then
+	login="${LOADTEST_REDIS_USER:-}:${LOADTEST_REDIS_PASSWORD}@"
+fi
 
 # relay PORT HOST:PORT listens on 127.0.0.1:PORT and forwards to HOST:PORT.
 # socat's listen backlog is 5 unless told: a load run opens its connections
@@ -42,13 +49,15 @@ for app in $LOADTEST_APPS; do
 	targets="${targets:+$targets,}http://127.0.0.1:$port"
 done
 redis=""
+shown="" # redis without the password, for the log
 port="${LOADTEST_REDIS_PORT_BASE:-16000}"
 for node in $LOADTEST_REDIS; do
 	port=$((port + 1))
 	relay "$port" "$node"
-	redis="${redis:+$redis,}redis://127.0.0.1:$port"
+	redis="${redis:+$redis,}redis://${login}127.0.0.1:$port"
+	shown="${shown:+$shown,}redis://127.0.0.1:$port"
 done
-echo "loadtest-entrypoint: $LOADTEST_APPS via $targets${redis:+; Redis $LOADTEST_REDIS via $redis}" >&2
+echo "loadtest-entrypoint: $LOADTEST_APPS via $targets${redis:+; Redis $LOADTEST_REDIS via $shown}" >&2
 
 if [ -n "${LOADTEST_LOCK_TTL:-}" ]; then
 	set -- -lock-ttl "$LOADTEST_LOCK_TTL" "$@"

@@ -8,7 +8,7 @@
 #   docker-compose -f docker-compose.yml -f deploy/offline/compose.yml up -d --build
 #
 # The images get this project's own names (flashsale-offline/…), never an
-# official one: a local build must not pass for redis:7 or postgres:16.
+# official one: a local build must not pass for redis:7.2.11 or postgres:16.
 #
 #   flashsale-offline/debian:bookworm   debootstrap --variant=minbase, imported;
 #                                       also the runtime base (debian:bookworm-slim)

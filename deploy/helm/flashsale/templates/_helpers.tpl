@@ -49,15 +49,71 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- printf "%s-postgres" (include "flashsale.fullname" .) | trunc 63 | trimSuffix "-" }}
 {{- end }}
 
-{{/* FLASHSALE_REDIS: every master by its stable name, in ordinal order, the
-same order for every replica (node 0 holds lua+fence's counter). */}}
-{{- define "flashsale.redisURLs" -}}
+{{/* The masters' addresses, host:port, every one by its stable name in
+ordinal order, the same order for every replica (node 0 holds lua+fence's
+counter). At least three: with none the app would start nodes of its own in
+each replica and lock against itself. */}}
+{{- define "flashsale.redisHosts" -}}
+{{- $n := int .Values.redis.nodes }}
+{{- if or (lt $n 3) (eq (mod $n 2) 0) }}
+{{- fail (printf "redis.nodes: %d; Redlock needs an odd number of masters, at least 3 (5: two may be down)" $n) }}
+{{- end }}
 {{- $name := include "flashsale.redisName" . }}
+{{- $hosts := list }}
+{{- range $i := until $n }}
+{{- $hosts = append $hosts (printf "%s-%d.%s.%s.svc:%d" $name $i $name $.Release.Namespace (int $.Values.redis.port)) }}
+{{- end }}
+{{- join "," $hosts }}
+{{- end }}
+
+{{/* FLASHSALE_REDIS: every master as the app's ACL user, its password
+interpolated by the kubelet from REDIS_PASSWORD (a Secret), never written
+into the pod spec. */}}
+{{- define "flashsale.redisURLs" -}}
+{{- $scheme := ternary "rediss" "redis" .Values.redis.tls.enabled }}
 {{- $urls := list }}
-{{- range $i := until (int .Values.redis.nodes) }}
-{{- $urls = append $urls (printf "redis://%s-%d.%s.%s.svc:%d" $name $i $name $.Release.Namespace (int $.Values.redis.port)) }}
+{{- range $h := splitList "," (include "flashsale.redisHosts" .) }}
+{{- $urls = append $urls (printf "%s://flashsale:$(REDIS_PASSWORD)@%s" $scheme $h) }}
 {{- end }}
 {{- join "," $urls }}
+{{- end }}
+
+{{/* The Secret holding the masters' two passwords (app-password,
+admin-password). */}}
+{{- define "flashsale.redisSecretName" -}}
+{{- .Values.redis.auth.existingSecret | default (printf "%s-redis-auth" (include "flashsale.fullname" .) | trunc 63 | trimSuffix "-") }}
+{{- end }}
+
+{{/* The settings every replica of a rollout must share: where the lock
+lives (the masters, their count, TLS), which lock (the variant and the
+production guards) and under which keys (FLASHSALE_NAMESPACE). Two replicas
+that differ in one can both hold a lock: 3 of nodes 0-4 and 4 of nodes 0-6
+are two quorums that need not meet. */}}
+{{- define "flashsale.sharedSettings" -}}
+{{- dict "redis" (include "flashsale.redisHosts" .) "tls" .Values.redis.tls.enabled "lock" .Values.app.lock "production" .Values.app.production "namespace" (get .Values.app.extraEnv "FLASHSALE_NAMESPACE" | toString) | toJson }}
+{{- end }}
+
+{{- define "flashsale.sharedHash" -}}
+{{- include "flashsale.sharedSettings" . | sha256sum | trunc 16 }}
+{{- end }}
+
+{{/* The pod-level securityContext of every pod: the "restricted" Pod
+Security level (non-root, RuntimeDefault seccomp), the image's own user. */}}
+{{- define "flashsale.podSecurity" -}}
+runAsNonRoot: true
+runAsUser: {{ .uid }}
+runAsGroup: {{ .uid }}
+fsGroup: {{ .uid }}
+seccompProfile:
+  type: RuntimeDefault
+{{- end }}
+
+{{/* The container-level securityContext of every container. */}}
+{{- define "flashsale.containerSecurity" -}}
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: {{ .readOnly }}
+capabilities:
+  drop: ["ALL"]
 {{- end }}
 
 {{/* Seconds of a Go duration such as "5s", "1m30s" or "500ms", rounded up. */}}
@@ -73,4 +129,11 @@ same order for every replica (node 0 holds lua+fence's counter). */}}
 {{- else }}{{ $total = addf $total (mulf $n 3600) }}{{ end }}
 {{- end }}
 {{- ceil $total | int }}
+{{- end }}
+{{/* imagePullSecrets of every pod (the app's, Redis', PostgreSQL's, the test's). */}}
+{{- define "flashsale.imagePullSecrets" -}}
+{{- with .Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
 {{- end }}
