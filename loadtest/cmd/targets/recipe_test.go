@@ -241,15 +241,59 @@ func clip(s string) string {
 	return s
 }
 
-// The k6 script carries the sale's settings and a key per iteration.
+// The k6 script carries the sale's settings and a key per iteration; its
+// options parse as JSON, with the SLO's thresholds on metrics the script
+// declares, and a Trend for every outcome, so sales and sold-outs are
+// timed apart.
 func TestK6Script(t *testing.T) {
 	var out, stderr bytes.Buffer
-	if code := run(context.Background(), []string{"-format", "k6", "-rate", "300", "-duration", "7s", "-tag", "k", "-variant", "lua"}, func(string) string { return "" }, &out, &stderr); code != 0 {
+	args := []string{"-format", "k6", "-rate", "300", "-duration", "7s", "-tag", "k", "-variant", "lua", "-slo", "p99=250ms,shed=2%"}
+	if code := run(context.Background(), args, func(string) string { return "" }, &out, &stderr); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
-	for _, want := range []string{"rate: 300", "duration: '7s'", `"k" + '-' + exec.scenario.iterationInTest`, `'X-Lock-Variant': "lua"`, "expectedStatuses(201, 409)"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("the k6 script lacks %q:\n%s", want, out.String())
+	script := out.String()
+	for _, want := range []string{`"k" + '-' + exec.scenario.iterationInTest`, `'X-Lock-Variant': "lua"`, "expectedStatuses(201, 409)"} {
+		if !strings.Contains(script, want) {
+			t.Errorf("the k6 script lacks %q:\n%s", want, script)
+		}
+	}
+	m := regexp.MustCompile(`(?s)export const options = (\{.*?\n\});`).FindStringSubmatch(script)
+	if m == nil {
+		t.Fatalf("the k6 script has no options object:\n%s", script)
+	}
+	var opts struct {
+		Scenarios map[string]struct {
+			Executor string `json:"executor"`
+			Rate     int    `json:"rate"`
+			Duration string `json:"duration"`
+			MaxVUs   int    `json:"maxVUs"`
+		} `json:"scenarios"`
+		Thresholds map[string][]string `json:"thresholds"`
+	}
+	if err := json.Unmarshal([]byte(m[1]), &opts); err != nil {
+		t.Fatalf("the options are not JSON: %v\n%s", err, m[1])
+	}
+	if sc := opts.Scenarios["sale"]; sc.Executor != "constant-arrival-rate" || sc.Rate != 300 || sc.Duration != "7s" || sc.MaxVUs <= 0 {
+		t.Errorf("scenario %+v, want an open model at 300/s for 7s", sc)
+	}
+	declared := map[string]string{}
+	for _, d := range regexp.MustCompile(`new (Trend|Rate|Counter)\('([a-z_]+)'`).FindAllStringSubmatch(script, -1) {
+		declared[d[2]] = d[1]
+	}
+	for _, o := range traffic.Outcomes {
+		if declared["flashsale_"+o+"_duration"] != "Trend" {
+			t.Errorf("no Trend for the outcome %s (declared: %v)", o, declared)
+		}
+	}
+	want := map[string][]string{"flashsale_sale_duration": {"p(99)<=250"}, "flashsale_shed": {"rate<=0.02"}}
+	for metric, th := range want {
+		if !slices.Equal(opts.Thresholds[metric], th) {
+			t.Errorf("threshold of %s: %q, want %q (the SLO)", metric, opts.Thresholds[metric], th)
+		}
+	}
+	for metric := range opts.Thresholds {
+		if declared[metric] == "" {
+			t.Errorf("a threshold on %s, which the script does not declare", metric)
 		}
 	}
 }
