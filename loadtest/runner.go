@@ -3,6 +3,7 @@ package loadtest
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -10,6 +11,7 @@ import (
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 	"github.com/tsenart/vegeta/v12/lib/plot"
 
+	"flashsale/internal/machine"
 	"flashsale/loadtest/cluster"
 	"flashsale/loadtest/storefront"
 	"flashsale/loadtest/traffic"
@@ -47,7 +49,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		cfg.Logger.Warn(warning)
 		told = append(notes, warning)
 	}
-	rep := &Report{Started: time.Now(), Settings: settingsOf(cfg), Notes: told}
+	rep := &Report{Started: time.Now(), Settings: settingsOf(cfg), Notes: told, Cores: runtime.NumCPU(), LoadBefore: machine.LoadAverage()}
 	e := &env{bases: cfg.Targets, token: cfg.AdminToken, redis: cfg.RedisURLs}
 	if len(cfg.Targets) == 0 {
 		local := cfg.Env
@@ -158,7 +160,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		rep.plots[name] = []byte(b.String())
 	}
-	rep.Finished = time.Now()
+	rep.Finished, rep.LoadAfter = time.Now(), machine.LoadAverage()
 	rep.summarise()
 	return rep, nil
 }
