@@ -48,7 +48,7 @@ func inStock(s traffic.Summary) string {
 // WriteText writes the comparison: the matrix of expected against seen,
 // then one line per cell with the figures, then why cells broke.
 func (r *Report) WriteText(w io.Writer) error {
-	ew := &errWriter{w: w}
+	ew := &output.ErrWriter{W: w}
 	fmt.Fprintf(ew, "flashsale load run: %d req/s for %v per cell (cap %d requests, %d workers), seed %d, lock TTL %v, %d app instances, %d Redis nodes\n",
 		r.Settings.Rate, r.Settings.Duration, r.Settings.MaxRequests, r.Settings.MaxWorkers, r.Settings.Seed, r.Settings.LockTTL, r.Settings.Instances, r.Settings.Nodes)
 	fmt.Fprintf(ew, "machine: %d cores, load average %s before, %s after\n", r.Cores, r.LoadBefore, r.LoadAfter)
@@ -147,5 +147,5 @@ func (r *Report) WriteText(w io.Writer) error {
 		"%d disagreements of the audit and porcupine the curriculum does not declare (%d declared)\n",
 		len(r.Cells), r.Bugs, r.NoDemos, r.Errors, r.Skipped, r.Disagreements, r.DeclaredDisagreements)
 	fmt.Fprintln(ew, linearFigures(r.Cells))
-	return ew.err
+	return ew.Err
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -205,6 +206,7 @@ type Report struct {
 	Rates    []int         `json:"rates"`
 	Duration time.Duration `json:"duration_ns"`
 	WorkMS   int           `json:"work_ms"`
+	Seed     uint64        `json:"seed"`
 	LockTTL  time.Duration `json:"lock_ttl_ns"`
 	LockWait time.Duration `json:"lock_wait_ns"`
 	// Instances and Nodes are the app instances and Redis nodes attacked.
@@ -214,8 +216,9 @@ type Report struct {
 	// batched under one lease.
 	Database string `json:"database"`
 	Batch    bool   `json:"batch,omitempty"`
-	// LoadBefore and LoadAfter are the machine's load average: the figures
-	// are only as quiet as the machine was.
+	// Cores, LoadBefore and LoadAfter are the machine's cores and load
+	// average: the figures are only as quiet as the machine was.
+	Cores      int    `json:"cores"`
 	LoadBefore string `json:"load_average_before"`
 	LoadAfter  string `json:"load_average_after"`
 	Steps      []Step `json:"steps"`
@@ -252,8 +255,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	rep := &Report{
-		Started: time.Now(), Variants: cfg.Variants, Rates: cfg.Rates, Duration: cfg.Duration, WorkMS: cfg.WorkMS,
-		LockTTL: cfg.Local.LockTTL, LockWait: cfg.Local.LockWait, LoadBefore: machine.LoadAverage(),
+		Started: time.Now(), Variants: cfg.Variants, Rates: cfg.Rates, Duration: cfg.Duration, WorkMS: cfg.WorkMS, Seed: cfg.Seed,
+		LockTTL: cfg.Local.LockTTL, LockWait: cfg.Local.LockWait, LoadBefore: machine.LoadAverage(), Cores: runtime.NumCPU(),
 		Database: "SQLite", Batch: cfg.Batch, LatencyNote: cfg.latencyNote(), SLO: *cfg.SLO,
 	}
 	if strings.HasPrefix(cfg.Local.DB, "postgres") {
