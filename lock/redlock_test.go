@@ -101,6 +101,7 @@ func TestRedlockNodesDown(t *testing.T) {
 // while the first still holds it. With it, the node sits out a TTL, and its
 // fencing counters are re-seeded before it counts again.
 func TestRedlockNodeRestart(t *testing.T) {
+	testsupport.Long(t, "node failovers, restarts and sit-outs that take seconds")
 	cases := []struct {
 		name        string
 		variant     string
