@@ -22,7 +22,10 @@ import (
 // its report.json must show what the page says to expect: the run exits 0,
 // every cell of its excerpt's matrix expected as the excerpt shows it and
 // judged ok (or NO-DEMO, a breaking cell that held by chance, which the page
-// names), and every cell's figures as the report's legend counts them.
+// names), and every cell's figures as the report's legend counts them. The
+// page's one exception: on a machine too busy to send half the offered rate,
+// an unfenced rung's cell that should hold may break (its 500 ms lease ran
+// out mid-sale), and the run exits 1.
 func TestReadmeFirstLoadTest(t *testing.T) {
 	testsupport.RequireRedis(t)
 	if testing.Short() {
@@ -46,9 +49,6 @@ func TestReadmeFirstLoadTest(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	code := run(ctx, args, func(string) string { return "" }, &stdout, &stderr)
 	t.Logf("$ %s\n%s", line, stdout.String())
-	if code != 0 {
-		t.Fatalf("exit %d, the README expects 0:\n%s", code, stderr.String())
-	}
 	raw, err := os.ReadFile(filepath.Join(out, "report.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -60,6 +60,7 @@ func TestReadmeFirstLoadTest(t *testing.T) {
 	if len(rep.Cells) != len(want) {
 		t.Errorf("report.json has %d cells, the README's excerpt %d", len(rep.Cells), len(want))
 	}
+	excused := 0
 	for _, c := range rep.Cells {
 		name := c.Variant + " × " + c.Scenario
 		expected, ok := want[name]
@@ -67,6 +68,11 @@ func TestReadmeFirstLoadTest(t *testing.T) {
 		case !ok:
 			t.Errorf("%s: in report.json, not in the README's excerpt", name)
 			continue
+		case c.Verdict == loadtest.VerdictBug && busy(c):
+			// The README's note: a machine that cannot send half the
+			// offered rate also runs a 500 ms lease out mid-sale.
+			excused++
+			t.Logf("%s: %s on a machine that sent %.0f of %.0f requests a second: %v", name, c.Verdict, c.Summary.Sent, c.Summary.Offered, c.Reasons)
 		case string(c.Expected) != expected:
 			t.Errorf("%s: expected %q, the README shows %q", name, c.Expected, expected)
 		case c.Verdict == loadtest.VerdictOK && string(c.Seen) != expected:
@@ -86,9 +92,24 @@ func TestReadmeFirstLoadTest(t *testing.T) {
 			t.Errorf("%s: the stock ran out after %v of %v at %.1f sales/s", name, s.StockRanOut, s.Duration, s.SalesPerSecondInStock)
 		}
 	}
-	if rep.Bugs != 0 || rep.Errors != 0 || rep.LoadBefore == "" || rep.Cores == 0 {
+	if rep.Bugs != excused || rep.Errors != 0 || rep.LoadBefore == "" || rep.Cores == 0 {
 		t.Errorf("%d bugs, %d errors, load average %q on %d cores", rep.Bugs, rep.Errors, rep.LoadBefore, rep.Cores)
 	}
+	wantCode := 0
+	if excused > 0 {
+		wantCode = 1 // a BUG fails the run, as the README says
+		t.Logf("the machine was too busy for the run's leases: load average %s before, %s after", rep.LoadBefore, rep.LoadAfter)
+	}
+	if code != wantCode {
+		t.Errorf("exit %d, the README expects %d:\n%s", code, wantCode, stderr.String())
+	}
+}
+
+// busy reports whether a cell's attack sent less than half the offered
+// rate: the machine could not keep up, and an unfenced rung's 500 ms
+// lease may have run out mid-sale. A fenced rung holds even then.
+func busy(c loadtest.Cell) bool {
+	return !strings.Contains(c.Variant, "fence") && c.Summary.Sent < c.Summary.Offered/2
 }
 
 // expectedMatrix reads the README excerpt's matrix of expected against
