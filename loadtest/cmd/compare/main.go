@@ -267,7 +267,11 @@ func salesOf(s *Side) string {
 
 func p99Of(s *Side) string {
 	if s.Reruns > 1 {
-		return output.Millis(s.SaleP99) + " ±" + output.Millis(s.P99Spread)
+		spread := "0ms" // Millis writes a dash for nothing measured; a spread of 0 was measured
+		if s.P99Spread > 0 {
+			spread = output.Millis(s.P99Spread)
+		}
+		return output.Millis(s.SaleP99) + " ±" + spread
 	}
 	return output.Millis(s.SaleP99)
 }
