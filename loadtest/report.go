@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"flashsale/internal/machine"
 	"flashsale/loadtest/cluster"
 	"flashsale/loadtest/linear"
 	"flashsale/loadtest/output"
@@ -180,14 +181,12 @@ type Report struct {
 	Finished time.Time `json:"finished"`
 	Command  string    `json:"command,omitempty"`
 	Settings Settings  `json:"settings"`
-	// Cores and the load averages before and after say how busy the
-	// machine was: the figures are only as quiet as it was.
-	Cores      int        `json:"cores"`
-	LoadBefore string     `json:"load_average_before"`
-	LoadAfter  string     `json:"load_average_after"`
-	Variants   []string   `json:"variants"`
-	Scenarios  []Scenario `json:"scenarios"`
-	Cells      []Cell     `json:"cells"`
+	// machine.Load says how busy the machine was: the figures are only as
+	// quiet as it was.
+	machine.Load
+	Variants  []string   `json:"variants"`
+	Scenarios []Scenario `json:"scenarios"`
+	Cells     []Cell     `json:"cells"`
 	// RedlockVsNone is redlock's throughput of completed sales against
 	// none's, in the clean scenario of this run.
 	RedlockVsNone *Throughput `json:"redlock_vs_none,omitempty"`

@@ -3,7 +3,6 @@ package loadtest
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -49,7 +48,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		cfg.Logger.Warn(warning)
 		told = append(notes, warning)
 	}
-	rep := &Report{Started: time.Now(), Settings: settingsOf(cfg), Notes: told, Cores: runtime.NumCPU(), LoadBefore: machine.LoadAverage()}
+	rep := &Report{Started: time.Now(), Settings: settingsOf(cfg), Notes: told, Load: machine.Before()}
 	e := &env{bases: cfg.Targets, token: cfg.AdminToken, redis: cfg.RedisURLs}
 	if len(cfg.Targets) == 0 {
 		local := cfg.Env
@@ -160,7 +159,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		rep.plots[name] = []byte(b.String())
 	}
-	rep.Finished, rep.LoadAfter = time.Now(), machine.LoadAverage()
+	rep.Finished = time.Now()
+	rep.Done()
 	rep.summarise()
 	return rep, nil
 }

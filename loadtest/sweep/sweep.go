@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -216,12 +215,10 @@ type Report struct {
 	// batched under one lease.
 	Database string `json:"database"`
 	Batch    bool   `json:"batch,omitempty"`
-	// Cores, LoadBefore and LoadAfter are the machine's cores and load
-	// average: the figures are only as quiet as the machine was.
-	Cores      int    `json:"cores"`
-	LoadBefore string `json:"load_average_before"`
-	LoadAfter  string `json:"load_average_after"`
-	Steps      []Step `json:"steps"`
+	// machine.Load says how busy the machine was: the figures are only as
+	// quiet as it was.
+	machine.Load
+	Steps []Step `json:"steps"`
 	// Bare are the bare exchanges at every rate (bare.go), offered first
 	// when the rates rise and fall again.
 	Bare []Step `json:"bare,omitempty"`
@@ -256,7 +253,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	rep := &Report{
 		Started: time.Now(), Variants: cfg.Variants, Rates: cfg.Rates, Duration: cfg.Duration, WorkMS: cfg.WorkMS, Seed: cfg.Seed,
-		LockTTL: cfg.Local.LockTTL, LockWait: cfg.Local.LockWait, LoadBefore: machine.LoadAverage(), Cores: runtime.NumCPU(),
+		LockTTL: cfg.Local.LockTTL, LockWait: cfg.Local.LockWait, Load: machine.Before(),
 		Database: "SQLite", Batch: cfg.Batch, LatencyNote: cfg.latencyNote(), SLO: *cfg.SLO,
 	}
 	if strings.HasPrefix(cfg.Local.DB, "postgres") {
@@ -303,7 +300,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			rep.Steps = append(rep.Steps, st)
 		}
 	}
-	rep.Finished, rep.LoadAfter = time.Now(), machine.LoadAverage()
+	rep.Finished = time.Now()
+	rep.Done()
 	rep.Spikes = rep.spikes()
 	rep.Capacity = rep.capacities(rep.SLO)
 	return rep, nil

@@ -17,6 +17,7 @@ import (
 
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 
+	"flashsale/internal/machine"
 	"flashsale/internal/testsupport"
 	"flashsale/loadtest/cluster"
 	"flashsale/loadtest/traffic"
@@ -28,7 +29,7 @@ func sampleSweep() *Report {
 	r := &Report{
 		Variants: []string{"none", "lua", "redlock"}, Rates: []int{200, 500, 1000},
 		Duration: 5 * time.Second, WorkMS: 1, LockTTL: 500 * time.Millisecond, LockWait: time.Second,
-		Instances: 3, Nodes: 5, LoadBefore: "1.00, 1.00, 1.00", LoadAfter: "2.00, 1.00, 1.00",
+		Instances: 3, Nodes: 5, Load: machine.Load{Cores: 2, LoadBefore: "1.00, 1.00, 1.00", LoadAfter: "2.00, 1.00, 1.00"},
 	}
 	sales := map[string][]float64{"none": {200, 500, 990}, "lua": {200, 400, 400}, "redlock": {200, 300, 330}}
 	for _, v := range r.Variants {
@@ -331,7 +332,7 @@ func TestCapacityMeetsTheSLO(t *testing.T) {
 		}
 		return st
 	}
-	r := &Report{Variants: []string{"redlock"}, Rates: []int{200, 400, 800}, LoadAfter: "1.00, 1.00, 1.00", Steps: []Step{
+	r := &Report{Variants: []string{"redlock"}, Rates: []int{200, 400, 800}, Load: machine.Load{LoadAfter: "1.00, 1.00, 1.00"}, Steps: []Step{
 		step(200, 198, 40*time.Millisecond, 0),
 		step(400, 390, 300*time.Millisecond, 1),
 		step(800, 520, 900*time.Millisecond, 30), // sells most, past every target below

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"flashsale/internal/machine"
 	"flashsale/loadtest"
 	"flashsale/loadtest/sweep"
 	"flashsale/loadtest/traffic"
@@ -54,12 +55,12 @@ func compareJSON(t *testing.T, args ...string) Comparison {
 func TestCompare(t *testing.T) {
 	dir := t.TempDir()
 	settings := loadtest.Settings{Rate: 200, Duration: 4 * time.Second, LockTTL: 500 * time.Millisecond, Instances: 3, Fast: true}
-	a := write(t, dir, "a.json", loadtest.Report{Settings: settings, Cores: 2, LoadBefore: "0.50, 0.40, 0.30", LoadAfter: "0.90, 0.50, 0.30", Cells: []loadtest.Cell{
+	a := write(t, dir, "a.json", loadtest.Report{Settings: settings, Load: machine.Load{Cores: 2, LoadBefore: "0.50, 0.40, 0.30", LoadAfter: "0.90, 0.50, 0.30"}, Cells: []loadtest.Cell{
 		cell("lua", "clean", loadtest.VerdictOK, 100, 20*time.Millisecond),
 		cell("lua", "pause-in-critical-section", loadtest.VerdictOK, 50, 10*time.Millisecond),
 	}})
 	settings.LockTTL = 2 * time.Second
-	b := write(t, dir, "b.json", loadtest.Report{Settings: settings, Cores: 2, LoadBefore: "12.00, 9.00, 5.00", LoadAfter: "14.00, 10.00, 6.00", Cells: []loadtest.Cell{
+	b := write(t, dir, "b.json", loadtest.Report{Settings: settings, Load: machine.Load{Cores: 2, LoadBefore: "12.00, 9.00, 5.00", LoadAfter: "14.00, 10.00, 6.00"}, Cells: []loadtest.Cell{
 		cell("lua", "clean", loadtest.VerdictOK, 150, 10*time.Millisecond),
 		cell("lua", "pause-in-critical-section", loadtest.VerdictNoDemo, 50, 10*time.Millisecond),
 		cell("redlock", "clean", loadtest.VerdictOK, 80, 30*time.Millisecond),

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"flashsale/internal/machine"
 	"flashsale/loadtest/traffic"
 )
 
@@ -61,9 +62,7 @@ type file struct {
 		Summary traffic.Summary `json:"vegeta"`
 		Err     string          `json:"error"`
 	} `json:"steps"`
-	Cores      int    `json:"cores"`
-	LoadBefore string `json:"load_average_before"`
-	LoadAfter  string `json:"load_average_after"`
+	machine.Load
 }
 
 // notSettings are the top-level fields of a report that are its results or
