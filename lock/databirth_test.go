@@ -57,6 +57,7 @@ func TestPromotedReplicaSitsOut(t *testing.T) {
 // uptime as old as ever: a lease that held a bare quorum there must not be
 // granted again to a process that meets the node after the flush.
 func TestFlushedNodeSitsOut(t *testing.T) {
+	testsupport.Long(t, "nodes frozen, flushed or down for seconds")
 	for _, aware := range []bool{true, false} {
 		t.Run(fmt.Sprintf("aware=%v", aware), func(t *testing.T) {
 			c := testsupport.Redis(t, 5, localredis.Options{})

@@ -30,6 +30,7 @@ func (tk *tokens) next(lease *lock.Lease) {
 }
 
 func TestRedlockNodesDown(t *testing.T) {
+	testsupport.Long(t, "nodes frozen, flushed or down for seconds")
 	for _, name := range []string{lock.Redlock, lock.RedlockFence} {
 		t.Run(name, func(t *testing.T) {
 			c := testsupport.Redis(t, 5, localredis.Options{})
