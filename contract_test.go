@@ -68,6 +68,7 @@ func TestAppContractMatchesConfig(t *testing.T) {
 // The paths the contract names for probes and scraping answer 200 on a
 // running app.
 func TestAppContractPathsAnswer(t *testing.T) {
+	testsupport.Long(t, "the storefront's processes started, stopped and raced for seconds")
 	c := readContract(t)
 	nodes := testsupport.Redis(t, 3)
 	app := start(t, nil, "-redis", strings.Join(nodes.URLs(), ","), "-db", testsupport.SQLite(t))

@@ -19,6 +19,7 @@ import (
 // 503 lock_busy with the speed layer on, and "unavailable" was answered
 // busy either way.
 func TestFrozenFirstNodeSale(t *testing.T) {
+	testsupport.Long(t, "the storefront's processes started, stopped and raced for seconds")
 	nodes := testsupport.Redis(t, 5)
 	// The control sells on instances of its own: the others' connections
 	// to the nodes are open but carried nothing yet, as just after a start.

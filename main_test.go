@@ -223,6 +223,7 @@ func cluster3(t *testing.T, dsn string, nodes *localredis.Cluster, extra ...stri
 }
 
 func TestThreeInstancesOneSale(t *testing.T) {
+	testsupport.Long(t, "the storefront's processes started, stopped and raced for seconds")
 	nodes := testsupport.Redis(t, 5)
 	for _, d := range testsupport.Databases() {
 		t.Run(d.Name, func(t *testing.T) {
@@ -266,6 +267,7 @@ func TestThreeInstancesOneSale(t *testing.T) {
 }
 
 func TestSeatRaceAcrossInstances(t *testing.T) {
+	testsupport.Long(t, "the storefront's processes started, stopped and raced for seconds")
 	nodes := testsupport.Redis(t, 5)
 	apps := cluster3(t, testsupport.SQLite(t), nodes, "-lock-wait", "10s")
 	for _, v := range []string{lock.Redlock, lock.LuaFence} {
@@ -292,6 +294,7 @@ func TestSeatRaceAcrossInstances(t *testing.T) {
 }
 
 func TestQuorumLostMidSale(t *testing.T) {
+	testsupport.Long(t, "the storefront's processes started, stopped and raced for seconds")
 	nodes := testsupport.Redis(t, 5)
 	apps := cluster3(t, testsupport.SQLite(t), nodes, "-lock-wait", "400ms", "-lock-ttl", "1s")
 	apps[0].reset(`{"products":[{"sku":"hot","name":"Hot","price_cents":100,"stock":100000}],"seats":0}`)
@@ -360,6 +363,7 @@ func TestQuorumLostMidSale(t *testing.T) {
 }
 
 func TestGracefulShutdownKeepsEvery201(t *testing.T) {
+	testsupport.Long(t, "the storefront's processes started, stopped and raced for seconds")
 	nodes := testsupport.Redis(t, 3)
 	dsn := testsupport.SQLite(t)
 	app := start(t, nil, "-redis", strings.Join(nodes.URLs(), ","), "-db", dsn, "-lock-wait", "5s")
@@ -432,6 +436,7 @@ func TestGracefulShutdownKeepsEvery201(t *testing.T) {
 // listener still accepts and sells: a load balancer that checks /readyz
 // takes the instance out before it stops accepting.
 func TestDrainBeforeShutdown(t *testing.T) {
+	testsupport.Long(t, "the storefront's processes started, stopped and raced for seconds")
 	nodes := testsupport.Redis(t, 3)
 	app := start(t, nil, "-redis", strings.Join(nodes.URLs(), ","), "-db", testsupport.SQLite(t), "-drain", "5s")
 	app.reset(`{"products":[{"sku":"d","name":"D","price_cents":1,"stock":5}],"seats":0}`)
@@ -462,6 +467,7 @@ func TestDrainBeforeShutdown(t *testing.T) {
 }
 
 func TestStreamAcrossInstances(t *testing.T) {
+	testsupport.Long(t, "the storefront's processes started, stopped and raced for seconds")
 	nodes := testsupport.Redis(t, 3)
 	args := []string{"-redis", strings.Join(nodes.URLs(), ","), "-db", testsupport.SQLite(t)}
 	a, b := start(t, nil, args...), start(t, nil, args...)
@@ -526,6 +532,7 @@ seats:
 }
 
 func TestEmbeddedDefault(t *testing.T) {
+	testsupport.Long(t, "the storefront's processes started, stopped and raced for seconds")
 	if !localredis.Available() && testsupport.CI() {
 		t.Fatal("CI=true: redis-server is not on PATH")
 	}
@@ -637,6 +644,7 @@ func TestConfig(t *testing.T) {
 // The limits of a public storefront: each from its flag or variable, and
 // the defaults of each mode.
 func TestConfigLimits(t *testing.T) {
+	testsupport.Long(t, "the storefront's processes started, stopped and raced for seconds")
 	none := func(string) string { return "" }
 	c, err := parseConfig([]string{"flashsale"}, none, io.Discard)
 	if err != nil || !slices.Equal(c.variants, lock.Names()) || c.orderRate != roomOrderRate || !c.orderRateRoomOnly || c.orderBurst != 10 ||
@@ -699,6 +707,7 @@ func TestConfigLimits(t *testing.T) {
 // Shutdown ends a workshop run's stream at once: it does not hold the
 // graceful stop for its timeout.
 func TestShutdownEndsWorkshopStream(t *testing.T) {
+	testsupport.Long(t, "the storefront's processes started, stopped and raced for seconds")
 	nodes := testsupport.Redis(t, 3)
 	app := start(t, nil, "-redis", strings.Join(nodes.URLs(), ","), "-db", testsupport.SQLite(t), "-shutdown-timeout", "30s")
 	var run struct{ ID string }
@@ -736,6 +745,7 @@ func TestShutdownEndsWorkshopStream(t *testing.T) {
 // nodes restart empty; the 500 ms instance must not get the lock (it would
 // sell the stock the first one read: a lost update) before that lease ends.
 func TestRestartSitOutIsTheLargestTTLAcrossInstances(t *testing.T) {
+	testsupport.Long(t, "the storefront's processes started, stopped and raced for seconds")
 	nodes := testsupport.Redis(t, 5)
 	args := []string{"-redis", strings.Join(nodes.URLs(), ","), "-db", testsupport.SQLite(t), "-lock-wait", "10s"}
 	long := start(t, nil, append(args, "-lock-ttl", "5s")...)

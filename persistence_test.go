@@ -18,6 +18,7 @@ import (
 // local node killed with SIGKILL comes back on its own port and files, with
 // the lock key when -local-aof is on and without it when it is off.
 func TestLocalNodeKilledComesBackOnItsFiles(t *testing.T) {
+	testsupport.Long(t, "the storefront's processes started, stopped and raced for seconds")
 	testsupport.Need(t, "redis-server", "kill a local node with SIGKILL")
 	const key = "flashsale:lock:sku:demo"
 	for _, c := range []struct {

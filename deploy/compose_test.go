@@ -394,6 +394,7 @@ func TestComposeServices(t *testing.T) {
 // `loadtest` knows. The app's variables are held to deploy/app.json, and
 // that to the app's own configuration, by TestComposeFollowsTheAppContract.
 func TestComposeMatchesFlags(t *testing.T) {
+	testsupport.Long(t, "docker-compose and the stack take minutes on a busy machine")
 	lt := helpOf(t, binaries(t)["loadtest"])
 	svcs, err := loadCompose(t, composeEnv)
 	if err != nil {
@@ -441,6 +442,7 @@ func keys(m map[string]bool) []string {
 // docker-compose itself parses the file (every profile), with the defaults
 // and with the variables a person sets.
 func TestComposeConfig(t *testing.T) {
+	testsupport.Long(t, "docker-compose and the stack take minutes on a busy machine")
 	// Debian's docker-compose (v1.29), or the Compose v2 plugin if that is
 	// what this machine has.
 	tool := []string{"docker-compose"}

@@ -1,6 +1,7 @@
 package deploy
 
 import (
+	"flashsale/internal/testsupport"
 	"fmt"
 	"maps"
 	"os/exec"
@@ -253,6 +254,7 @@ func TestPromtool(t *testing.T) {
 // alert rules use is one it exports, and docs/operations.md lists exactly
 // the metrics it exports, with their types and labels.
 func TestComposeEnvironmentRunsTheApp(t *testing.T) {
+	testsupport.Long(t, "docker-compose and the stack take minutes on a busy machine")
 	a := startApp(t, composeAppEnv(t, map[string]string{"FLASHSALE_WATCHDOG": "true"}))
 	exerciseApp(t, a)
 	s := scrapeMetrics(t, a)

@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"encoding/json"
+	"flashsale/internal/testsupport"
 	"fmt"
 	"net/http"
 	"os"
@@ -24,6 +25,7 @@ import (
 // or the apps' published loopback ports or stays inside the project's own
 // network.
 func TestComposeStack(t *testing.T) {
+	testsupport.Long(t, "docker-compose and the stack take minutes on a busy machine")
 	s := newStack(t)
 	s.down() // what an interrupted earlier run left
 	t.Cleanup(s.down)

@@ -1,6 +1,7 @@
 package docs
 
 import (
+	"flashsale/internal/testsupport"
 	"regexp"
 	"slices"
 	"strings"
@@ -13,6 +14,7 @@ import (
 // variable, and nothing else: a new flag cannot go undocumented, nor a
 // removed one stay.
 func TestAPIDocNamesEveryFlag(t *testing.T) {
+	testsupport.Long(t, "builds every command to read its flags")
 	table := section(read(t, "docs/api.md"), "Configuration")
 	rows := regexp.MustCompile("(?m)^\\| `-([a-z][a-z0-9-]*)` \\| `(FLASHSALE_[A-Z0-9_]+)` \\|").FindAllStringSubmatch(table, -1)
 	if len(rows) == 0 {

@@ -263,6 +263,7 @@ func TestLabsCoverTheLadder(t *testing.T) {
 // Every command uses the runner's real flags and selects exactly the lab's
 // cells.
 func TestLabCommands(t *testing.T) {
+	testsupport.Long(t, "builds the load runner to run the labs' commands")
 	_, runner := binaries(t)
 	fs := helpOf(t, runner)
 	for _, l := range labs(t) {

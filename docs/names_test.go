@@ -395,6 +395,7 @@ func declarations(f *ast.File) []ast.Node {
 // document gives, in a code span or a code block, uses only flags its
 // program has: the run sheets and the handout are copied into terminals.
 func TestDocumentedCommandsUseRealFlags(t *testing.T) {
+	testsupport.Long(t, "builds every command to read its flags")
 	app, runner := binaries(t)
 	programs := map[string]flagSet{
 		"go run ./loadtest/cmd/loadtest": helpOf(t, runner),

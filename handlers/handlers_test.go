@@ -433,6 +433,7 @@ func TestIdempotencyKeyOverHTTP(t *testing.T) {
 }
 
 func TestLockBusyAndUnavailable(t *testing.T) {
+	testsupport.Long(t, "waits out limits, deadlines and streams for seconds")
 	a := newApp(t, appOpts{nodes: 3, wait: 300 * time.Millisecond})
 	a.reset(5, 3)
 	ctx := context.Background()

@@ -3,6 +3,7 @@ package handlers_test
 import (
 	"bufio"
 	"context"
+	"flashsale/internal/testsupport"
 	"fmt"
 	"io"
 	"net"
@@ -112,6 +113,7 @@ func (a *app) stream(path, addr string, hdr ...string) (status int, h http.Heade
 }
 
 func TestStreamLimits(t *testing.T) {
+	testsupport.Long(t, "waits out limits, deadlines and streams for seconds")
 	a := newApp(t, appOpts{config: func(c *handlers.Config) {
 		c.MaxStreams, c.MaxStreamsPerClient = 3, 2
 		c.TrustedProxies = []string{"127.0.0.1"}
@@ -161,6 +163,7 @@ func TestStreamLimits(t *testing.T) {
 // Without a trusted proxy, X-Forwarded-For names nobody: every stream from
 // one peer counts against that peer.
 func TestStreamLimitIgnoresForwardedForByDefault(t *testing.T) {
+	testsupport.Long(t, "waits out limits, deadlines and streams for seconds")
 	a := newApp(t, appOpts{config: func(c *handlers.Config) { c.MaxStreamsPerClient = 1 }})
 	if st, _, _ := a.stream("/api/stream", "10.0.0.1"); st != 200 {
 		t.Fatalf("first stream: %d", st)
@@ -187,6 +190,7 @@ func (r stubRunner) Events(string, int) ([]any, <-chan struct{}, bool) { return 
 // Shutdown ends every stream, the live ones and a workshop run's, and new
 // ones end at once.
 func TestCloseStreamsEndsEveryStream(t *testing.T) {
+	testsupport.Long(t, "waits out limits, deadlines and streams for seconds")
 	a := newApp(t, appOpts{config: func(c *handlers.Config) { c.Workshop = stubRunner{never: make(chan struct{})} }})
 	_, _, live := a.stream("/api/stream", "")
 	st, _, run := a.stream("/api/admin/workshop/runs/r1/stream", "", admin...)
@@ -215,6 +219,7 @@ func TestCloseStreamsEndsEveryStream(t *testing.T) {
 // A body that trickles in is cut off at the body timeout with 408; a sale
 // that takes longer than the timeout after its body arrived is not.
 func TestBodyTimeout(t *testing.T) {
+	testsupport.Long(t, "waits out limits, deadlines and streams for seconds")
 	a := newApp(t, appOpts{config: func(c *handlers.Config) { c.BodyTimeout = 300 * time.Millisecond }})
 	a.reset(10, 2)
 	conn, err := net.Dial("tcp", strings.TrimPrefix(a.url, "http://"))
@@ -291,6 +296,7 @@ func TestAuditSummaryIsCached(t *testing.T) {
 // The public audit runs at most one real audit per interval, however many
 // ask at once.
 func TestAuditAtMostOncePerInterval(t *testing.T) {
+	testsupport.Long(t, "waits out limits, deadlines and streams for seconds")
 	a := newApp(t, appOpts{config: func(c *handlers.Config) { c.AuditInterval = 500 * time.Millisecond }})
 	stop := time.Now().Add(2 * time.Second)
 	var wg sync.WaitGroup
@@ -351,6 +357,7 @@ func (s *shopperRun) percentile(p float64) time.Duration {
 // shoppers at their own pace get only 201 or 409 and wait no longer than
 // without the bot.
 func TestBotHeldToItsOrderRate(t *testing.T) {
+	testsupport.Long(t, "waits out limits, deadlines and streams for seconds")
 	const (
 		limit     = 5.0 // orders a second per client
 		burst     = 5

@@ -1,6 +1,7 @@
 package handlers_test
 
 import (
+	"flashsale/internal/testsupport"
 	"fmt"
 	"slices"
 	"testing"
@@ -39,6 +40,7 @@ func (s stubSequencer) StartSequence(only []string) (string, bool, error) {
 // run's id), a step the sequence lacks (422), a start while a run is in
 // progress (409), and a runner without a sequence.
 func TestWorkshopSequenceRoutes(t *testing.T) {
+	testsupport.Long(t, "waits out limits, deadlines and streams for seconds")
 	idle := newApp(t, appOpts{config: func(c *handlers.Config) { c.Workshop = stubSequencer{stubRunner: stubRunner{}} }})
 	busy := newApp(t, appOpts{config: func(c *handlers.Config) { c.Workshop = stubSequencer{busy: true} }})
 	plain := newApp(t, appOpts{config: func(c *handlers.Config) { c.Workshop = stubRunner{} }})

@@ -12,6 +12,7 @@ import (
 // Retry-After, never a 500, and /readyz into 503 not_ready. With the link
 // back, orders sell again.
 func TestStoreDownIs503(t *testing.T) {
+	testsupport.Long(t, "waits out limits, deadlines and streams for seconds")
 	dsn, link := testsupport.ProxiedPostgres(t)
 	a := newApp(t, appOpts{nodes: 1, db: dsn})
 	a.reset(10, 4)

@@ -95,6 +95,7 @@ func waitFor(t *testing.T, cond func() bool, what string) {
 // fewer leases than orders; each order is answered on its own, and every
 // 201 has its own order row.
 func TestBatchSellsExactlyTheStock(t *testing.T) {
+	testsupport.Long(t, "sales and faults that run for seconds")
 	nodes := testsupport.Redis(t, 3)
 	for _, d := range testsupport.Databases() {
 		t.Run(d.Name, func(t *testing.T) {

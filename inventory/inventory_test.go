@@ -125,6 +125,7 @@ func outcome(err error) string {
 }
 
 func TestCorrectLocksSellExactlyTheStock(t *testing.T) {
+	testsupport.Long(t, "sales and faults that run for seconds")
 	nodes := testsupport.Redis(t, 3)
 	for _, d := range testsupport.Databases() {
 		t.Run(d.Name, func(t *testing.T) {
@@ -152,6 +153,7 @@ func TestCorrectLocksSellExactlyTheStock(t *testing.T) {
 }
 
 func TestNoLockOversells(t *testing.T) {
+	testsupport.Long(t, "sales and faults that run for seconds")
 	nodes := testsupport.Redis(t, 1)
 	for _, d := range testsupport.Databases() {
 		t.Run(d.Name, func(t *testing.T) {
@@ -169,6 +171,7 @@ func TestNoLockOversells(t *testing.T) {
 }
 
 func TestProductionGuardsCatchWhatNoLockLetsThrough(t *testing.T) {
+	testsupport.Long(t, "sales and faults that run for seconds")
 	nodes := testsupport.Redis(t, 1)
 	for _, d := range testsupport.Databases() {
 		t.Run(d.Name, func(t *testing.T) {
@@ -201,6 +204,7 @@ func TestProductionGuardsCatchWhatNoLockLetsThrough(t *testing.T) {
 // next holder has read: plain lua loses that update, the fenced variants
 // refuse the stale write.
 func TestPauseInCriticalSection(t *testing.T) {
+	testsupport.Long(t, "sales and faults that run for seconds")
 	nodes := testsupport.Redis(t, 3)
 	cases := []struct {
 		variant   string
@@ -311,6 +315,7 @@ func TestCrashAfterSetNXLeavesAStuckLock(t *testing.T) {
 }
 
 func TestIdempotencyKey(t *testing.T) {
+	testsupport.Long(t, "sales and faults that run for seconds")
 	nodes := testsupport.Redis(t, 3)
 	for _, d := range testsupport.Databases() {
 		t.Run(d.Name, func(t *testing.T) {
@@ -368,6 +373,7 @@ func TestIdempotencyKey(t *testing.T) {
 }
 
 func TestSeatGrab(t *testing.T) {
+	testsupport.Long(t, "sales and faults that run for seconds")
 	nodes := testsupport.Redis(t, 3)
 	for _, d := range testsupport.Databases() {
 		t.Run(d.Name, func(t *testing.T) {
@@ -516,6 +522,7 @@ func TestDefaultCatalogueSeededOnce(t *testing.T) {
 // reset also restarted the fencing counters, so the new sale's first holder
 // drew the very token the paused one carried, and the stale write passed.)
 func TestResetFencesOffRequestsInFlight(t *testing.T) {
+	testsupport.Long(t, "sales and faults that run for seconds")
 	nodes := testsupport.Redis(t, 1)
 	for _, variant := range []string{lock.Lua, lock.LuaFence} {
 		t.Run(variant, func(t *testing.T) {
@@ -562,6 +569,7 @@ func TestResetFencesOffRequestsInFlight(t *testing.T) {
 // same key makes an order of its own (no 422 telling that the key is in
 // use), and the same key on the seat route is a booking's key.
 func TestIdempotencyKeyScopedToUserAndRoute(t *testing.T) {
+	testsupport.Long(t, "sales and faults that run for seconds")
 	nodes := testsupport.Redis(t, 3)
 	for _, d := range testsupport.Databases() {
 		t.Run(d.Name, func(t *testing.T) {
@@ -608,6 +616,7 @@ func TestIdempotencyKeyScopedToUserAndRoute(t *testing.T) {
 // A database from before keys were scoped loses its global unique index on
 // start-up, keeps its orders, and lets a second user use a key in use.
 func TestMigrationScopesOldIdempotencyKeys(t *testing.T) {
+	testsupport.Long(t, "sales and faults that run for seconds")
 	nodes := testsupport.Redis(t, 3)
 	for _, d := range testsupport.Databases() {
 		t.Run(d.Name, func(t *testing.T) {
@@ -659,6 +668,7 @@ func TestMigrationScopesOldIdempotencyKeys(t *testing.T) {
 // busy at once (ErrLineTooLong) instead of waiting out the budget, and the
 // sale stays exact.
 func TestLongLineIsToldBusyAtOnce(t *testing.T) {
+	testsupport.Long(t, "sales and faults that run for seconds")
 	nodes := testsupport.Redis(t, 3)
 	s := newSale(t, testsupport.SQLite(t), nodes, inventory.Config{LockWait: 150 * time.Millisecond})
 	s.svc.SetWork(5 * time.Millisecond)

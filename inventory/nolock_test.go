@@ -59,6 +59,7 @@ func race(t *testing.T, ss []sale, n int, variant string, seats bool) (ok int, e
 // with 20 ms of work in every sale (enough for none to oversell: see
 // TestNoLockOversells) and buyers in two processes.
 func TestStoreGuardsNeverOversell(t *testing.T) {
+	testsupport.Long(t, "sales and faults that run for seconds")
 	for _, d := range testsupport.Databases() {
 		t.Run(d.Name, func(t *testing.T) {
 			ss := twoProcesses(t, d.DSN(t), inventory.Config{LockWait: 10 * time.Second})
@@ -117,6 +118,7 @@ func refuseInserts(t *testing.T, s sale, table string) func() {
 // A reservation whose database write fails is given back: Redis's stock
 // (and a seat's key) is as if the request never came.
 func TestRedisStockGivesBackOnFailedWrite(t *testing.T) {
+	testsupport.Long(t, "sales and faults that run for seconds")
 	for _, d := range testsupport.Databases() {
 		t.Run(d.Name, func(t *testing.T) {
 			s := newSale(t, d.DSN(t), testsupport.Redis(t, 1), inventory.Config{})
@@ -168,6 +170,7 @@ func stockKey(t *testing.T, s sale) string {
 // Redis and never written show as drift; a lost key stops redis-stock's
 // sales (503) until a reset seeds it again.
 func TestAuditReportsRedisDrift(t *testing.T) {
+	testsupport.Long(t, "sales and faults that run for seconds")
 	for _, d := range testsupport.Databases() {
 		t.Run(d.Name, func(t *testing.T) {
 			s := newSale(t, d.DSN(t), testsupport.Redis(t, 1), inventory.Config{})

@@ -19,6 +19,7 @@ import (
 // restock (a reset to one unit) must see the unit and buy it. An order that
 // joined a read already on its way would see the SKU sold out.
 func TestSharedReadsNeverPredateTheOrder(t *testing.T) {
+	testsupport.Long(t, "sales and faults that run for seconds")
 	nodes := testsupport.Redis(t, 1)
 	for _, d := range testsupport.Databases() {
 		t.Run(d.Name, func(t *testing.T) {

@@ -18,6 +18,7 @@ import (
 // seconds. With the lock let go, the next sale goes through and the audit
 // holds.
 func TestWriteLockHeldElsewhereIsUnavailableInTime(t *testing.T) {
+	testsupport.Long(t, "sales and faults that run for seconds")
 	nodes := testsupport.Redis(t, 1)
 	dsn := testsupport.SQLite(t)
 	s := newSale(t, dsn, nodes, inventory.Config{})

@@ -33,6 +33,7 @@ func notStoreDown(err error) error {
 // ErrStoreUnavailable, never an error that reads as a bug. With the link
 // back, the next sale goes through and the audit holds.
 func TestStoreGoneMidSaleIsUnavailable(t *testing.T) {
+	testsupport.Long(t, "sales and faults that run for seconds")
 	nodes := testsupport.Redis(t, 1)
 	dsn, link := testsupport.ProxiedPostgres(t)
 	cut := func(e locktap.Event) {

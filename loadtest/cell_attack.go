@@ -89,6 +89,7 @@ func (r *cellRun) attack(ctx context.Context, mix traffic.Mix, pl *plot.Plot, ba
 	stopReads()
 	wg.Wait()
 	summary := tally.Summary()
+	summary.Offered = float64(cfg.Rate)
 	if bar != nil {
 		bar.ChangeMax64(int64(summary.Counts.Requests))
 		_ = bar.Finish()

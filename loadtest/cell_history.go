@@ -124,7 +124,8 @@ func linearFigures(cells []Cell) string {
 		f.Resends, f.MultiUnit, f.Contradicted = f.Resends+g.Resends, f.MultiUnit+g.MultiUnit, f.Contradicted+g.Contradicted
 	}
 	return fmt.Sprintf("porcupine: %d histories linearizable, %d not, %d unknown; %d operations (%d writes, %d of unknown outcome, %d reads), "+
-		"%d resends folded into their orders, %d orders of 2 or 3 units, %d contradicted by their own answers, %d answers left out",
+		"%d resends folded into their orders, %d orders of 2 or 3 units, %d contradicted by their own answers, "+
+		"%d answers left out (a 503 whose contract says nothing was taken, or a request never answered that the store kept no order of: no operation to check)",
 		verdicts[linear.Linearizable], verdicts[linear.NotLinearizable], verdicts[linear.Unknown], f.Ops, f.Writes, f.Maybe, f.Reads,
 		f.Resends, f.MultiUnit, f.Contradicted, f.Dropped)
 }

@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 	"time"
 
+	"flashsale/internal/machine"
 	"flashsale/loadtest/cluster"
 	"flashsale/loadtest/linear"
 	"flashsale/loadtest/output"
@@ -149,13 +149,18 @@ type Settings struct {
 	Targets     []string             `json:"targets,omitempty"`
 	Catalogue   storefront.Catalogue `json:"catalogue"`
 	Mix         traffic.Mix          `json:"mix"`
+	// Fast is the locks' speed layer (off: -fast=false, the taught code);
+	// Batch and Watchdog whether every cell ran with them on.
+	Fast     bool `json:"fast"`
+	Batch    bool `json:"batch"`
+	Watchdog bool `json:"watchdog"`
 }
 
 func settingsOf(c Config) Settings {
 	return Settings{
 		Rate: c.Rate, Duration: c.Duration, MaxRequests: c.MaxRequests, MaxWorkers: c.MaxWorkers,
 		Seed: c.Seed, LockTTL: c.LockTTL, LockWait: c.LockWait, Targets: c.Targets, Catalogue: *c.Catalogue, Mix: *c.Mix,
-		Instances: len(c.Targets), Nodes: len(c.RedisURLs),
+		Instances: len(c.Targets), Nodes: len(c.RedisURLs), Fast: !c.Taught, Batch: c.Batch, Watchdog: c.Watchdog,
 	}
 }
 
@@ -172,10 +177,13 @@ type Throughput struct {
 
 // Report is a whole run.
 type Report struct {
-	Started   time.Time  `json:"started"`
-	Finished  time.Time  `json:"finished"`
-	Command   string     `json:"command,omitempty"`
-	Settings  Settings   `json:"settings"`
+	Started  time.Time `json:"started"`
+	Finished time.Time `json:"finished"`
+	Command  string    `json:"command,omitempty"`
+	Settings Settings  `json:"settings"`
+	// machine.Load says how busy the machine was: the figures are only as
+	// quiet as it was.
+	machine.Load
 	Variants  []string   `json:"variants"`
 	Scenarios []Scenario `json:"scenarios"`
 	Cells     []Cell     `json:"cells"`
@@ -278,111 +286,6 @@ func (c *Cell) mark() string {
 	default:
 		return strings.ToUpper(string(c.Seen)) + " ✗"
 	}
-}
-
-// WriteText writes the comparison: the matrix of expected against seen,
-// then one line per cell with the figures, then why cells broke.
-func (r *Report) WriteText(w io.Writer) error {
-	ew := &errWriter{w: w}
-	fmt.Fprintf(ew, "flashsale load run: %d req/s for %v per cell (cap %d requests, %d workers), seed %d, lock TTL %v, %d app instances, %d Redis nodes\n",
-		r.Settings.Rate, r.Settings.Duration, r.Settings.MaxRequests, r.Settings.MaxWorkers, r.Settings.Seed, r.Settings.LockTTL, r.Settings.Instances, r.Settings.Nodes)
-	for _, sc := range r.Scenarios {
-		var own []string
-		if sc.LockTTL != 0 {
-			own = append(own, fmt.Sprintf("lease TTL %v", sc.LockTTL))
-		}
-		if sc.MinDuration > r.Settings.Duration {
-			own = append(own, fmt.Sprintf("attacks of %v", sc.MinDuration))
-		}
-		if sc.Unaware {
-			own = append(own, "restart awareness off")
-		}
-		if len(own) > 0 {
-			fmt.Fprintf(ew, "  %s: %s\n", sc.Name, strings.Join(own, ", "))
-		}
-	}
-	fmt.Fprintf(ew, "\nexpected vs seen (✓ as the curriculum in curriculum/table.go expects, ✗ not; upper case marks the surprise)\n\n")
-	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
-	fmt.Fprint(tw, "variant")
-	for _, sc := range r.Scenarios {
-		fmt.Fprintf(tw, "\t%s", sc.Name)
-	}
-	fmt.Fprintln(tw)
-	for _, v := range r.Variants {
-		fmt.Fprint(tw, v)
-		for _, sc := range r.Scenarios {
-			cell := "—"
-			if c := r.Cell(v, sc.Name); c != nil {
-				cell = c.mark()
-			}
-			fmt.Fprintf(tw, "\t%s", cell)
-		}
-		fmt.Fprintln(tw)
-	}
-	tw.Flush()
-
-	fmt.Fprintf(ew, "\n")
-	tw = tabwriter.NewWriter(ew, 0, 0, 1, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "variant\tscenario\texpected\tseen\tverdict\tlinearizable\thot sold/initial\toversold\tlost upd\tdbl-booked\tstuck\t201\t409\t503\tother\tsales/s\tp50\tp99\t")
-	for _, c := range r.Cells {
-		if c.Verdict == VerdictSkipped {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t\tskipped\t\t\t\t\t\t\t\t\t\t\t\t\t\t\n", c.Variant, c.Scenario, c.Expected)
-			continue
-		}
-		s := c.Summary
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.1f\t%s\t%s\t\n",
-			c.Variant, c.Scenario, c.Expected, c.Seen, c.Verdict, c.LinearMark(),
-			c.SoldOfInitial(), c.Audit.OversoldUnits, c.Audit.LostUpdates, c.Audit.DoubleBookedSeats, c.StuckLocks,
-			s.Counts.Created, s.Counts.Conflict, s.Counts.Unavailable, s.Counts.Other,
-			s.SalesPerSecond, output.Millis(s.P50), output.Millis(s.P99))
-	}
-	tw.Flush()
-
-	fmt.Fprintf(ew, "\nhot sold/initial: units of the scarce SKU sold, from the audit; sales/s: distinct orders and bookings confirmed, "+
-		"per second of the attack's send window\n")
-	if t := r.RedlockVsNone; t != nil {
-		fmt.Fprintf(ew, "throughput of completed sales, %s scenario: redlock %.1f/s vs none %.1f/s = %.2f×\n", t.Scenario, t.OfRate, t.BaseRate, t.Ratio)
-	}
-	r.writeLatency(ew)
-	fmt.Fprintf(ew, "\nwhy (from the audit, the runner's Redis scan and the cross-check with vegeta):\n")
-	for _, c := range r.Cells {
-		if len(c.Reasons) == 0 && len(c.Notes) == 0 && len(c.FaultsFired) == 0 && c.Disagreement == "" && c.HistoryFile == "" {
-			continue
-		}
-		fmt.Fprintf(ew, "  %s × %s [%s]", c.Variant, c.Scenario, c.Verdict)
-		if len(c.Reasons) > 0 {
-			fmt.Fprintf(ew, ": %s", strings.Join(c.Reasons, "; "))
-		}
-		if codes := output.Counts(c.Summary.Counts.ByError); codes != "" {
-			fmt.Fprintf(ew, " (answers: %s)", codes)
-		}
-		if fired := output.Counts(c.FaultsFired); fired != "" {
-			fmt.Fprintf(ew, " (faults fired: %s)", fired)
-		}
-		fmt.Fprintln(ew)
-		if c.Disagreement != "" && c.DisagreementDeclared != "" {
-			fmt.Fprintf(ew, "      disagreement, declared (%s): %s\n", c.DisagreementDeclared, c.Disagreement)
-		} else if c.Disagreement != "" {
-			fmt.Fprintf(ew, "      DISAGREEMENT: %s\n", c.Disagreement)
-		}
-		for _, u := range c.Unanswered {
-			fmt.Fprintf(ew, "      UNANSWERED: %s, waited %v %s\n", u.Request, u.Waited.Round(time.Millisecond), u.Error)
-		}
-		if c.HistoryFile != "" {
-			fmt.Fprintf(ew, "      not linearizable (%s): %s\n", strings.Join(c.Linear.Illegal, ", "), c.HistoryFile)
-		}
-		for _, n := range c.Notes {
-			fmt.Fprintf(ew, "      %s\n", n)
-		}
-	}
-	for _, n := range r.Notes {
-		fmt.Fprintf(ew, "note: %s\n", n)
-	}
-	fmt.Fprintf(ew, "\n%d cells: %d bugs (a cell that must hold broke), %d no-demo (a cell that must break held), %d errors, %d skipped, "+
-		"%d disagreements of the audit and porcupine the curriculum does not declare (%d declared)\n",
-		len(r.Cells), r.Bugs, r.NoDemos, r.Errors, r.Skipped, r.Disagreements, r.DeclaredDisagreements)
-	fmt.Fprintln(ew, linearFigures(r.Cells))
-	return ew.err
 }
 
 // WriteJSON writes the report as indented JSON.

@@ -10,6 +10,7 @@ import (
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 	"github.com/tsenart/vegeta/v12/lib/plot"
 
+	"flashsale/internal/machine"
 	"flashsale/loadtest/cluster"
 	"flashsale/loadtest/storefront"
 	"flashsale/loadtest/traffic"
@@ -47,7 +48,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		cfg.Logger.Warn(resetLogLine, "targets", strings.Join(cfg.Targets, ", "))
 		told = append(notes, warning)
 	}
-	rep := &Report{Started: time.Now(), Settings: settingsOf(cfg), Notes: told}
+	rep := &Report{Started: time.Now(), Settings: settingsOf(cfg), Notes: told, Load: machine.Before()}
 	e := &env{bases: cfg.Targets, token: cfg.AdminToken, redis: cfg.RedisURLs}
 	if len(cfg.Targets) == 0 {
 		local := cfg.Env
@@ -161,6 +162,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		rep.plots[name] = []byte(b.String())
 	}
 	rep.Finished = time.Now()
+	rep.Done()
 	rep.summarise()
 	return rep, nil
 }

@@ -22,6 +22,7 @@ import (
 // out the TTL. With restart awareness off, the second lease is granted:
 // the control that shows the fault is real.
 func TestPromotedReplicaSitsOut(t *testing.T) {
+	testsupport.Long(t, "node failovers, restarts and sit-outs that take seconds")
 	for _, aware := range []bool{true, false} {
 		t.Run(fmt.Sprintf("aware=%v", aware), func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
@@ -56,6 +57,7 @@ func TestPromotedReplicaSitsOut(t *testing.T) {
 // uptime as old as ever: a lease that held a bare quorum there must not be
 // granted again to a process that meets the node after the flush.
 func TestFlushedNodeSitsOut(t *testing.T) {
+	testsupport.Long(t, "nodes frozen, flushed or down for seconds")
 	for _, aware := range []bool{true, false} {
 		t.Run(fmt.Sprintf("aware=%v", aware), func(t *testing.T) {
 			c := testsupport.Redis(t, 5, localredis.Options{})
@@ -80,6 +82,7 @@ func TestFlushedNodeSitsOut(t *testing.T) {
 // holds it (its connections met the node before the flush) nor to another
 // that was already connected.
 func TestFlushUnderOpenConnectionsSitsOut(t *testing.T) {
+	testsupport.Long(t, "node failovers, restarts and sit-outs that take seconds")
 	for _, who := range []string{"same process", "another connected process"} {
 		t.Run(who, func(t *testing.T) {
 			c := testsupport.Redis(t, 5, localredis.Options{})

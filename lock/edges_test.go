@@ -92,6 +92,7 @@ func TestStalledHandshakeNeverShiftsVotes(t *testing.T) {
 // before: a process started after three of five nodes restarted without
 // their data must not be granted a lock that another process holds.
 func TestRestartedNodesSitOutForANewClient(t *testing.T) {
+	testsupport.Long(t, "node failovers, restarts and sit-outs that take seconds")
 	for _, name := range []string{lock.Redlock, lock.RedlockFence} {
 		t.Run(name, func(t *testing.T) {
 			c := testsupport.Redis(t, 5, localredis.Options{})

@@ -24,6 +24,7 @@ import (
 // only strictly higher tokens (inventory's registerFence) lets at most one
 // of them write: unavailable, never unsafe.
 func TestSentinelFailover(t *testing.T) {
+	testsupport.Long(t, "node failovers, restarts and sit-outs that take seconds")
 	for _, tc := range []struct {
 		variant string
 		fenced  bool

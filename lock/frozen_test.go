@@ -24,6 +24,7 @@ import (
 // the handshake, counted as answering, and the waiter whose turn it was
 // waited for the line's answer at every look.
 func TestFrozenFirstNodeHotKey(t *testing.T) {
+	testsupport.Long(t, "node failovers, restarts and sit-outs that take seconds")
 	c := testsupport.Redis(t, 5, localredis.Options{})
 	const lockers, rounds, wait = 8, 3, time.Second
 	modes := []bool{true, false}

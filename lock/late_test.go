@@ -203,6 +203,7 @@ func TestLateReaderIsNotUnavailable(t *testing.T) {
 // once read as late, not down, and a round decided by refusals before the
 // failures came in, or a waiter that had no try of its own, said busy.
 func TestFrozenNodesAreUnavailable(t *testing.T) {
+	testsupport.Long(t, "nodes frozen, flushed or down for seconds")
 	c := testsupport.Redis(t, 5, localredis.Options{})
 	const lockers, rounds, wait = 4, 3, time.Second
 	envs := map[bool]*env{}

@@ -3,6 +3,7 @@ package lock_test
 import (
 	"context"
 	"errors"
+	"flashsale/internal/testsupport"
 	"sync"
 	"testing"
 	"time"
@@ -24,6 +25,7 @@ import (
 // alone, and whether one client's fault lands before the other's write here
 // is timing.
 func TestFaultMatrix(t *testing.T) {
+	testsupport.Long(t, "node failovers, restarts and sit-outs that take seconds")
 	c := shared(t)
 	const ttl = 300 * time.Millisecond
 	scenarios := []struct {

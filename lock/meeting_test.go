@@ -24,6 +24,7 @@ import (
 // a lease on a bare quorum with it, and the process must not be granted
 // that lease a second time. The control meets the node when it is quiet.
 func TestMeetingFailsClosed(t *testing.T) {
+	testsupport.Long(t, "nodes frozen, flushed or down for seconds")
 	for _, tc := range []struct {
 		name   string
 		during func(t *testing.T, c *localredis.Cluster, meet func())

@@ -221,6 +221,7 @@ func (e *env) endEviction(i int) {
 // granted the lock while the lease is valid: its connections met the node
 // under noeviction, and no connection breaks.
 func TestEvictionUnderOpenConnections(t *testing.T) {
+	testsupport.Long(t, "node failovers, restarts and sit-outs that take seconds")
 	c := testsupport.Redis(t, 5, localredis.Options{})
 	const ttl = 2 * time.Second
 	first := newEnv(t, c, lock.Options{TTL: ttl})
@@ -239,6 +240,7 @@ func TestEvictionUnderOpenConnections(t *testing.T) {
 // over. One cluster for all, one after another; the recovery time of each
 // is logged (docs/design.md quotes it).
 func TestOperatorActionsGrantNoLockTwice(t *testing.T) {
+	testsupport.Long(t, "node failovers, restarts and sit-outs that take seconds")
 	opts := localredis.Options{AOF: true, AppendFsync: "always", Args: []string{"--enable-debug-command", "yes"}}
 	c := testsupport.Redis(t, 5, opts)
 	spare := testsupport.Redis(t, 1, opts).Nodes[0] // a server outside the set, to replicate with

@@ -30,6 +30,7 @@ func (tk *tokens) next(lease *lock.Lease) {
 }
 
 func TestRedlockNodesDown(t *testing.T) {
+	testsupport.Long(t, "nodes frozen, flushed or down for seconds")
 	for _, name := range []string{lock.Redlock, lock.RedlockFence} {
 		t.Run(name, func(t *testing.T) {
 			c := testsupport.Redis(t, 5, localredis.Options{})
@@ -101,6 +102,7 @@ func TestRedlockNodesDown(t *testing.T) {
 // while the first still holds it. With it, the node sits out a TTL, and its
 // fencing counters are re-seeded before it counts again.
 func TestRedlockNodeRestart(t *testing.T) {
+	testsupport.Long(t, "node failovers, restarts and sit-outs that take seconds")
 	cases := []struct {
 		name        string
 		variant     string

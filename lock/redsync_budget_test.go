@@ -16,6 +16,7 @@ import (
 // read from a frozen node short: each try waits out go-redis's 3 s read
 // timeout. The caller's budget must bound the answer all the same.
 func TestRedsyncAnswersWithinTheBudget(t *testing.T) {
+	testsupport.Long(t, "node failovers, restarts and sit-outs that take seconds")
 	c := testsupport.Redis(t, 5, localredis.Options{})
 	e := newEnv(t, c)
 	e.voting()

@@ -58,6 +58,7 @@ func nodeUptime(t *testing.T, rdb *redis.Client) int64 {
 // take the second for real: the node would vote up to a second early, and a
 // lease that held a bare quorum could be granted twice.
 func TestRestartSitOutSurvivesTheSecondBoundary(t *testing.T) {
+	testsupport.Long(t, "node failovers, restarts and sit-outs that take seconds")
 	c := testsupport.Redis(t, 5, localredis.Options{})
 	const ttl = 2 * time.Second
 	first := newEnv(t, c, lock.Options{TTL: ttl})
@@ -88,6 +89,7 @@ func TestRestartSitOutSurvivesTheSecondBoundary(t *testing.T) {
 // of the nodes uses, not for the asking client's own: a client with a short
 // TTL must not be granted a lock that a client with a long one holds.
 func TestRestartSitOutIsTheLargestTTL(t *testing.T) {
+	testsupport.Long(t, "node failovers, restarts and sit-outs that take seconds")
 	c := testsupport.Redis(t, 5, localredis.Options{})
 	long := newEnv(t, c, lock.Options{TTL: 5 * time.Second})
 	short := newEnvOn(t, testsupport.Options(t, c), lock.Options{Namespace: long.ns, TTL: 500 * time.Millisecond})

@@ -3,6 +3,7 @@ package lock_test
 import (
 	"context"
 	"errors"
+	"flashsale/internal/testsupport"
 	"sync"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 // lock while the first still works; switched on at run time, the watchdog
 // carries the lease through the work.
 func TestWatchdogSwitchCarriesLongWork(t *testing.T) {
+	testsupport.Long(t, "node failovers, restarts and sit-outs that take seconds")
 	c := shared(t)
 	const ttl = 600 * time.Millisecond
 	for _, tc := range []struct {

@@ -24,6 +24,7 @@ import (
 // keeps in Chinese. Either way, once the ladder has run no sentence of the
 // other language is left on the page (lang.go's check).
 func TestBrowserWholeLadder(t *testing.T) {
+	testsupport.Long(t, "drives Chromium through a whole sale or ladder")
 	testsupport.Need(t, "redis-server", "the sequence starts Redis nodes of its own")
 	for _, tc := range []struct {
 		lang  string

@@ -238,6 +238,7 @@ const smallSale = `{"products":[
 	{"sku":"sneaker","name":"Drop sneaker","price_cents":12900,"stock":5}],"seats":40}`
 
 func TestBrowserBuyUntilSoldOut(t *testing.T) {
+	testsupport.Long(t, "drives Chromium through a whole sale or ladder")
 	app := startApp(t)
 	app.reset(t, smallSale)
 	tab := newTab(t, startBrowser(t), false)
@@ -303,6 +304,7 @@ func TestBrowserBuyUntilSoldOut(t *testing.T) {
 // its SETNX, leaves a lock key with no TTL, so the next buyer waits out the
 // lock wait and gets 503 lock_busy; a reset removes the key.
 func TestBrowserBusyThenRetry(t *testing.T) {
+	testsupport.Long(t, "drives Chromium through a whole sale or ladder")
 	app := startApp(t)
 	app.reset(t, smallSale)
 	t.Cleanup(func() { app.admin(t, "PUT", "/api/admin/faults", `{"faults":[]}`) })
@@ -389,6 +391,7 @@ func TestBrowserSeatTakenInSecondBrowser(t *testing.T) {
 }
 
 func TestBrowserWorkshopRun(t *testing.T) {
+	testsupport.Long(t, "drives Chromium through a whole sale or ladder")
 	app := startApp(t)
 	app.reset(t, "")
 	tab := newTab(t, startBrowser(t), false)

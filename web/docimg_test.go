@@ -28,6 +28,7 @@ var docImages = flag.Bool("web.docimg", false, "write docs/img/*.png from the pa
 //
 //	go test ./web -run TestBrowserDocImages -args -web.docimg
 func TestBrowserDocImages(t *testing.T) {
+	testsupport.Long(t, "drives Chromium through a whole sale or ladder")
 	if !*docImages {
 		t.Skip("writes docs/img; run with -args -web.docimg")
 	}

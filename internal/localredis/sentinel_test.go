@@ -16,6 +16,9 @@ import (
 // it is; Heal makes the dead master a replica of the promoted one; Stop
 // leaves no process behind.
 func TestSentinelFailoverLosesHeldBackWrite(t *testing.T) {
+	if testing.Short() {
+		t.Skip("left out of go test -short: a Sentinel failover takes seconds")
+	}
 	requireRedis(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()

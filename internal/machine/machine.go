@@ -4,6 +4,7 @@ package machine
 
 import (
 	"os"
+	"runtime"
 	"strings"
 )
 
@@ -17,3 +18,19 @@ func LoadAverage() string {
 	}
 	return "unknown"
 }
+
+// Load is how busy the machine was around a run, as the reports record it:
+// its cores, and the load average before and after. A load average above
+// the cores means the run shared the machine with other work.
+type Load struct {
+	Cores      int    `json:"cores"`
+	LoadBefore string `json:"load_average_before"`
+	LoadAfter  string `json:"load_average_after"`
+}
+
+// Before is the Load of a run that starts now: the cores, and the load
+// average before it.
+func Before() Load { return Load{Cores: runtime.NumCPU(), LoadBefore: LoadAverage()} }
+
+// Done records the load average after the run.
+func (l *Load) Done() { l.LoadAfter = LoadAverage() }

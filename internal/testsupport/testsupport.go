@@ -34,6 +34,17 @@ func CI() bool {
 	return ci
 }
 
+// Long skips a test under go test -short: one that runs for seconds (a
+// sale under load, the storefront built and started, a browser, a
+// failover). The fast run keeps, in every package, tests that use the same
+// real parts in less time; CI runs them all.
+func Long(tb testing.TB, what string) {
+	tb.Helper()
+	if testing.Short() {
+		tb.Skip("left out of go test -short: " + what)
+	}
+}
+
 // Missing fails the test in CI and skips it elsewhere, saying what is missing.
 func Missing(tb testing.TB, format string, args ...any) {
 	tb.Helper()

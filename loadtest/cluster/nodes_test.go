@@ -26,6 +26,7 @@ func TestMinority(t *testing.T) {
 // The node recipes against real redis-server processes: what they leave
 // down, what they restart and when, and that Heal brings every node back.
 func TestNodeRecipes(t *testing.T) {
+	testsupport.Long(t, "node recipes run for seconds")
 	c := testsupport.Redis(t, 5, localredis.Options{})
 	nodes := clusterNodes{c: c}
 	ctx := context.Background()

@@ -60,7 +60,7 @@ func bareStep(ctx context.Context, cfg Config, fleet storefront.Fleet, rate, n, 
 			c.ByError["HTTP "+code] += k
 		}
 	}
-	st.Summary = traffic.Summary{Counts: c, P50: m.Latencies.P50, P99: m.Latencies.P99, Duration: m.Duration + m.Wait, Rate: m.Rate}
+	st.Summary = traffic.Summary{Counts: c, P50: m.Latencies.P50, P99: m.Latencies.P99, Duration: m.Duration + m.Wait, Sent: m.Rate, Offered: float64(rate)}
 	if c.Requests > 0 {
 		st.Unavailable = 100 * float64(c.Unavailable) / float64(c.Requests)
 	}

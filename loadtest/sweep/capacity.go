@@ -2,7 +2,6 @@ package sweep
 
 import (
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -14,14 +13,20 @@ import (
 	"flashsale/loadtest/traffic"
 )
 
-// Capacity is a variant's sizing figure: its best step's sales a second and
-// the p99 of those sales (not of the 503s beside them), on this machine.
+// Capacity is a variant's sizing figure against a target (traffic.SLO):
+// the highest offered rate whose step met it, with that step's sales a
+// second and the p99 of those sales (not of the 503s beside them), on this
+// machine.
 type Capacity struct {
 	Variant string `json:"variant"`
-	// Sales is the most distinct sales a second any step of the variant
-	// confirmed, and Offered the rate offered in that step.
-	Sales   float64 `json:"sales_per_second"`
+	// SLO is the target the steps were held to; Met whether one met it.
+	SLO traffic.SLO `json:"slo"`
+	Met bool        `json:"met"`
+	// Offered is the highest offered rate whose step met the SLO, Sales the
+	// distinct sales a second that step confirmed. Where no step met it,
+	// they are the lowest rate's, for the line to say how far it was.
 	Offered int     `json:"offered_per_second"`
+	Sales   float64 `json:"sales_per_second"`
 	// P99 is the p99 latency of that step's sales alone.
 	P99 time.Duration `json:"sale_p99_ns"`
 	// Shed is the share of that step's requests answered 503 or 429, in
@@ -31,33 +36,42 @@ type Capacity struct {
 	Line string `json:"line"`
 }
 
-// capacities are every variant's figures, from the steps that ran and
-// kept every update; a variant with no such step has none.
-func (r *Report) capacities() []Capacity {
+// capacities are every variant's figures against slo, from the steps that
+// ran and kept every update; a variant with no such step that sold has
+// none.
+func (r *Report) capacities(slo traffic.SLO) []Capacity {
 	var out []Capacity
 	for _, v := range r.Variants {
-		var best *Step
+		var best, lowest *Step
 		for i := range r.Steps {
 			st := &r.Steps[i]
-			if st.Variant != v || st.Err != "" || st.LostUpdates > 0 || len(st.CrossCheck) > 0 {
+			if st.Variant != v || st.Err != "" || st.LostUpdates > 0 || len(st.CrossCheck) > 0 || st.Sales == 0 {
 				continue
 			}
-			if best == nil || st.Sales > best.Sales {
+			if lowest == nil || st.Rate < lowest.Rate {
+				lowest = st
+			}
+			if slo.Met(st.Summary) && (best == nil || st.Rate > best.Rate) {
 				best = st
 			}
 		}
-		if best == nil || best.Sales == 0 {
+		if lowest == nil {
 			continue
 		}
-		sale := best.Summary.Latency[traffic.OutcomeSale]
-		c := Capacity{Variant: v, Sales: best.Sales, Offered: best.Rate, P99: sale.P99}
-		if n := best.Summary.Counts.Requests; n > 0 {
-			c.Shed = 100 * float64(best.Summary.Latency[traffic.OutcomeShed].Count) / float64(n)
+		c := Capacity{Variant: v, SLO: slo, Met: best != nil}
+		if best == nil {
+			best = lowest
 		}
-		// "p99 < X ms": X is the next whole millisecond above the p99.
-		under := math.Floor(float64(sale.P99)/float64(time.Millisecond)) + 1
-		c.Line = fmt.Sprintf("%s sells %.0f/s at p99 < %.0f ms (offered %d/s, %.0f %% shed) on this machine (%d cores, load average %s)",
-			v, c.Sales, under, c.Offered, c.Shed, runtime.NumCPU(), r.LoadAfter)
+		sale := best.Summary.Latency[traffic.OutcomeSale]
+		c.Offered, c.Sales, c.P99, c.Shed = best.Rate, best.Sales, sale.P99, traffic.ShedPercent(best.Summary)
+		machine := fmt.Sprintf("on this machine (%d cores, load average %s)", runtime.NumCPU(), r.LoadAfter)
+		if c.Met {
+			c.Line = fmt.Sprintf("%s meets the SLO (%v) up to %d/s offered: it sells %.0f/s there, sale p99 %s, %.1f %% shed, %s",
+				v, slo, c.Offered, c.Sales, output.Millis(c.P99), c.Shed, machine)
+		} else {
+			c.Line = fmt.Sprintf("%s meets the SLO (%v) at no rate offered: at the lowest, %d/s, it sells %.0f/s, sale p99 %s, %.1f %% shed, %s",
+				v, slo, c.Offered, c.Sales, output.Millis(c.P99), c.Shed, machine)
+		}
 		out = append(out, c)
 	}
 	return out

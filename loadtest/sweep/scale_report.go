@@ -186,7 +186,7 @@ func (r *ScaleReport) WriteText(w io.Writer) error {
 		if st.Hold > 0 {
 			notes = append(notes, "hold "+output.Millis(st.Hold))
 		}
-		notes = append(notes, fmt.Sprintf("sent %.0f/s, %.0f %% 503", st.Summary.Rate, st.Unavailable))
+		notes = append(notes, fmt.Sprintf("sent %.0f/s, %.0f %% 503", st.Summary.Sent, st.Unavailable))
 		fmt.Fprintf(&b, "  %s, %d apps, %d nodes, %d SKUs, %s batch=%v: %s\n", p.Database, p.Instances, p.Nodes, p.SKUs, p.Variant, p.Batch, strings.Join(notes, "; "))
 	}
 	_, err := io.WriteString(w, b.String())

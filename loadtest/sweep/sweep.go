@@ -76,6 +76,9 @@ type Config struct {
 	Progress io.Writer
 	// Logger receives notes as the sweep goes. Default: discard.
 	Logger *slog.Logger
+	// SLO is the target a step must meet to count as a variant's capacity.
+	// Default traffic.DefaultSLO.
+	SLO *traffic.SLO
 
 	// nodeURLs are the Redis nodes whose CPU each step measures, once
 	// the environment is up.
@@ -124,6 +127,9 @@ func (c *Config) defaults() error {
 	}
 	if c.WarmUp == 0 {
 		c.WarmUp = time.Second
+	}
+	if c.SLO == nil {
+		c.SLO = &traffic.DefaultSLO
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -199,6 +205,7 @@ type Report struct {
 	Rates    []int         `json:"rates"`
 	Duration time.Duration `json:"duration_ns"`
 	WorkMS   int           `json:"work_ms"`
+	Seed     uint64        `json:"seed"`
 	LockTTL  time.Duration `json:"lock_ttl_ns"`
 	LockWait time.Duration `json:"lock_wait_ns"`
 	// Instances and Nodes are the app instances and Redis nodes attacked.
@@ -208,19 +215,20 @@ type Report struct {
 	// batched under one lease.
 	Database string `json:"database"`
 	Batch    bool   `json:"batch,omitempty"`
-	// LoadBefore and LoadAfter are the machine's load average: the figures
-	// are only as quiet as the machine was.
-	LoadBefore string `json:"load_average_before"`
-	LoadAfter  string `json:"load_average_after"`
-	Steps      []Step `json:"steps"`
+	// machine.Load says how busy the machine was: the figures are only as
+	// quiet as it was.
+	machine.Load
+	Steps []Step `json:"steps"`
 	// Bare are the bare exchanges at every rate (bare.go), offered first
 	// when the rates rise and fall again.
 	Bare []Step `json:"bare,omitempty"`
 	// Spikes are the variants' spikes when the rates rise and fall again
 	// (spike.go).
 	Spikes []Spike `json:"spikes,omitempty"`
-	// Capacity is each variant's sizing figure (capacity.go).
-	Capacity []Capacity `json:"capacity,omitempty"`
+	// SLO is the target of the capacity figures; Capacity each variant's
+	// figure against it (capacity.go).
+	SLO      traffic.SLO `json:"slo"`
+	Capacity []Capacity  `json:"capacity,omitempty"`
 	// LatencyNote says what the latencies leave out (coordinated omission).
 	LatencyNote string `json:"latency_note"`
 }
@@ -244,9 +252,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	rep := &Report{
-		Started: time.Now(), Variants: cfg.Variants, Rates: cfg.Rates, Duration: cfg.Duration, WorkMS: cfg.WorkMS,
-		LockTTL: cfg.Local.LockTTL, LockWait: cfg.Local.LockWait, LoadBefore: machine.LoadAverage(),
-		Database: "SQLite", Batch: cfg.Batch, LatencyNote: cfg.latencyNote(),
+		Started: time.Now(), Variants: cfg.Variants, Rates: cfg.Rates, Duration: cfg.Duration, WorkMS: cfg.WorkMS, Seed: cfg.Seed,
+		LockTTL: cfg.Local.LockTTL, LockWait: cfg.Local.LockWait, Load: machine.Before(),
+		Database: "SQLite", Batch: cfg.Batch, LatencyNote: cfg.latencyNote(), SLO: *cfg.SLO,
 	}
 	if strings.HasPrefix(cfg.Local.DB, "postgres") {
 		rep.Database = "PostgreSQL"
@@ -292,9 +300,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			rep.Steps = append(rep.Steps, st)
 		}
 	}
-	rep.Finished, rep.LoadAfter = time.Now(), machine.LoadAverage()
+	rep.Finished = time.Now()
+	rep.Done()
 	rep.Spikes = rep.spikes()
-	rep.Capacity = rep.capacities()
+	rep.Capacity = rep.capacities(rep.SLO)
 	return rep, nil
 }
 
@@ -331,6 +340,7 @@ func runStep(ctx context.Context, cfg Config, fleet storefront.Fleet, cat storef
 	}
 	st.ResultsFile = path
 	st.Summary = tally.Summary()
+	st.Summary.Offered = float64(rate)
 	st.Sales = st.Summary.SalesPerSecond
 	if c := st.Summary.Counts; c.Requests > 0 {
 		st.Unavailable = 100 * float64(c.Unavailable) / float64(c.Requests)

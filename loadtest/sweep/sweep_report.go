@@ -51,7 +51,7 @@ func (r *Report) WriteText(w io.Writer) error {
 			if st.Hold > 0 {
 				hold = output.Millis(st.Hold)
 			}
-			fmt.Fprintf(tw, "%.0f\t%s\t%.0f %%\t%s\t%s\t%d\t%s\t", st.Summary.Rate, sales(st), st.Unavailable,
+			fmt.Fprintf(tw, "%.0f\t%s\t%.0f %%\t%s\t%s\t%d\t%s\t", st.Summary.Sent, sales(st), st.Unavailable,
 				output.Millis(st.Summary.P50), output.Millis(st.Summary.P99), st.Late, hold)
 		}
 		fmt.Fprintln(tw)
@@ -208,7 +208,7 @@ load average {{.R.LoadBefore}} before, {{.R.LoadAfter}} after{{with .R.Command}}
 <table>
 <tr><th rowspan="2">variant</th>{{range .R.Rates}}<th colspan="6">{{.}}/s offered</th>{{end}}</tr>
 <tr>{{range .R.Rates}}<th>sent/s</th><th>sales/s</th><th>% 503</th><th>p50</th><th>p99</th><th>late</th>{{end}}</tr>
-{{range .Rows}}<tr><th>{{.Variant}}</th>{{range .Steps}}{{if .}}<td class="num">{{printf "%.0f" .Summary.Rate}}</td><td class="num">{{sales .}}</td><td class="num">{{printf "%.0f" .Unavailable}} %</td><td class="num">{{ms .Summary.P50}}</td><td class="num">{{ms .Summary.P99}}</td><td class="num">{{.Late}}</td>{{else}}<td colspan="6">error</td>{{end}}{{end}}</tr>
+{{range .Rows}}<tr><th>{{.Variant}}</th>{{range .Steps}}{{if .}}<td class="num">{{printf "%.0f" .Summary.Sent}}</td><td class="num">{{sales .}}</td><td class="num">{{printf "%.0f" .Unavailable}} %</td><td class="num">{{ms .Summary.P50}}</td><td class="num">{{ms .Summary.P99}}</td><td class="num">{{.Late}}</td>{{else}}<td colspan="6">error</td>{{end}}{{end}}</tr>
 {{end}}</table>
 {{range .R.Capacity}}<p><b>{{.Line}}</b></p>
 {{end}}<p class="small">{{.R.LatencyNote}}.</p>

@@ -11,8 +11,13 @@ import (
 // sale that waited for its lock with a 503 turned away in a microsecond, and
 // says nothing true of either.
 const (
-	// OutcomeSale is a 2xx: an order or a booking (a replay included).
+	// OutcomeSale is a 2xx that confirmed its Idempotency-Key for the first
+	// time: an order or a booking made.
 	OutcomeSale = "sale"
+	// OutcomeReplay is a 2xx to a key already confirmed: a resend answered
+	// from the stored record, no lock and no stock read. Its latency says
+	// nothing of the sale, so it is kept apart.
+	OutcomeReplay = "replay"
 	// OutcomeRefused is a 4xx other than 429: sold_out, seat_taken,
 	// stale_fence, lease_lost, bad input. The request was decided.
 	OutcomeRefused = "refused"
@@ -24,9 +29,10 @@ const (
 )
 
 // Outcomes are the outcomes in the order reports show them.
-var Outcomes = []string{OutcomeSale, OutcomeRefused, OutcomeShed, OutcomeError}
+var Outcomes = []string{OutcomeSale, OutcomeReplay, OutcomeRefused, OutcomeShed, OutcomeError}
 
-// OutcomeOf classes an HTTP status (0: no answer).
+// OutcomeOf classes an HTTP status (0: no answer). A 2xx is a sale here:
+// only the tally, which knows the keys already confirmed, tells a replay.
 func OutcomeOf(code uint16) string {
 	switch {
 	case code/100 == 2:
@@ -58,13 +64,12 @@ type Latencies struct {
 	by map[string][]time.Duration
 }
 
-// Add records one answer's latency.
-func (l *Latencies) Add(code uint16, d time.Duration) {
+// Add records one answer's latency under its outcome.
+func (l *Latencies) Add(outcome string, d time.Duration) {
 	if l.by == nil {
 		l.by = map[string][]time.Duration{}
 	}
-	o := OutcomeOf(code)
-	l.by[o] = append(l.by[o], d)
+	l.by[outcome] = append(l.by[outcome], d)
 }
 
 // ByOutcome is the percentiles of every outcome that occurred.
@@ -95,8 +100,8 @@ func PercentilesOf(ds []time.Duration) Percentiles {
 // worker before it is sent, and that wait is in no latency (coordinated
 // omission).
 func OmissionNote(maxWorkers uint64) string {
-	return fmt.Sprintf("latency is measured by vegeta from sending a request to reading its answer, per outcome (sale: 2xx; refused: 4xx but 429; "+
-		"shed: 503 and 429; error: other or none). The attack is an open model (requests leave on the rate's schedule, not when answers "+
+	return fmt.Sprintf("latency is measured by vegeta from sending a request to reading its answer, per outcome (sale: a 2xx that made an order or booking; replay: a 2xx answered from the record of a key already confirmed; "+
+		"refused: 4xx but 429; shed: 503 and 429; error: other or none). The attack is an open model (requests leave on the rate's schedule, not when answers "+
 		"come back) with at most %d in flight: while that many wait, later requests leave late, and the time they waited to be sent is not "+
 		"in the latencies (coordinated omission), so read the sent rate beside the offered one; past the cap the figures are optimistic", maxWorkers)
 }

@@ -10,12 +10,12 @@ import (
 func TestLatencyByOutcome(t *testing.T) {
 	var l Latencies
 	for i := 1; i <= 1000; i++ {
-		l.Add(201, time.Duration(i)*time.Millisecond)
+		l.Add(OutcomeOf(201), time.Duration(i)*time.Millisecond)
 	}
-	l.Add(503, 100*time.Microsecond)
-	l.Add(429, 200*time.Microsecond)
-	l.Add(409, 5*time.Millisecond)
-	l.Add(0, time.Second)
+	l.Add(OutcomeOf(503), 100*time.Microsecond)
+	l.Add(OutcomeOf(429), 200*time.Microsecond)
+	l.Add(OutcomeOf(409), 5*time.Millisecond)
+	l.Add(OutcomeOf(0), time.Second)
 	got := l.ByOutcome()
 	want := map[string]Percentiles{
 		OutcomeSale:    {Count: 1000, P50: 500 * time.Millisecond, P90: 900 * time.Millisecond, P99: 990 * time.Millisecond, P999: 999 * time.Millisecond, Max: time.Second},

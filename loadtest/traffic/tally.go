@@ -55,6 +55,11 @@ type Tally struct {
 	sales    int
 	problems []string
 	latency  Latencies
+	// first is when the first request was sent; soldOut when the first
+	// sold_out answer came back (zero: none did); salesAt when each sale's
+	// answer came back, eight bytes a sale.
+	first, soldOut time.Time
+	salesAt        []time.Time
 }
 
 // NewTally returns an empty tally.
@@ -78,14 +83,23 @@ type answer struct {
 // Add counts one result.
 func (t *Tally) Add(r *vegeta.Result) {
 	t.metrics.Add(r)
-	t.latency.Add(r.Code, r.Latency)
 	t.counts.Requests++
+	if t.first.IsZero() || r.Timestamp.Before(t.first) {
+		t.first = r.Timestamp
+	}
+	t.latency.Add(t.count(r), r.Latency)
+}
+
+// count counts one result by status, error code and key, and says its
+// outcome: a 2xx to a key already confirmed is a replay, not a sale.
+func (t *Tally) count(r *vegeta.Result) string {
+	outcome := OutcomeOf(r.Code)
 	switch {
 	case r.Code == 0:
 		t.counts.Transport++
 		t.counts.Other++
 		t.counts.ByError["transport: "+shortErr(r.Error)]++
-		return
+		return outcome
 	case r.Code == 201:
 		t.counts.Created++
 	case r.Code == 409:
@@ -95,6 +109,7 @@ func (t *Tally) Add(r *vegeta.Result) {
 	default:
 		t.counts.Other++
 	}
+	answered := r.Timestamp.Add(r.Latency)
 	var a answer
 	_ = json.Unmarshal(r.Body, &a) // a body that is not JSON leaves a empty, which is reported below
 	if r.Code/100 != 2 {
@@ -103,7 +118,10 @@ func (t *Tally) Add(r *vegeta.Result) {
 			code = fmt.Sprintf("HTTP %d", r.Code)
 		}
 		t.counts.ByError[code]++
-		return
+		if code == "sold_out" && (t.soldOut.IsZero() || answered.Before(t.soldOut)) {
+			t.soldOut = answered
+		}
+		return outcome
 	}
 	key := keyOf(r.URL)
 	book := t.orders
@@ -114,7 +132,7 @@ func (t *Tally) Add(r *vegeta.Result) {
 	id := string(bytes.TrimSpace(a.ID))
 	if id == "" || id == "null" {
 		t.problemf("a %d answer to %s carries no %s id", r.Code, key, what)
-		return
+		return outcome
 	}
 	if a.IdempotencyKey != "" && a.IdempotencyKey != key {
 		t.problemf("the %s answering key %s says its key is %s", what, key, a.IdempotencyKey)
@@ -124,8 +142,10 @@ func (t *Tally) Add(r *vegeta.Result) {
 		c = &confirmation{ids: map[string]bool{}}
 		book[key] = c
 		t.sales++
+		t.salesAt = append(t.salesAt, answered)
 	} else {
 		t.counts.Replays++
+		outcome = OutcomeReplay
 	}
 	c.answers++
 	c.ids[id] = true
@@ -134,6 +154,7 @@ func (t *Tally) Add(r *vegeta.Result) {
 	} else if what == "order" {
 		c.qty = 1 // an order that does not say its units has at least one
 	}
+	return outcome
 }
 
 func (t *Tally) problemf(format string, args ...any) {
@@ -174,13 +195,28 @@ type Summary struct {
 	// request sent): the throughput of completed sales. The window is the
 	// same for every variant of a column, so a sale that waited long for its
 	// lock still counts, and one slow straggler does not move the figure.
-	SalesPerSecond float64       `json:"sales_per_second"`
-	P50            time.Duration `json:"p50_ns"`
-	P99            time.Duration `json:"p99_ns"`
-	Duration       time.Duration `json:"duration_ns"`
-	Rate           float64       `json:"rate"`
-	// Latency is the latency percentiles of each outcome (OutcomeOf) that
-	// occurred: a sale, a refusal and a shed answer are told apart.
+	// Where the stock ran out before the attack ended, it is the stock's
+	// figure, not the store's: read SalesPerSecondInStock.
+	SalesPerSecond float64 `json:"sales_per_second"`
+	// StockRanOut is when the first sold_out answer came back, counted from
+	// the first request sent; 0 when none came (the stock lasted).
+	StockRanOut time.Duration `json:"stock_ran_out_after_ns,omitempty"`
+	// SalesPerSecondInStock is the sales answered before StockRanOut, per
+	// second of it: the sale rate while the stock lasted (0 when it lasted
+	// the whole attack, where SalesPerSecond is that rate).
+	SalesPerSecondInStock float64       `json:"sales_per_second_in_stock,omitempty"`
+	P50                   time.Duration `json:"p50_ns"`
+	P99                   time.Duration `json:"p99_ns"`
+	Duration              time.Duration `json:"duration_ns"`
+	// Offered is the rate the attack was asked for, requests a second (0
+	// where the caller did not say), and Sent the rate vegeta really sent
+	// over its send window: below the offered rate when every worker was
+	// busy, and then the latencies are optimistic (OmissionNote).
+	Offered float64 `json:"offered_per_second,omitempty"`
+	Sent    float64 `json:"sent_per_second"`
+	// Latency is the latency percentiles of each outcome (Outcomes) that
+	// occurred: a sale, a replay, a refusal and a shed answer are told
+	// apart.
 	Latency map[string]Percentiles `json:"latency_by_outcome,omitempty"`
 	// Problems are answers that contradict each other on their own.
 	Problems []string `json:"problems,omitempty"`
@@ -198,12 +234,22 @@ func (t *Tally) Summary() Summary {
 		P50:         t.metrics.Latencies.P50,
 		P99:         t.metrics.Latencies.P99,
 		Duration:    t.metrics.Duration + t.metrics.Wait,
-		Rate:        t.metrics.Rate,
+		Sent:        t.metrics.Rate,
 		Problems:    append([]string(nil), t.problems...),
 		Latency:     t.latency.ByOutcome(),
 	}
 	if window := t.metrics.Duration; t.sales > 0 && window > 0 {
 		s.SalesPerSecond = float64(t.sales) / window.Seconds()
+	}
+	if !t.soldOut.IsZero() && t.soldOut.After(t.first) {
+		s.StockRanOut = t.soldOut.Sub(t.first)
+		n := 0
+		for _, at := range t.salesAt {
+			if at.Before(t.soldOut) {
+				n++
+			}
+		}
+		s.SalesPerSecondInStock = float64(n) / s.StockRanOut.Seconds()
 	}
 	for _, key := range sortedKeys(t.orders) {
 		c := t.orders[key]

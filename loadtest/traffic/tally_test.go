@@ -92,3 +92,36 @@ func TestTallySeesContradictions(t *testing.T) {
 		}
 	}
 }
+
+// A resend answered from the record is a replay: counted apart from the
+// sales and timed in a bucket of its own. The first sold_out answer says
+// when the stock ran out, and the sales answered before it are the sale
+// rate while the stock lasted.
+func TestTallyReplaysAndStockOut(t *testing.T) {
+	tl := NewTally()
+	tl.Add(result(0, "k1", "/api/orders", 201, order(1, "k1")))         // answered at 5 ms
+	tl.Add(result(1, "k2", "/api/orders", 201, order(2, "k2")))         // 15 ms
+	tl.Add(result(2, "k1", "/api/orders", 201, order(1, "k1")))         // a replay, 25 ms
+	tl.Add(result(3, "k3", "/api/orders", 409, `{"error":"sold_out"}`)) // 35 ms: the stock ran out
+	tl.Add(result(4, "k4", "/api/orders", 201, order(4, "k4")))         // 45 ms, another SKU
+	tl.Add(result(5, "k5", "/api/events/gala/seats/A1", 409, `{"error":"seat_taken"}`))
+	s := tl.Summary()
+	if s.Sales != 3 || s.Counts.Replays != 1 || s.Counts.Created != 4 {
+		t.Errorf("%d sales, %d replays, %d 201s; want 3, 1, 4", s.Sales, s.Counts.Replays, s.Counts.Created)
+	}
+	if sale, replay := s.Latency[OutcomeSale], s.Latency[OutcomeReplay]; sale.Count != s.Sales || replay.Count != s.Counts.Replays {
+		t.Errorf("latency: %d sales, %d replays timed; want %d and %d", sale.Count, replay.Count, s.Sales, s.Counts.Replays)
+	}
+	if want := 35 * time.Millisecond; s.StockRanOut != want {
+		t.Errorf("the stock ran out after %v, want %v (the first sold_out answer)", s.StockRanOut, want)
+	}
+	if want := 2 / (35 * time.Millisecond).Seconds(); s.SalesPerSecondInStock != want {
+		t.Errorf("%.2f sales/s while the stock lasted, want %.2f (the two sales answered before it ran out)", s.SalesPerSecondInStock, want)
+	}
+
+	lasted := NewTally()
+	lasted.Add(result(0, "k1", "/api/orders", 201, order(1, "k1")))
+	if s := lasted.Summary(); s.StockRanOut != 0 || s.SalesPerSecondInStock != 0 {
+		t.Errorf("no sold_out answer, yet the stock ran out after %v (%.1f/s)", s.StockRanOut, s.SalesPerSecondInStock)
+	}
+}

@@ -30,6 +30,7 @@ import (
 	"flashsale/loadtest"
 	"flashsale/loadtest/cluster"
 	"flashsale/loadtest/sweep"
+	"flashsale/loadtest/traffic"
 )
 
 func main() {
@@ -87,6 +88,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		sweepOn    = fs.Bool("sweep", false, "instead of the matrix, offer rising rates of purchases of one hot SKU to every variant (default variants "+strings.Join(sweep.Variants, ",")+", 5s a rate)")
 		sweepRates = fs.String("sweep-rates", "200,500,1000", "offered rates of -sweep, requests per second, comma-separated")
 		sweepWork  = fs.Int("sweep-work-ms", 1, "business work inside every critical section of -sweep, ms")
+		sloFlag    = fs.String("slo", traffic.DefaultSLOFlag, "the target of -sweep's capacity line: the highest offered rate whose p99 of the sales alone and percent of requests shed (503, 429) meet it")
 		scaleOn    = fs.Bool("scale", false, "instead of the matrix, the scale run: sales/s and p99 by hot SKUs, app instances and Redis nodes for "+strings.Join(sweep.ScaleVariants, ",")+", with and without -batch, beside the store's own ceiling; writes scale.{txt,json,html} and the plots")
 		scaleSKUs  = fs.String("scale-skus", "1,10,100,1000", "hot SKUs of -scale, comma-separated")
 		scaleApps  = fs.String("scale-instances", "1,2,3,6", "app instances of -scale, comma-separated")
@@ -204,7 +206,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return runScale(ctx, cfg, set, sf, args, stdout, stderr)
 	}
 	if *sweepOn {
-		return runSweep(ctx, cfg, set, *sweepRates, *sweepWork, *spike, args, stdout, stderr)
+		slo, err := traffic.ParseSLO(*sloFlag)
+		if err != nil {
+			fmt.Fprintf(stderr, "loadtest: %v\n", err)
+			return 2
+		}
+		return runSweep(ctx, cfg, set, sweepFlags{rates: *sweepRates, workMS: *sweepWork, spike: *spike, slo: slo}, args, stdout, stderr)
 	}
 	rep, err := loadtest.Run(ctx, cfg)
 	if err != nil {

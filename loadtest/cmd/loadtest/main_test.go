@@ -27,6 +27,8 @@ func TestRunRefusesBadInput(t *testing.T) {
 		{[]string{"-scale", "-scale-skus", "1,many"}, `-scale-skus: "many" is not a count`},
 		{[]string{"-scale", "-scale-nodes", "0"}, `-scale-nodes: "0" is not a count`},
 		{[]string{"-scale-redraw", "scale.json"}, "needs -scale-img"},
+		{[]string{"-sweep", "-slo", "p99=soon"}, "want a positive duration such as 500ms"},
+		{[]string{"-sweep", "-slo", "p95=1s"}, `unknown target "p95"`},
 	}
 	for _, tc := range cases {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {

@@ -10,13 +10,24 @@ import (
 	"flashsale/internal/cli"
 	"flashsale/loadtest"
 	"flashsale/loadtest/sweep"
+	"flashsale/loadtest/traffic"
 )
+
+// sweepFlags are the sweep's own flags: its rates, its work, the spike,
+// the SLO of its capacity line.
+type sweepFlags struct {
+	rates  string
+	workMS int
+	spike  bool
+	slo    traffic.SLO
+}
 
 // runSweep is the command's -sweep mode: the matrix's flags where they
 // apply (variants, duration, max-workers, seed, the local environment, out,
 // progress), the sweep's own defaults where they were not given. With
 // spike, a lock variant that missed a spike target fails the run.
-func runSweep(ctx context.Context, cfg loadtest.Config, set map[string]bool, rates string, workMS int, spike bool, args []string, stdout, stderr io.Writer) int {
+func runSweep(ctx context.Context, cfg loadtest.Config, set map[string]bool, f sweepFlags, args []string, stdout, stderr io.Writer) int {
+	rates, workMS, spike := f.rates, f.workMS, f.spike
 	fail := func(code int, err error) int {
 		fmt.Fprintf(stderr, "loadtest: %v\n", err)
 		return code
@@ -26,7 +37,7 @@ func runSweep(ctx context.Context, cfg loadtest.Config, set map[string]bool, rat
 	}
 	sc := sweep.Config{
 		Variants: sweep.Variants, WorkMS: workMS, Seed: cfg.Seed, Batch: cfg.Batch,
-		Local: cfg.Local, OutDir: cfg.OutDir, Progress: cfg.Progress, Logger: cfg.Logger,
+		Local: cfg.Local, OutDir: cfg.OutDir, Progress: cfg.Progress, Logger: cfg.Logger, SLO: &f.slo,
 	}
 	if workMS == 0 {
 		sc.WorkMS = -1 // the sweep's "none"

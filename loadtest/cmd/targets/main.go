@@ -54,6 +54,7 @@ type sale struct {
 	seed                           uint64
 	rate                           int
 	duration                       time.Duration
+	slo                            traffic.SLO
 }
 
 // run is the whole command, callable from tests.
@@ -70,10 +71,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	fs.StringVar(&s.tag, "tag", "", "prefix of this file's keys and users (default: random, so two files never share a key)")
 	fs.Uint64Var(&s.seed, "seed", 1, "seed of which orders are resent")
 	fs.StringVar(&s.format, "format", "vegeta", "vegeta (JSON targets, one a line) or k6 (a script)")
-	fs.IntVar(&s.rate, "rate", 200, "k6 only: arrivals per second")
+	fs.IntVar(&s.rate, "rate", 200, "k6: arrivals per second; with -answers: the rate the attack offered (vegeta's -rate), set beside the rate it sent")
 	fs.DurationVar(&s.duration, "duration", 5*time.Second, "k6 only: how long")
 	reset := fs.Bool("reset", false, "first start a clean sale on -url (POST /api/admin/reset): -stock units of -sku, no seats; every order, booking and lock key there is removed")
 	token := fs.String("admin-token", getenv("FLASHSALE_ADMIN_TOKEN"), "admin token for -reset (env FLASHSALE_ADMIN_TOKEN)")
+	slo := fs.String("slo", traffic.DefaultSLOFlag, "the target a sale must meet, p99 of the sales alone and percent of requests shed: the k6 script's thresholds, and -answers says whether it was met")
 	answers := fs.String("answers", "", "instead of writing targets, read this vegeta results file (- for stdin) and write the sale's answers as JSON: by status and by error code, distinct orders confirmed, latency by outcome")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: targets [flags] > targets.json\n       targets -answers results.bin\n\nWrites a flash sale's requests for vegeta attack -format=json (or a k6 script), one distinct user and Idempotency-Key an order.\n\n")
@@ -86,8 +88,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fmt.Fprintf(stderr, "targets: %v\n", err)
 		return code
 	}
+	var err error
+	if s.slo, err = traffic.ParseSLO(*slo); err != nil {
+		return fail(2, err)
+	}
 	if *answers != "" {
-		if err := writeAnswers(*answers, stdout); err != nil {
+		offered := 0.0
+		fs.Visit(func(f *flag.Flag) {
+			if f.Name == "rate" {
+				offered = float64(s.rate)
+			}
+		})
+		if err := writeAnswers(*answers, offered, s.slo, stdout); err != nil {
 			return fail(1, err)
 		}
 		return 0
@@ -112,7 +124,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 		fmt.Fprintf(stderr, "targets: %s reset: %d units of %s, no orders\n", s.url, s.stock, s.sku)
 	}
-	var err error
 	switch s.format {
 	case "vegeta":
 		err = s.writeVegeta(stdout)
@@ -155,9 +166,19 @@ func (s sale) writeVegeta(w io.Writer) error {
 	return nil
 }
 
+// Answers is what -answers writes: the tally of the results, as the load
+// runner tallies a cell, and whether the sale met the SLO.
+type Answers struct {
+	traffic.Summary
+	SLO    traffic.SLO `json:"slo"`
+	SLOMet bool        `json:"slo_met"`
+}
+
 // writeAnswers tallies a vegeta results file the way the load runner
-// tallies a cell: statuses, error codes, distinct orders, latency.
-func writeAnswers(path string, w io.Writer) error {
+// tallies a cell: statuses, error codes, distinct orders and replays,
+// latency by outcome, when the stock ran out; offered is the rate the
+// attack was asked for (0: not said).
+func writeAnswers(path string, offered float64, slo traffic.SLO, w io.Writer) error {
 	var in io.Reader = os.Stdin
 	if path != "-" {
 		f, err := os.Open(path)
@@ -179,7 +200,9 @@ func writeAnswers(path string, w io.Writer) error {
 		}
 		tally.Add(&r)
 	}
-	return output.JSON(w, tally.Summary())
+	sum := tally.Summary()
+	sum.Offered = offered
+	return output.JSON(w, Answers{Summary: sum, SLO: slo, SLOMet: slo.Met(sum)})
 }
 
 func randomTag() string {

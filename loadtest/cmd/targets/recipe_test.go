@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -129,14 +130,32 @@ func TestRecipe(t *testing.T) {
 	case answers.Sales > 500 || c.Replays > 0 || c.Created != answers.Sales:
 		t.Errorf("%d sales (%d 201s, %d replays) from a stock of 500 and distinct keys", answers.Sales, c.Created, c.Replays)
 	}
-	if p := answers.Latency[traffic.OutcomeSale]; p.Count != c.Created || p.P50 <= 0 || p.P50 > p.P99 || p.P99 > p.Max {
-		t.Errorf("latency of sales %+v for %d 201s", p, c.Created)
+	if p := answers.Latency[traffic.OutcomeSale]; p.Count != answers.Sales || p.P50 <= 0 || p.P50 > p.P99 || p.P99 > p.Max {
+		t.Errorf("latency of sales %+v for %d sales", p, answers.Sales)
+	}
+	// The page's attack offers more orders than the stock: once a sold_out
+	// came back, the answers say when, and the sale rate until then.
+	if c.ByError["sold_out"] > 0 && (answers.StockRanOut <= 0 || answers.StockRanOut > answers.Duration || answers.SalesPerSecondInStock <= 0) {
+		t.Errorf("%d sold_out answers, yet the stock ran out after %v of %v at %.1f sales/s", c.ByError["sold_out"], answers.StockRanOut, answers.Duration, answers.SalesPerSecondInStock)
+	}
+	if rate := attackRate(string(recipe[1])); answers.Offered != float64(rate) || answers.Sent <= 0 {
+		t.Errorf("offered %.0f/s, sent %.0f/s; the recipe's attack offers %d/s", answers.Offered, answers.Sent, rate)
 	}
 	for code := range c.ByError {
 		if !codes[code] {
 			t.Errorf("the recipe got %q, which docs/loadtesting.md's answer table does not explain", code)
 		}
 	}
+}
+
+// attackRate is the -rate of the recipe's vegeta attack.
+func attackRate(recipe string) int {
+	m := regexp.MustCompile(`vegeta attack .*-rate=(\d+)`).FindStringSubmatch(recipe)
+	if m == nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(m[1]) // \d+ is a number
+	return n
 }
 
 // inDir makes the file arguments of a recipe line paths in dir.
@@ -241,15 +260,59 @@ func clip(s string) string {
 	return s
 }
 
-// The k6 script carries the sale's settings and a key per iteration.
+// The k6 script carries the sale's settings and a key per iteration; its
+// options parse as JSON, with the SLO's thresholds on metrics the script
+// declares, and a Trend for every outcome, so sales and sold-outs are
+// timed apart.
 func TestK6Script(t *testing.T) {
 	var out, stderr bytes.Buffer
-	if code := run(context.Background(), []string{"-format", "k6", "-rate", "300", "-duration", "7s", "-tag", "k", "-variant", "lua"}, func(string) string { return "" }, &out, &stderr); code != 0 {
+	args := []string{"-format", "k6", "-rate", "300", "-duration", "7s", "-tag", "k", "-variant", "lua", "-slo", "p99=250ms,shed=2%"}
+	if code := run(context.Background(), args, func(string) string { return "" }, &out, &stderr); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
-	for _, want := range []string{"rate: 300", "duration: '7s'", `"k" + '-' + exec.scenario.iterationInTest`, `'X-Lock-Variant': "lua"`, "expectedStatuses(201, 409)"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("the k6 script lacks %q:\n%s", want, out.String())
+	script := out.String()
+	for _, want := range []string{`"k" + '-' + exec.scenario.iterationInTest`, `'X-Lock-Variant': "lua"`, "expectedStatuses(201, 409)"} {
+		if !strings.Contains(script, want) {
+			t.Errorf("the k6 script lacks %q:\n%s", want, script)
+		}
+	}
+	m := regexp.MustCompile(`(?s)export const options = (\{.*?\n\});`).FindStringSubmatch(script)
+	if m == nil {
+		t.Fatalf("the k6 script has no options object:\n%s", script)
+	}
+	var opts struct {
+		Scenarios map[string]struct {
+			Executor string `json:"executor"`
+			Rate     int    `json:"rate"`
+			Duration string `json:"duration"`
+			MaxVUs   int    `json:"maxVUs"`
+		} `json:"scenarios"`
+		Thresholds map[string][]string `json:"thresholds"`
+	}
+	if err := json.Unmarshal([]byte(m[1]), &opts); err != nil {
+		t.Fatalf("the options are not JSON: %v\n%s", err, m[1])
+	}
+	if sc := opts.Scenarios["sale"]; sc.Executor != "constant-arrival-rate" || sc.Rate != 300 || sc.Duration != "7s" || sc.MaxVUs <= 0 {
+		t.Errorf("scenario %+v, want an open model at 300/s for 7s", sc)
+	}
+	declared := map[string]string{}
+	for _, d := range regexp.MustCompile(`new (Trend|Rate|Counter)\('([a-z_]+)'`).FindAllStringSubmatch(script, -1) {
+		declared[d[2]] = d[1]
+	}
+	for _, o := range traffic.Outcomes {
+		if declared["flashsale_"+o+"_duration"] != "Trend" {
+			t.Errorf("no Trend for the outcome %s (declared: %v)", o, declared)
+		}
+	}
+	want := map[string][]string{"flashsale_sale_duration": {"p(99)<=250"}, "flashsale_shed": {"rate<=0.02"}}
+	for metric, th := range want {
+		if !slices.Equal(opts.Thresholds[metric], th) {
+			t.Errorf("threshold of %s: %q, want %q (the SLO)", metric, opts.Thresholds[metric], th)
+		}
+	}
+	for metric := range opts.Thresholds {
+		if declared[metric] == "" {
+			t.Errorf("a threshold on %s, which the script does not declare", metric)
 		}
 	}
 }
