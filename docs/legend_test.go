@@ -11,12 +11,17 @@ import (
 // the code that prints it.
 func runnerColumns(t *testing.T) []string {
 	t.Helper()
-	m := regexp.MustCompile(`fmt\.Fprintln\(tw, "(variant\\t[^"]*)"\)`).FindStringSubmatch(read(t, "loadtest/report.go"))
+	// The header may be written as string literals joined with +.
+	m := regexp.MustCompile(`fmt\.Fprintln\(tw, ("variant\\t[^"]*"(?:\s*\+\s*"[^"]*")*)\)`).FindStringSubmatch(read(t, "loadtest/report_text.go"))
 	if m == nil {
-		t.Fatal("loadtest/report.go no longer prints its big table's header with fmt.Fprintln(tw, \"variant\\t…\")")
+		t.Fatal("loadtest/report_text.go no longer prints its big table's header with fmt.Fprintln(tw, \"variant\\t…\")")
+	}
+	var joined strings.Builder
+	for _, lit := range regexp.MustCompile(`"([^"]*)"`).FindAllStringSubmatch(m[1], -1) {
+		joined.WriteString(lit[1])
 	}
 	var out []string
-	for c := range strings.SplitSeq(m[1], `\t`) {
+	for c := range strings.SplitSeq(joined.String(), `\t`) {
 		if c != "" {
 			out = append(out, c)
 		}
