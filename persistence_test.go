@@ -2,14 +2,13 @@ package main
 
 import (
 	"context"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"flashsale/internal/testsupport"
 )
@@ -34,6 +33,7 @@ func TestLocalNodeKilledComesBackOnItsFiles(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			dir := t.TempDir()
+			t.Setenv("TMPDIR", dir) // where the local nodes keep their files, their ACL among them
 			out, stderr := &testsupport.SyncBuffer{}, &testsupport.SyncBuffer{}
 			done := make(chan error, 1)
 			args := append([]string{"flashsale", "-addr", "127.0.0.1:0", "-local-nodes", "1", "-lock-ttl", "200ms"}, c.args...)
@@ -72,8 +72,16 @@ func TestLocalNodeKilledComesBackOnItsFiles(t *testing.T) {
 			if first[3] != strconv.FormatBool(c.kept) {
 				t.Fatalf("node 0 started with aof=%s, want %v", first[3], c.kept)
 			}
-			rdb := redis.NewClient(&redis.Options{Addr: first[1], MaxRetries: -1})
-			defer rdb.Close()
+			// The nodes take logins (the project's ACL): the test writes and
+			// reads as the admin user, whose password is in node 0's file.
+			files, err := filepath.Glob(filepath.Join(dir, "localredis-*", "node-0", "users.acl"))
+			if err != nil || len(files) != 1 {
+				t.Fatalf("node 0's ACL file: %v %v", files, err)
+			}
+			rdb := adminClient(t, files[0])
+			if rdb.Options().Addr != first[1] {
+				t.Fatalf("node 0's files name %s, its start line %s", rdb.Options().Addr, first[1])
+			}
 			if err := rdb.Set(ctx, key, "me", time.Minute).Err(); err != nil {
 				t.Fatal(err)
 			}
