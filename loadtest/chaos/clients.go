@@ -25,6 +25,9 @@ import (
 // check: a 201 is a promise the database must keep.
 type clients struct {
 	bases []string
+	// token is the instances' admin token: the seat map names each seat's
+	// holder only to it, and the reads porcupine checks need the names.
+	token string
 	n     atomic.Uint64 // requests sent, for round-robin and unique keys
 
 	mu     sync.Mutex

@@ -81,7 +81,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		clientLog.Close()
 		return nil, fmt.Errorf("reading the stock the sale starts with: %w", err)
 	}
-	cl := &clients{bases: local.Bases(), out: clientLog, counts: map[string]map[string]int{}, requests: map[string]*atomic.Int64{}, histories: hs}
+	cl := &clients{bases: local.Bases(), token: local.Token(), out: clientLog, counts: map[string]map[string]int{}, requests: map[string]*atomic.Int64{}, histories: hs}
 	n := &nemesis{local: local, plan: plan, pattern: cluster.DefaultLockPattern, log: nlog, logger: cfg.Logger, sentinel: local.Sentinel(),
 		recovery: newRecoveries(ctx, cfg.LockTTL)}
 	rep.RunStart = attack(ctx, cfg, cl, n, rep.Schedule, scopes)
@@ -165,7 +165,9 @@ func attack(ctx context.Context, cfg Config, cl *clients, n *nemesis, schedule [
 	for _, v := range cfg.Variants {
 		cl.requests[v] = &atomic.Int64{}
 	}
-	wg.Go(func() { readDuring(runCtx, storefront.NewFleet(cl.bases, ""), cl.histories, scopes, event(scopes)) })
+	wg.Go(func() {
+		readDuring(runCtx, storefront.NewFleet(cl.bases, cl.token), cl.histories, scopes, event(scopes))
+	})
 	for i, v := range cfg.Variants {
 		sc := scopes[v]
 		wg.Go(func() { cl.buy(runCtx, v, sc.SKUs, cfg.Rate, cfg.MultiShare, cfg.Seed+uint64(i)) })
