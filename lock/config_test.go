@@ -1,11 +1,9 @@
 package lock_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,24 +11,6 @@ import (
 	"flashsale/internal/testsupport"
 	"flashsale/lock"
 )
-
-// syncBuffer is a log destination several goroutines write to.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // The library never changes a server's configuration. On nodes started
 // without keyspace notifications, as a team's own nodes often are, two
@@ -46,33 +26,13 @@ func TestLibraryNeverConfiguresServers(t *testing.T) {
 	for _, o := range nodes {
 		mons = append(mons, monitor(t, o.Addr))
 	}
-	var logs syncBuffer
+	var logs testsupport.SyncBuffer
 	logger := slog.New(slog.NewTextHandler(&logs, nil))
 	e := newEnvOn(t, nodes, lock.Options{TTL: time.Second, Logger: logger})
 	other := e.instance(lock.Options{TTL: time.Second, Logger: logger})
 	e.voting()
 	ctx := context.Background()
-	for _, name := range []string{lock.Lua, lock.Redlock} {
-		l := e.locker(name)
-		ol, err := other.Locker(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		holder := mustAcquire(t, l, name, 5*time.Second)
-		sets := e.setCalls()
-		here, there := acquireAsync(ctx, t, l, name, 5*time.Second), acquireAsync(ctx, t, ol, name, 5*time.Second)
-		e.setsAfter(sets+1, 2*time.Second) // the waiters have tried: they wait
-		if err := holder.Release(ctx); err != nil {
-			t.Fatal(err)
-		}
-		for _, got := range []<-chan *lock.Lease{here, there} {
-			lease := <-got
-			if lease == nil {
-				t.Fatalf("%s: a waiter was not served on nodes without keyspace events", name)
-			}
-			_ = lease.Release(ctx)
-		}
-	}
+	contendAcross(ctx, t, e, other)
 	// The probes log within a second of listening; the waits above took
 	// longer than that.
 	within(t, 5*time.Second, "the fallback was never logged", func() bool {

@@ -158,26 +158,7 @@ func TestSpeedLayerOffRunsNothing(t *testing.T) {
 		raw = append(raw, r)
 	}
 	e := newEnvOn(t, nodes, lock.Options{FastOff: true})
-	other := e.instance(lock.Options{FastOff: true})
-	for _, name := range []string{lock.Lua, lock.Redlock} {
-		l := e.locker(name)
-		ol, err := other.Locker(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		holder := mustAcquire(t, l, name, 5*time.Second)
-		sets := e.setCalls()
-		here, there := acquireAsync(ctx, t, l, name, 5*time.Second), acquireAsync(ctx, t, ol, name, 5*time.Second)
-		e.setsAfter(sets+1, 2*time.Second) // the waiters have tried: they wait
-		if err := holder.Release(ctx); err != nil {
-			t.Fatal(err)
-		}
-		for _, got := range []<-chan *lock.Lease{here, there} {
-			if lease := <-got; lease != nil {
-				_ = lease.Release(ctx)
-			}
-		}
-	}
+	contendAcross(ctx, t, e, e.instance(lock.Options{FastOff: true}))
 	for i, r := range raw {
 		if subs := subscribers(t, r); subs != 0 {
 			t.Errorf("node %d: %d pub/sub subscribers with the speed layer off, want 0", i, subs)
@@ -206,6 +187,35 @@ func TestSpeedLayerOffRunsNothing(t *testing.T) {
 	within(t, 5*time.Second, "the pub/sub subscriber stayed after the speed layer was switched off", func() bool {
 		return subscribers(t, raw[0]) == 0
 	})
+}
+
+// contendAcross has the env's instance and other, another instance on the same
+// nodes, wait together for a lua and a Redlock key that the env's instance
+// holds, and fails the test unless both waiters are served once it is
+// released.
+func contendAcross(ctx context.Context, t *testing.T, e *env, other *lock.Client) {
+	t.Helper()
+	for _, name := range []string{lock.Lua, lock.Redlock} {
+		l := e.locker(name)
+		ol, err := other.Locker(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		holder := mustAcquire(t, l, name, 5*time.Second)
+		sets := e.setCalls()
+		here, there := acquireAsync(ctx, t, l, name, 5*time.Second), acquireAsync(ctx, t, ol, name, 5*time.Second)
+		e.setsAfter(sets+1, 2*time.Second) // the waiters have tried: they wait
+		if err := holder.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for _, got := range []<-chan *lock.Lease{here, there} {
+			lease := <-got
+			if lease == nil {
+				t.Fatalf("%s: a waiter was not served", name)
+			}
+			_ = lease.Release(ctx)
+		}
+	}
 }
 
 // within polls ok until it holds, and fails the test with msg if it does not
