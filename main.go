@@ -28,6 +28,7 @@ import (
 	"flashsale/internal/broker"
 	"flashsale/internal/cli"
 	"flashsale/internal/history"
+	"flashsale/internal/fault"
 	"flashsale/internal/locktap"
 	"flashsale/inventory"
 	"flashsale/loadtest/workshop"
@@ -96,7 +97,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		Sentinel: cfg.sentinel, TTL: cfg.lockTTL, Namespace: cfg.namespace, Logger: log,
 		RestartAwarenessOff: !cfg.restartAware, Watchdog: cfg.watchdog, FastOff: !cfg.fast,
 	}
-	locktap.On(&opts).Observer = func(e locktap.Event) { metrics.ObserveLock(e); runs.Observe(e); recordLease(hist, e) }
+	faults := fault.NewPlan()
+	opts = locktap.Tapped(opts, locktap.Tap{Faults: faults, Observer: func(e locktap.Event) {
+		metrics.ObserveLock(e)
+		runs.Observe(e)
+		recordLease(hist, e)
+	}})
 	lockers, err := lock.New(nodes, opts)
 	if err != nil {
 		return err
@@ -143,7 +149,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	metrics.WatchInventory(svc)
 
 	srv, err := handlers.NewServer(handlers.Config{
-		Inventory: svc, Lockers: lockers, Metrics: metrics, Broker: live,
+		Inventory: svc, Lockers: lockers, Faults: faults, Metrics: metrics, Broker: live,
 		AdminToken: token, DefaultLock: cfg.lock, LockWait: cfg.lockWait, Logger: log, Workshop: runs,
 		Variants: cfg.variants, MaxStreams: cfg.maxStreams, MaxStreamsPerClient: cfg.maxStreamsPerClient,
 		MaxInFlight: cfg.maxInFlight, InFlightTarget: cfg.lockWait / 4,

@@ -8,7 +8,6 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"flashsale/internal/fault"
-	"flashsale/internal/locktap"
 	"flashsale/inventory"
 )
 
@@ -89,7 +88,7 @@ func (s *Server) setFaults(c *gin.Context) error {
 	if req.Fired != nil {
 		return errorf("unknown_field", "%q is reported, not set", "fired")
 	}
-	if err := locktap.Plan(s.lockers).Set(req.Seed, req.Faults); err != nil {
+	if err := s.faults.Set(req.Seed, req.Faults); err != nil {
 		return &Error{Code: "invalid_fault", Detail: err.Error(), Err: err}
 	}
 	s.inv.SetWork(time.Duration(req.WorkMS) * time.Millisecond)
@@ -108,14 +107,14 @@ func (s *Server) setFaults(c *gin.Context) error {
 }
 
 func (s *Server) getFaults(c *gin.Context) error {
-	seed, plan := locktap.Plan(s.lockers).Plan()
+	seed, plan := s.faults.Plan()
 	if plan == nil {
 		plan = []fault.Fault{}
 	}
 	watchdog, fast, batch := s.lockers.Watchdog(), s.lockers.Fast(), s.inv.Batch()
 	c.JSON(http.StatusOK, faultPlan{
 		Seed: seed, WorkMS: int(s.inv.Work() / time.Millisecond), Faults: plan, Watchdog: &watchdog, Fast: &fast, Batch: &batch,
-		Fired: locktap.Plan(s.lockers).Fired(),
+		Fired: s.faults.Fired(),
 	})
 	return nil
 }

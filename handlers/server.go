@@ -22,6 +22,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"flashsale/internal/broker"
+	"flashsale/internal/fault"
 	"flashsale/inventory"
 	"flashsale/lock"
 )
@@ -30,8 +31,12 @@ import (
 type Config struct {
 	Inventory *inventory.Service
 	Lockers   *lock.Client
-	Metrics   *Metrics
-	Broker    *broker.Broker
+	// Faults is the fault plan the lockers' trace asks (locktap.Tap), set
+	// and read by /api/admin/faults. Default: a plan of its own, which no
+	// locker asks.
+	Faults  *fault.Plan
+	Metrics *Metrics
+	Broker  *broker.Broker
 	// AdminToken guards /api/admin/*. It must not be empty.
 	AdminToken string
 	// DefaultLock is the variant used when a request names none.
@@ -96,6 +101,7 @@ type Config struct {
 type Server struct {
 	inv         *inventory.Service
 	lockers     *lock.Client
+	faults      *fault.Plan
 	metrics     *Metrics
 	broker      *broker.Broker
 	adminHash   [sha256.Size]byte
@@ -169,11 +175,14 @@ func NewServer(cfg Config) (*Server, error) {
 	if cfg.Heartbeat <= 0 {
 		cfg.Heartbeat = 15 * time.Second
 	}
+	if cfg.Faults == nil {
+		cfg.Faults = fault.NewPlan()
+	}
 	// Gin keeps its mode process-wide; debug mode only prints route tables
 	// and warnings to stdout, which a service and its tests never want.
 	gin.SetMode(gin.ReleaseMode)
 	s := &Server{
-		inv: cfg.Inventory, lockers: cfg.Lockers, metrics: cfg.Metrics, broker: cfg.Broker,
+		inv: cfg.Inventory, lockers: cfg.Lockers, faults: cfg.Faults, metrics: cfg.Metrics, broker: cfg.Broker,
 		adminHash: sha256.Sum256([]byte(cfg.AdminToken)), defaultLock: cfg.DefaultLock, lockWait: cfg.LockWait,
 		log: cfg.Logger, heartbeat: cfg.Heartbeat, workshop: cfg.Workshop,
 		variants:    slices.Clone(cfg.Variants),

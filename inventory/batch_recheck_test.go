@@ -12,6 +12,7 @@ import (
 	"flashsale/curriculum"
 	"flashsale/internal/fault"
 	"flashsale/internal/locktap"
+	"flashsale/internal/taptest"
 	"flashsale/internal/testsupport"
 	"flashsale/inventory"
 	"flashsale/lock"
@@ -34,7 +35,7 @@ func TestBatchRetryAfterATwinChecksTheLeaseAgain(t *testing.T) {
 	var once sync.Once
 	var meanwhile error
 	first := newSale(t, dsn, nodes, inventory.Config{LockWait: 10 * time.Second, Batch: true},
-		locktap.Tapped(lock.Options{Namespace: ns, TTL: 2 * time.Second}, locktap.Tap{Observer: func(e locktap.Event) {
+		taptest.Observed(lock.Options{Namespace: ns, TTL: 2 * time.Second}, func(e locktap.Event) {
 			if e.Kind != locktap.FaultFired || e.Fault.Point != fault.AfterLeaseCheck {
 				return
 			}
@@ -48,10 +49,10 @@ func TestBatchRetryAfterATwinChecksTheLeaseAgain(t *testing.T) {
 				}
 				meanwhile = raw.Set(ctx, ns+"lock:sku:hot", "a successor", 10*time.Second).Err()
 			})
-		}}))
+		}))
 	other = newSale(t, dsn, nodes, inventory.Config{LockWait: 10 * time.Second}, lock.Options{Namespace: ns})
 	first.reset(t, 10, 0)
-	if err := locktap.Plan(first.lockers).Set(1, []fault.Fault{{Point: fault.AfterLeaseCheck, Action: fault.Pause, P: 1, MS: 1}}); err != nil {
+	if err := first.faults.Set(1, []fault.Fault{{Point: fault.AfterLeaseCheck, Action: fault.Pause, P: 1, MS: 1}}); err != nil {
 		t.Fatal(err)
 	}
 	v := curriculum.LuaCheck

@@ -11,6 +11,7 @@ import (
 
 	"flashsale/internal/fault"
 	"flashsale/internal/locktap"
+	"flashsale/internal/taptest"
 	"flashsale/internal/testsupport"
 	"flashsale/inventory"
 	"flashsale/lock"
@@ -21,11 +22,11 @@ import (
 type leaseCount struct{ n atomic.Int64 }
 
 func (c *leaseCount) option() lock.Options {
-	return locktap.Tapped(lock.Options{}, locktap.Tap{Observer: func(e locktap.Event) {
+	return taptest.Observed(lock.Options{}, func(e locktap.Event) {
 		if e.Kind == locktap.Acquired {
 			c.n.Add(1)
 		}
-	}})
+	})
 }
 
 // reply is one order's answer.
@@ -221,17 +222,17 @@ func TestBatchStaleFenceRefusedWhole(t *testing.T) {
 			dsn := testsupport.SQLite(t)
 			opts := lock.Options{Namespace: testsupport.Namespace(), TTL: 150 * time.Millisecond, NodeTimeout: 50 * time.Millisecond}
 			cfg := inventory.Config{LockWait: 3 * time.Second, Batch: true}
-			first := newSale(t, dsn, nodes, cfg, locktap.Tapped(opts, locktap.Tap{Observer: func(e locktap.Event) {
+			first := newSale(t, dsn, nodes, cfg, taptest.Observed(opts, func(e locktap.Event) {
 				if e.Kind == locktap.FaultFired {
 					select {
 					case paused <- struct{}{}:
 					default:
 					}
 				}
-			}}))
+			}))
 			second := newSale(t, dsn, nodes, cfg, opts)
 			first.reset(t, 10, 0)
-			if err := locktap.Plan(first.lockers).Set(1, []fault.Fault{{Point: fault.InCriticalSection, Action: fault.Pause, P: 1, MS: 600}}); err != nil {
+			if err := first.faults.Set(1, []fault.Fault{{Point: fault.InCriticalSection, Action: fault.Pause, P: 1, MS: 600}}); err != nil {
 				t.Fatal(err)
 			}
 			ps := make([]inventory.Purchase, 3)
@@ -263,7 +264,7 @@ func TestBatchCrashAbandonsTheBatch(t *testing.T) {
 	nodes := testsupport.Redis(t, 1)
 	s := newSale(t, testsupport.SQLite(t), nodes, inventory.Config{LockWait: 3 * time.Second, Batch: true}, lock.Options{TTL: 200 * time.Millisecond})
 	s.reset(t, 10, 0)
-	if err := locktap.Plan(s.lockers).Set(1, []fault.Fault{{Point: fault.InCriticalSection, Action: fault.Crash, P: 1}}); err != nil {
+	if err := s.faults.Set(1, []fault.Fault{{Point: fault.InCriticalSection, Action: fault.Crash, P: 1}}); err != nil {
 		t.Fatal(err)
 	}
 	ps := make([]inventory.Purchase, 4)
@@ -282,7 +283,7 @@ func TestBatchCrashAbandonsTheBatch(t *testing.T) {
 	if a := s.audit(t); a.Orders != 0 || a.SoldUnits != 0 {
 		t.Fatalf("audit after the crash %+v: want nothing written", a)
 	}
-	locktap.Plan(s.lockers).Set(0, nil)
+	s.faults.Set(0, nil)
 	for i, p := range ps { // the same requests again, once the abandoned lease runs out
 		if o, replay, err := s.svc.Buy(context.Background(), p); err != nil || replay {
 			t.Fatalf("order %d again: %+v replay=%v err=%v", i, o, replay, err)

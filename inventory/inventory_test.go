@@ -16,6 +16,7 @@ import (
 	"flashsale/internal/fault"
 	"flashsale/internal/localredis"
 	"flashsale/internal/locktap"
+	"flashsale/internal/taptest"
 	"flashsale/internal/testsupport"
 	"flashsale/inventory"
 	"flashsale/lock"
@@ -25,6 +26,7 @@ import (
 type sale struct {
 	svc     *inventory.Service
 	lockers *lock.Client
+	faults  *fault.Plan // the plan the lockers' trace asks
 	db      *gorm.DB
 }
 
@@ -41,6 +43,7 @@ func newSale(t testing.TB, dsn string, nodes *localredis.Cluster, cfg inventory.
 		o.Namespace = testsupport.Namespace()
 	}
 	o.Logger = testsupport.Logger()
+	o, plan := taptest.Tap(o)
 	lockers, err := lock.New(testsupport.Options(t, nodes), o)
 	if err != nil {
 		t.Fatal(err)
@@ -59,7 +62,7 @@ func newSale(t testing.TB, dsn string, nodes *localredis.Cluster, cfg inventory.
 		t.Fatal(err)
 	}
 	voting(t, lockers)
-	return sale{svc: svc, lockers: lockers, db: db}
+	return sale{svc: svc, lockers: lockers, faults: plan, db: db}
 }
 
 // voting waits until a quorum of nodes may vote: new nodes sit out their
@@ -223,17 +226,17 @@ func TestPauseInCriticalSection(t *testing.T) {
 		}
 	}
 	s := newSale(t, testsupport.SQLite(t), nodes, inventory.Config{LockWait: 3 * time.Second},
-		locktap.Tapped(lock.Options{TTL: 150 * time.Millisecond, NodeTimeout: 50 * time.Millisecond}, locktap.Tap{Observer: heard}))
+		taptest.Observed(lock.Options{TTL: 150 * time.Millisecond, NodeTimeout: 50 * time.Millisecond}, heard))
 	for _, c := range cases {
 		t.Run(c.variant, func(t *testing.T) {
 			s.reset(t, 10, 0)
 			for len(paused) > 0 { // the previous case's second holder
 				<-paused
 			}
-			if err := locktap.Plan(s.lockers).Set(1, []fault.Fault{{Point: fault.InCriticalSection, Action: fault.Pause, P: 1, MS: 600}}); err != nil {
+			if err := s.faults.Set(1, []fault.Fault{{Point: fault.InCriticalSection, Action: fault.Pause, P: 1, MS: 600}}); err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(func() { locktap.Plan(s.lockers).Set(0, nil) })
+			t.Cleanup(func() { s.faults.Set(0, nil) })
 			staleBefore := s.svc.Stats().StaleFence.Load()
 			first := make(chan error, 1)
 			go func() {
@@ -273,14 +276,14 @@ func TestCrashAfterSetNXLeavesAStuckLock(t *testing.T) {
 	}{{curriculum.SetNXExpire, 1}, {lock.Lua, 0}} {
 		t.Run(c.variant, func(t *testing.T) {
 			s.reset(t, 10, 0)
-			if err := locktap.Plan(s.lockers).Set(7, []fault.Fault{{Point: fault.AfterAcquireStep1, Action: fault.Crash, P: 1}}); err != nil {
+			if err := s.faults.Set(7, []fault.Fault{{Point: fault.AfterAcquireStep1, Action: fault.Crash, P: 1}}); err != nil {
 				t.Fatal(err)
 			}
 			_, _, err := s.svc.Buy(context.Background(), inventory.Purchase{SKU: "hot", Qty: 1, User: "u", Lock: c.variant})
 			if !errors.Is(err, inventory.ErrHolderCrashed) {
 				t.Fatalf("want holder crashed, got %v", err)
 			}
-			locktap.Plan(s.lockers).Set(0, nil)
+			s.faults.Set(0, nil)
 			time.Sleep(300 * time.Millisecond) // longer than the TTL
 			_, _, err = s.svc.Buy(context.Background(), inventory.Purchase{SKU: "hot", Qty: 1, User: "v", Lock: c.variant})
 			a := s.audit(t)
@@ -528,17 +531,17 @@ func TestResetFencesOffRequestsInFlight(t *testing.T) {
 		t.Run(variant, func(t *testing.T) {
 			paused := make(chan struct{}, 1)
 			s := newSale(t, testsupport.SQLite(t), nodes, inventory.Config{LockWait: 3 * time.Second},
-				locktap.Tapped(lock.Options{TTL: 200 * time.Millisecond}, locktap.Tap{Observer: func(e locktap.Event) {
+				taptest.Observed(lock.Options{TTL: 200 * time.Millisecond}, func(e locktap.Event) {
 					if e.Kind == locktap.FaultFired {
 						select {
 						case paused <- struct{}{}:
 						default:
 						}
 					}
-				}}))
+				}))
 			ctx := context.Background()
 			s.reset(t, 10, 0)
-			if err := locktap.Plan(s.lockers).Set(1, []fault.Fault{{Point: fault.InCriticalSection, Action: fault.Pause, P: 1, MS: 800}}); err != nil {
+			if err := s.faults.Set(1, []fault.Fault{{Point: fault.InCriticalSection, Action: fault.Pause, P: 1, MS: 800}}); err != nil {
 				t.Fatal(err)
 			}
 			first := make(chan error, 1)
@@ -547,7 +550,7 @@ func TestResetFencesOffRequestsInFlight(t *testing.T) {
 				first <- err
 			}()
 			<-paused // the first holder has read the stock and is frozen
-			if err := locktap.Plan(s.lockers).Set(0, nil); err != nil {
+			if err := s.faults.Set(0, nil); err != nil {
 				t.Fatal(err)
 			}
 			s.reset(t, 10, 0)

@@ -10,6 +10,7 @@ import (
 	"flashsale/curriculum"
 	"flashsale/internal/fault"
 	"flashsale/internal/locktap"
+	"flashsale/internal/taptest"
 	"flashsale/internal/testsupport"
 	"flashsale/inventory"
 	"flashsale/lock"
@@ -41,7 +42,7 @@ func TestStoreGoneMidSaleIsUnavailable(t *testing.T) {
 			link.Cut()
 		}
 	}
-	s := newSale(t, dsn, nodes, inventory.Config{LockWait: 2 * time.Second}, locktap.Tapped(lock.Options{}, locktap.Tap{Observer: cut}))
+	s := newSale(t, dsn, nodes, inventory.Config{LockWait: 2 * time.Second}, taptest.Observed(lock.Options{}, cut))
 	ctx := context.Background()
 	cases := []struct {
 		name    string
@@ -71,11 +72,11 @@ func TestStoreGoneMidSaleIsUnavailable(t *testing.T) {
 				_, _, err := s.svc.Buy(ctx, inventory.Purchase{SKU: "hot", Qty: 1, User: user, Lock: c.variant})
 				return err
 			}
-			if err := locktap.Plan(s.lockers).Set(1, []fault.Fault{{Point: fault.InCriticalSection, Action: fault.Pause, P: 1, MS: 1}}); err != nil {
+			if err := s.faults.Set(1, []fault.Fault{{Point: fault.InCriticalSection, Action: fault.Pause, P: 1, MS: 1}}); err != nil {
 				t.Fatal(err)
 			}
 			err := sell("ann")
-			if err := locktap.Plan(s.lockers).Set(0, nil); err != nil {
+			if err := s.faults.Set(0, nil); err != nil {
 				t.Fatal(err)
 			}
 			if err := notStoreDown(err); err != nil {

@@ -10,8 +10,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"flashsale/internal/fault"
-	"flashsale/internal/locktap"
 	"flashsale/lock/internal/fast"
 	layout "flashsale/lock/internal/keys"
 	"flashsale/lock/internal/node"
@@ -248,13 +246,4 @@ func (s *Client) Close() error {
 		errs = append(errs, n.Close())
 	}
 	return errors.Join(errs...)
-}
-
-// The application's tap reaches a set's options and its fault plan through
-// these hooks, so neither is part of what an importer of the lock sees.
-func init() {
-	locktap.Register(
-		func(options any) *locktap.Tap { return &options.(*Options).tap },
-		func(lockers any) *fault.Plan { return lockers.(*Client).cfg.faults },
-	)
 }

@@ -28,7 +28,7 @@ func (l *Lease) releaseFast(ctx context.Context) error {
 	lk.wake.Unhold(key, l)
 	if !lk.variant.OwnerChecked {
 		// Wake a waiter here now; other processes get the keyspace event.
-		err := lk.v.release(ctx, l.faults(), l.k, l.value)
+		err := lk.v.release(ctx, lk.steps(l.name, l), l.k, l.value)
 		if err == nil {
 			lk.wake.Deleted(key)
 		}
@@ -45,7 +45,7 @@ func (l *Lease) releaseFast(ctx context.Context) error {
 	if o, ok := lk.v.(orderedRelease); ok {
 		return o.releaseThen(ctx, l.k, l.value, valid, next)
 	}
-	err := lk.v.release(ctx, l.faults(), l.k, l.value)
+	err := lk.v.release(ctx, lk.steps(l.name, l), l.k, l.value)
 	if err == nil {
 		next()
 	}

@@ -12,6 +12,7 @@ import (
 
 	"flashsale/internal/localredis"
 	"flashsale/internal/locktap"
+	"flashsale/internal/taptest"
 	"flashsale/internal/testsupport"
 	"flashsale/lock"
 )
@@ -26,11 +27,11 @@ func TestSpeedLayerSwitch(t *testing.T) {
 		name := map[bool]string{false: "off", true: "on"}[fast]
 		t.Run(name, func(t *testing.T) {
 			var tries atomic.Int64
-			e := newEnv(t, shared(t), locktap.Tapped(lock.Options{FastOff: fast}, locktap.Tap{Observer: func(ev locktap.Event) {
+			e := newEnv(t, shared(t), taptest.Observed(lock.Options{FastOff: fast}, func(ev locktap.Event) {
 				if ev.Kind == locktap.Acquired {
 					tries.Store(int64(ev.Tries))
 				}
-			}}))
+			}))
 			e.ls.SetFast(fast) // at run time, the other way round from the start
 			if e.ls.Fast() != fast {
 				t.Fatalf("Fast() = %v after SetFast(%v)", e.ls.Fast(), fast)

@@ -12,7 +12,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"flashsale/internal/fault"
 	"flashsale/internal/localredis"
+	"flashsale/internal/taptest"
 	"flashsale/internal/testsupport"
 	"flashsale/lock"
 )
@@ -60,11 +62,12 @@ func shared(t testing.TB) *localredis.Cluster {
 // env is one test's view of a cluster: its lockers, its namespace and a raw
 // client per node to look at what the locks left in Redis.
 type env struct {
-	t     testing.TB
-	ls    *lock.Client
-	ns    string
-	nodes []*redis.Options
-	raw   []*redis.Client
+	t      testing.TB
+	ls     *lock.Client
+	ns     string
+	nodes  []*redis.Options
+	raw    []*redis.Client
+	faults *fault.Plan // the plan the lockers' trace asks (setFaults)
 }
 
 // newEnv is a fresh namespace on c's nodes, with the lockers opts (at most
@@ -78,11 +81,12 @@ func newEnv(t testing.TB, c *localredis.Cluster, opts ...lock.Options) *env {
 func newEnvOn(t testing.TB, nodes []*redis.Options, opts ...lock.Options) *env {
 	t.Helper()
 	ns := fmt.Sprintf("t%d:", namespaces.Add(1))
-	ls, err := lock.New(nodes, testOptions(ns, opts))
+	o, plan := taptest.Tap(testOptions(ns, opts))
+	ls, err := lock.New(nodes, o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, ls: ls, ns: ns, nodes: nodes}
+	e := &env{t: t, ls: ls, ns: ns, nodes: nodes, faults: plan}
 	for _, o := range nodes {
 		e.raw = append(e.raw, redis.NewClient(o))
 	}

@@ -12,6 +12,7 @@ import (
 
 	"flashsale/internal/localredis"
 	"flashsale/internal/locktap"
+	"flashsale/internal/taptest"
 	"flashsale/internal/testsupport"
 	"flashsale/lock"
 )
@@ -295,7 +296,7 @@ func gatedRedlock(ctx context.Context, t *testing.T, key string, observe func(lo
 		nodes[i] = &cp
 	}
 	opts := lock.Options{FastOff: true, NotificationsOff: true, NodeTimeout: 50 * time.Millisecond}
-	e := newEnvOn(t, nodes, locktap.Tapped(opts, locktap.Tap{Observer: observe}))
+	e := newEnvOn(t, nodes, taptest.Observed(opts, observe))
 	t.Cleanup(func() { g.set(false) }) // before the lockers close: a parked reader would hold them
 	l, err := e.ls.Locker(lock.Redlock)
 	if err != nil {

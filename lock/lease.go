@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"flashsale/internal/fault"
-	"flashsale/internal/locktap"
 )
 
 // Lease is one grant of a lock. Release it when done; it is safe for use by
@@ -91,16 +90,18 @@ func (l *Lease) Extend(ctx context.Context) error {
 	return nil
 }
 
-// Checkpoint is a fault point inside the caller's critical section. An
-// injected pause freezes the holder and its watchdog; an injected crash
-// returns fault.ErrCrashed, and the caller must abandon its work without
-// releasing, as a dead process would.
-func (l *Lease) Checkpoint(ctx context.Context, p fault.Point) error {
-	return l.faults()(ctx, p)
+// Checkpoint is a point named point inside the caller's critical section,
+// told to Options.Trace's Step hook. A pause there stalls the holder and
+// its watchdog; an error is a crash: Checkpoint returns it, and the caller
+// must abandon its work without releasing, as a dead process would.
+func (l *Lease) Checkpoint(ctx context.Context, point string) error {
+	return l.step(ctx, point)
 }
 
-// faults is the lease's fault points.
-func (l *Lease) faults() faultPoints { return faultsAt{l.locker, l.name, l}.point }
+// step is the lease's fault points.
+func (l *Lease) step(ctx context.Context, p fault.Point) error {
+	return l.locker.steps(l.name, l)(ctx, p)
+}
 
 // Release gives the lock back. Releasing twice is a no-op. A release that
 // finds the lease gone returns ErrNotHeld where the variant can tell.
@@ -119,9 +120,9 @@ func (l *Lease) Release(ctx context.Context) error {
 	if lk.cfg.fast.Load() {
 		err = l.releaseFast(ctx)
 	} else {
-		err = lk.v.release(ctx, l.faults(), l.k, l.value)
+		err = lk.v.release(ctx, lk.steps(l.name, l), l.k, l.value)
 	}
-	lk.observe(locktap.Event{Time: begun, Kind: locktap.Released, Variant: lk.variant.Name, Key: l.name, Err: err}, l)
+	lk.observe(lk.cfg.trace.Release, l, begun, err)
 	if err != nil {
 		return fmt.Errorf("release %q: %w", l.name, err)
 	}
@@ -227,7 +228,7 @@ func (l *Lease) tick(every time.Duration) error {
 	if l.Err() != nil {
 		return nil
 	}
-	l.locker.observe(locktap.Event{Kind: locktap.Extended, Variant: l.locker.variant.Name, Key: l.name}, l)
+	l.locker.observe(l.locker.cfg.trace.Extend, l, time.Now(), nil)
 	ctx, cancel := context.WithTimeout(context.Background(), every)
 	defer cancel()
 	err := l.Extend(ctx)
@@ -285,7 +286,7 @@ func (l *Lease) markLost(err error) error {
 	l.err = lost
 	close(l.lost)
 	l.mu.Unlock()
-	l.locker.observe(locktap.Event{Kind: locktap.Lost, Variant: l.locker.variant.Name, Key: l.name, Err: lost}, l)
+	l.locker.observe(l.locker.cfg.trace.Lose, l, time.Now(), lost)
 	return lost
 }
 

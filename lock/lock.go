@@ -17,7 +17,6 @@ import (
 
 	"flashsale/internal/clock"
 	"flashsale/internal/fault"
-	"flashsale/internal/locktap"
 	"flashsale/internal/randhex"
 	"flashsale/lock/internal/fast"
 )
@@ -47,11 +46,12 @@ func (l *Locker) TTL() time.Duration { return l.cfg.ttl }
 type waker = fast.Waker[*Lease]
 
 // TryAcquire makes exactly one attempt. It fails with ErrNotAcquired when the
-// lock is held, ErrUnavailable when too few nodes answered, or fault.ErrCrashed.
+// lock is held, ErrUnavailable when too few nodes answered, or with the
+// error Options.Trace's Step hook ended it with.
 func (l *Locker) TryAcquire(ctx context.Context, name string) (*Lease, error) {
 	start := time.Now()
 	lease, err := l.try(ctx, name)
-	if l.cfg.observer != nil {
+	if l.cfg.trace.Acquire != nil {
 		l.observeAcquire(name, 1, start, lease, err)
 	}
 	return lease, err
@@ -75,7 +75,7 @@ func (l *Locker) Acquire(ctx context.Context, name string) (lease *Lease, err er
 	} else {
 		w = &randomDelay{bound: l.cfg.backoffMin, max: l.cfg.backoffMax}
 	}
-	if l.cfg.observer != nil {
+	if l.cfg.trace.Acquire != nil {
 		defer func() { l.observeAcquire(name, tries, start, lease, err) }()
 	}
 	report := func() error {
@@ -112,7 +112,7 @@ func (l *Locker) Acquire(ctx context.Context, name string) (lease *Lease, err er
 // validity-checked variant's lease is refused if its validity ran out on
 // the way.
 func (l *Locker) handedOver(ctx context.Context, lease *Lease) (*Lease, error) {
-	if err := lease.faults()(ctx, fault.AfterAcquireStep1); err != nil {
+	if err := lease.step(ctx, fault.AfterAcquireStep1); err != nil {
 		return nil, err
 	}
 	if l.variant.ValidityChecked && !time.Now().Before(lease.ValidUntil()) {
@@ -170,7 +170,7 @@ func (l *Locker) try(ctx context.Context, name string) (*Lease, error) {
 	k := keys{lock: l.prefix.lock + name, fence: l.prefix.fence + name}
 	value := randhex.String(16)
 	start := time.Now()
-	g, err := l.v.acquire(ctx, faultsAt{l, name, nil}.point, k, value, l.cfg.ttl)
+	g, err := l.v.acquire(ctx, l.steps(name, nil), k, value, l.cfg.ttl)
 	if err != nil {
 		l.abandon(ctx, k, value, err, nil) // the SET may have landed all the same
 		return nil, err
@@ -191,36 +191,29 @@ func (l *Locker) newLease(name string, k keys, value string, g grant, start time
 	return lease
 }
 
-// faultsAt is where the fault plan acts on one operation of a locker on a
-// name; lease is nil before the lease exists.
-type faultsAt struct {
-	l     *Locker
-	name  string
-	lease *Lease
-}
-
-// point is a fault point. A fault acts under the lease's hold, as the
-// watchdog extends: a pause freezes the watchdog too.
-func (f faultsAt) point(ctx context.Context, p fault.Point) error {
-	if f.lease != nil {
-		f.lease.hold.Lock()
-		defer f.lease.hold.Unlock()
+// steps are the fault points of one operation of l on name, told to the
+// trace's Step hook; lease is nil before the lease exists. The hook runs
+// under the lease's hold, as the watchdog extends, so a pause stalls the
+// watchdog too; an error is a crash there, and the lease is dropped as a
+// dead holder's would be.
+func (l *Locker) steps(name string, lease *Lease) faultPoints {
+	if l.cfg.trace.Step == nil {
+		return noFaultPoints
 	}
-	fl, ok := f.l.cfg.faults.Decide(p)
-	if !ok {
-		return nil
-	}
-	f.l.observe(locktap.Event{Kind: locktap.FaultFired, Variant: f.l.variant.Name, Key: f.name, Fault: &fl}, f.lease)
-	if fl.Action == fault.Crash {
-		if f.lease != nil {
-			f.lease.crashed()
+	return func(ctx context.Context, p fault.Point) error {
+		if lease != nil {
+			lease.hold.Lock()
+			defer lease.hold.Unlock()
 		}
-		return fmt.Errorf("%w (%s)", fault.ErrCrashed, p)
+		err := l.cfg.trace.Step(ctx, Event{Time: time.Now(), Variant: l.variant.Name, Key: name, Point: p, Lease: lease})
+		if err == nil {
+			return nil
+		}
+		if lease != nil && ctx.Err() == nil { // not a pause the caller cut short
+			lease.crashed()
+		}
+		return fmt.Errorf("at %s: %w", p, err)
 	}
-	if !clock.Sleep(ctx, time.Duration(fl.MS)*time.Millisecond) {
-		return ctx.Err()
-	}
-	return nil
 }
 
 // abandon deletes value from k in the background after a try that failed
@@ -274,32 +267,17 @@ func (l *Locker) reachable(ctx context.Context) bool {
 	return l.reach(ctx) == nil
 }
 
-// observeAcquire tells the tap's observer, which must be set, how an
+// observeAcquire tells the trace's Acquire hook, which must be set, how an
 // acquire of name that began at start ended.
 func (l *Locker) observeAcquire(name string, tries int, start time.Time, lease *Lease, err error) {
-	e := locktap.Event{Time: time.Now(), Kind: locktap.Busy, Variant: l.variant.Name, Key: name, Tries: tries, Wait: time.Since(start), Err: err}
-	switch {
-	case err == nil:
-		e.Kind, e.Lease = locktap.Acquired, lease
-	case errors.Is(err, fault.ErrCrashed):
-		e.Kind = locktap.Crashed
-	case errors.Is(err, ErrUnavailable):
-		e.Kind = locktap.Unavailable
-	}
-	l.cfg.observer(e)
+	l.cfg.trace.Acquire(Event{Time: time.Now(), Variant: l.variant.Name, Key: name, Tries: tries, Wait: time.Since(start), Lease: lease, Err: err})
 }
 
-// observe sends e, about lease (nil: about no lease), to the tap's
-// observer, if there is one.
-func (l *Locker) observe(e locktap.Event, lease *Lease) {
-	if l.cfg.observer == nil {
+// observe tells hook, if set, of an operation on lease that began at begun
+// and ended with err.
+func (l *Locker) observe(hook func(Event), lease *Lease, begun time.Time, err error) {
+	if hook == nil {
 		return
 	}
-	if e.Time.IsZero() {
-		e.Time = time.Now()
-	}
-	if lease != nil {
-		e.Lease = lease
-	}
-	l.cfg.observer(e)
+	hook(Event{Time: begun, Variant: l.variant.Name, Key: lease.name, Lease: lease, Err: err})
 }

@@ -11,6 +11,7 @@ import (
 
 	"flashsale/internal/fault"
 	"flashsale/internal/locktap"
+	"flashsale/internal/taptest"
 	"flashsale/lock"
 )
 
@@ -267,12 +268,12 @@ func TestWaitersTryOncePerRelease(t *testing.T) {
 	for _, name := range []string{lock.Lua, lock.Redlock} {
 		t.Run(name, func(t *testing.T) {
 			var tries, acquired atomic.Int64
-			e := newEnv(t, c, locktap.Tapped(lock.Options{}, locktap.Tap{Observer: func(ev locktap.Event) {
+			e := newEnv(t, c, taptest.Observed(lock.Options{}, func(ev locktap.Event) {
 				if ev.Kind == locktap.Acquired {
 					tries.Add(int64(ev.Tries))
 					acquired.Add(1)
 				}
-			}}))
+			}))
 			l := e.locker(name)
 			const clients, rounds = 16, 15
 			var wg sync.WaitGroup
@@ -344,7 +345,7 @@ func TestWatchdog(t *testing.T) {
 			e := newEnv(t, c, lock.Options{TTL: ttl, Watchdog: true})
 			l := e.locker(name)
 			holder := mustAcquire(t, l, "k", time.Second)
-			if err := locktap.Plan(e.ls).Set(1, []fault.Fault{{Point: fault.InCriticalSection, Action: fault.Pause, P: 1, MS: int(3 * ttl / time.Millisecond)}}); err != nil {
+			if err := e.faults.Set(1, []fault.Fault{{Point: fault.InCriticalSection, Action: fault.Pause, P: 1, MS: int(3 * ttl / time.Millisecond)}}); err != nil {
 				t.Fatal(err)
 			}
 			paused := make(chan error, 1)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"flashsale/internal/locktap"
+	"flashsale/internal/taptest"
 	"flashsale/lock"
 )
 
@@ -27,14 +28,14 @@ func TestLeaseLostUnderAnObserverThatReadsIt(t *testing.T) {
 		t.Run(variant, func(t *testing.T) {
 			t.Parallel()
 			read := make(chan time.Time, 1)
-			e := newEnv(t, c, locktap.Tapped(lock.Options{TTL: 600 * time.Millisecond, Watchdog: true}, locktap.Tap{Observer: func(ev locktap.Event) {
+			e := newEnv(t, c, taptest.Observed(lock.Options{TTL: 600 * time.Millisecond, Watchdog: true}, func(ev locktap.Event) {
 				if ev.Kind == locktap.Lost {
 					select {
 					case read <- ev.Lease.ValidUntil():
 					default:
 					}
 				}
-			}}))
+			}))
 			e.voting()
 			ctx := context.Background()
 			lease := lostLease(t, e, variant)

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"flashsale/internal/fault"
-	"flashsale/internal/locktap"
 	"flashsale/lock"
 )
 
@@ -77,7 +76,7 @@ func TestFaultMatrix(t *testing.T) {
 
 func setFaults(t *testing.T, e *env, faults ...fault.Fault) {
 	t.Helper()
-	if err := locktap.Plan(e.ls).Set(42, faults); err != nil {
+	if err := e.faults.Set(42, faults); err != nil {
 		t.Fatal(err)
 	}
 }

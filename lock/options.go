@@ -8,8 +8,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"flashsale/internal/fault"
-	"flashsale/internal/locktap"
 	"flashsale/lock/internal/node"
 )
 
@@ -46,8 +44,9 @@ type Options struct {
 	Sentinel *redis.FailoverOptions
 	// Logger is where the lockers log. Default slog.Default().
 	Logger *slog.Logger
-
-	tap locktap.Tap // the application's fault plan and observer
+	// Trace, if set, is told of every lease's life and may stall or end an
+	// operation between two of its steps (fault injection). Default none.
+	Trace *Trace
 }
 
 // config is what every Locker of one Client shares: the options
@@ -62,8 +61,7 @@ type config struct {
 	notifications bool
 	backoffMin    time.Duration
 	backoffMax    time.Duration
-	faults        *fault.Plan
-	observer      func(locktap.Event)
+	trace         Trace // the hooks set (Options.Trace), the others nil
 	logger        *slog.Logger
 	sentinel      *redis.FailoverOptions
 }
@@ -74,7 +72,10 @@ func (o Options) settle() (*config, error) {
 		ttl: o.TTL, nodeTimeout: o.NodeTimeout, namespace: o.Namespace,
 		restartAware: !o.RestartAwarenessOff, notifications: !o.NotificationsOff,
 		backoffMin: o.BackoffMin, backoffMax: o.BackoffMax,
-		faults: o.tap.Faults, observer: o.tap.Observer, logger: o.Logger, sentinel: o.Sentinel,
+		logger: o.Logger, sentinel: o.Sentinel,
+	}
+	if o.Trace != nil {
+		c.trace = *o.Trace
 	}
 	c.watchdog.Store(o.Watchdog)
 	c.fast.Store(!o.FastOff)
@@ -86,9 +87,6 @@ func (o Options) settle() (*config, error) {
 	}
 	if c.namespace == "" {
 		c.namespace = "flashsale:"
-	}
-	if c.faults == nil {
-		c.faults = fault.NewPlan()
 	}
 	if c.logger == nil {
 		c.logger = slog.Default()

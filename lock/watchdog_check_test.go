@@ -3,6 +3,7 @@ package lock_test
 import (
 	"context"
 	"errors"
+	"flashsale/internal/taptest"
 	"flashsale/internal/testsupport"
 	"sync"
 	"testing"
@@ -162,7 +163,7 @@ func TestNoExtendAfterTheCrash(t *testing.T) {
 			var mu sync.Mutex
 			var crashedAt time.Time
 			var extends []time.Time
-			e := newEnv(t, shared(t), locktap.Tapped(lock.Options{TTL: ttl, Watchdog: true}, locktap.Tap{Observer: func(ev locktap.Event) {
+			e := newEnv(t, shared(t), taptest.Observed(lock.Options{TTL: ttl, Watchdog: true}, func(ev locktap.Event) {
 				mu.Lock()
 				defer mu.Unlock()
 				switch {
@@ -171,7 +172,7 @@ func TestNoExtendAfterTheCrash(t *testing.T) {
 				case ev.Kind == locktap.FaultFired && ev.Fault.Action == fault.Crash:
 					crashedAt = ev.Time
 				}
-			}}))
+			}))
 			e.voting()
 			// The pause outlasts a watchdog tick (TTL/3), which then waits
 			// for the holder to wake; the crash comes right after it.

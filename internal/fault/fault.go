@@ -19,8 +19,9 @@ var ErrCrashed = errors.New("lock: holder crashed at an injected fault point")
 
 // Point is a place in a lock's life where a fault can be injected. The points
 // are the same for every variant; a variant whose step there is atomic has no
-// gap, so nothing can happen in between.
-type Point string
+// gap, so nothing can happen in between. It is a plain string, as package
+// lock's Trace.Step hook names the point it is at.
+type Point = string
 
 // Fault points.
 const (

@@ -1,16 +1,19 @@
-// Package locktap is the application's way into package lock past what a
-// team importing the lock sees: the fault plan the workshop injects and an
-// observer of every acquire, release, lost lease and fired fault, for the
-// metrics, the lease history and the workshop's timeline of holders.
-//
-// Package lock fills in the hooks when it is initialised; a program that
-// does not import package lock has no lockers to tap, and the hooks panic.
+// Package locktap is the application's side of the lock's trace
+// (lock.Trace): the fault plan the workshop injects, and one stream of
+// events (every acquire, release, extension, lost lease and fired fault)
+// for the metrics, the lease history and the workshop's timeline of
+// holders.
 package locktap
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"time"
 
+	"flashsale/internal/clock"
 	"flashsale/internal/fault"
+	"flashsale/lock"
 )
 
 // Kind says what happened to a lock.
@@ -28,19 +31,7 @@ const (
 	FaultFired  Kind = "fault"
 )
 
-// Lease is what an observer may read of the lease an event concerns (a
-// *lock.Lease): reading it never blocks, the event is sent with the
-// lease's state unlocked.
-type Lease interface {
-	Key() string
-	Variant() string
-	Owner() string
-	Token() (uint64, bool)
-	Acquired() time.Time
-	ValidUntil() time.Time
-}
-
-// Event is one thing that happened to a lock.
+// Event is one thing that happened to a lock, as the observer hears it.
 type Event struct {
 	Time    time.Time
 	Kind    Kind
@@ -48,40 +39,78 @@ type Event struct {
 	Key     string
 	Tries   int           // acquire attempts (Acquired, Busy, Unavailable)
 	Wait    time.Duration // time spent acquiring
-	Lease   Lease         // the lease concerned, nil when there is none
+	Lease   *lock.Lease   // the lease concerned, nil when there is none
 	Fault   *fault.Fault  // the fault that fired (FaultFired)
 	Err     error
 }
 
-// Tap is what the application attaches to the options of a set of
-// lockers. A nil Faults is an empty plan of the lockers' own; a nil
-// Observer hears nothing. The observer must not block.
+// Tap is what the application hangs on a set of lockers: its fault plan
+// (nil: none fires) and its observer (nil: none).
 type Tap struct {
 	Faults   *fault.Plan
 	Observer func(Event)
 }
 
-// The hooks package lock sets at its initialisation: the tap of a
-// *lock.Options, and the fault plan of a *lock.Client.
-var (
-	tapOf  func(options any) *Tap
-	planOf func(lockers any) *fault.Plan
-)
-
-// Register is called once by package lock, and by nothing else.
-func Register(tap func(options any) *Tap, plan func(lockers any) *fault.Plan) {
-	tapOf, planOf = tap, plan
+// Tapped is o with t's plan and observer as its trace.
+func Tapped(o lock.Options, t Tap) lock.Options {
+	o.Trace = t.Trace()
+	return o
 }
 
-// On is the tap of options, a *lock.Options, to be filled in before the
-// lockers are made.
-func On(options any) *Tap { return tapOf(options) }
+// Trace is t as the lock's hooks: only the hooks t needs are set, so a
+// tap with neither plan nor observer costs the lock nothing.
+func (t Tap) Trace() *lock.Trace {
+	tr := &lock.Trace{}
+	if t.Faults != nil {
+		tr.Step = t.step
+	}
+	if t.Observer == nil {
+		return tr
+	}
+	tr.Acquire = func(e lock.Event) { t.Observer(acquired(e)) }
+	tr.Release = t.as(Released)
+	tr.Extend = t.as(Extended)
+	tr.Lose = t.as(Lost)
+	return tr
+}
 
-// Plan is the fault plan every variant of lockers, a *lock.Client, shares.
-func Plan(lockers any) *fault.Plan { return planOf(lockers) }
+// as is a hook that hands events to the observer as kind k.
+func (t Tap) as(k Kind) func(lock.Event) {
+	return func(e lock.Event) { t.Observer(event(e, k)) }
+}
 
-// Tapped is options (a lock.Options) with t attached.
-func Tapped[O any](options O, t Tap) O {
-	*tapOf(&options) = t
-	return options
+// acquired reads how an acquire ended.
+func acquired(e lock.Event) Event {
+	switch err := e.Err; {
+	case err == nil:
+		return event(e, Acquired)
+	case errors.Is(err, fault.ErrCrashed):
+		return event(e, Crashed)
+	case errors.Is(err, lock.ErrUnavailable):
+		return event(e, Unavailable)
+	}
+	return event(e, Busy)
+}
+
+func event(e lock.Event, k Kind) Event {
+	return Event{Time: e.Time, Kind: k, Variant: e.Variant, Key: e.Key, Tries: e.Tries, Wait: e.Wait, Lease: e.Lease, Err: e.Err}
+}
+
+// step asks the plan at a point: a pause sleeps there (the lock holds the
+// lease's watchdog meanwhile), a crash ends the operation with ErrCrashed.
+func (t Tap) step(ctx context.Context, e lock.Event) error {
+	f, ok := t.Faults.Decide(e.Point)
+	if !ok {
+		return nil
+	}
+	if t.Observer != nil {
+		t.Observer(Event{Time: time.Now(), Kind: FaultFired, Variant: e.Variant, Key: e.Key, Lease: e.Lease, Fault: &f})
+	}
+	if f.Action == fault.Crash {
+		return fmt.Errorf("%w (%s)", fault.ErrCrashed, e.Point)
+	}
+	if !clock.Sleep(ctx, time.Duration(f.MS)*time.Millisecond) {
+		return ctx.Err()
+	}
+	return nil
 }

@@ -235,8 +235,7 @@ func newPair(ctx context.Context, f childFlags, nodes []*redis.Options, observe 
 // quorum of them votes.
 func votingLockers(ctx context.Context, nodes []*redis.Options, namespace string, ttl, nodeTimeout time.Duration, log *slog.Logger, observe func(locktap.Event)) (*lock.Client, error) {
 	opts := lock.Options{TTL: ttl, Namespace: namespace, Logger: log, NodeTimeout: nodeTimeout}
-	locktap.On(&opts).Observer = observe
-	ls, err := lock.New(nodes, opts)
+	ls, err := lock.New(nodes, locktap.Tapped(opts, locktap.Tap{Observer: observe}))
 	if err != nil {
 		return nil, err
 	}
