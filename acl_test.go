@@ -19,6 +19,7 @@ import (
 	"flashsale/internal/redisacl"
 	"flashsale/internal/testsupport"
 	"flashsale/lock"
+	"flashsale/lock/ladder"
 )
 
 // TestLadderAsAppUser runs every rung of the ladder, orders and seat grabs,
@@ -43,7 +44,7 @@ func TestLadderAsAppUser(t *testing.T) {
 	b := start(t, nil, append(args, "-watchdog")...)
 	stream := openStream(t, a)
 
-	for _, v := range lock.Names() {
+	for _, v := range ladder.Names() {
 		t.Run(v, func(t *testing.T) {
 			a.reset(`{"products":[{"sku":"hot","name":"Hot","price_cents":100,"stock":1000}],"seats":4}`)
 			var answers tally

@@ -28,7 +28,7 @@ func leaseRecord(e locktap.Event) (history.Record, bool) {
 	token, fenced := l.Token()
 	acquired, valid := l.Acquired(), l.ValidUntil()
 	rec := history.Record{
-		Time: e.Time, Kind: "lease", Op: op, Variant: l.Variant(), Key: l.Key(), Owner: l.Owner(),
+		Time: e.Time, Kind: "lease", Op: op, Variant: e.Variant, Key: l.Key(), Owner: l.Owner(),
 		Token: token, Fenced: fenced, Acquired: &acquired, ValidUntil: &valid,
 	}
 	if e.Err != nil {

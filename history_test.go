@@ -12,6 +12,7 @@ import (
 	"flashsale/internal/locktap"
 	"flashsale/internal/testsupport"
 	"flashsale/lock"
+	"flashsale/lock/ladder"
 )
 
 // TestHistoryRecordsLeasesAndWrites takes a real fenced lease on a real
@@ -26,7 +27,7 @@ func TestHistoryRecordsLeasesAndWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lockers, err := lock.New(testsupport.Options(t, c), locktap.Tapped(lock.Options{TTL: time.Second}, locktap.Tap{Observer: func(e locktap.Event) { recordLease(rec, e) }}))
+	lockers, err := lock.New(testsupport.Options(t, c), ladder.With(locktap.Tapped(lock.Options{TTL: time.Second}, locktap.Tap{Observer: func(e locktap.Event) { recordLease(rec, e) }})))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,6 +33,7 @@ import (
 	"flashsale/inventory"
 	"flashsale/loadtest/workshop"
 	"flashsale/lock"
+	"flashsale/lock/ladder"
 )
 
 func main() {
@@ -103,7 +104,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		runs.Observe(e)
 		recordLease(hist, e)
 	}})
-	lockers, err := lock.New(nodes, opts)
+	lockers, err := lock.New(nodes, ladder.With(opts))
 	if err != nil {
 		return err
 	}
@@ -138,9 +139,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		log.Info("database: SQLite", "file", cfg.db)
 	}
 
-	live := broker.New(lockers.Clients(), cfg.namespace, log, metrics.StreamDropped)
+	rdbs := nodeClients(nodes, cfg.sentinel)
+	defer func() {
+		for _, c := range rdbs {
+			_ = c.Close()
+		}
+	}()
+	live := broker.New(rdbs, cfg.namespace, log, metrics.StreamDropped)
 	svc, err := inventory.New(ctx, db, lockers, inventory.Config{
-		Production: cfg.production, LockWait: cfg.lockWait, Logger: log, Batch: cfg.batch, BatchMax: cfg.batchMax, Reads: reads,
+		Nodes: rdbs, Namespace: cfg.namespace, Production: cfg.production, LockWait: cfg.lockWait, Logger: log, Batch: cfg.batch, BatchMax: cfg.batchMax, Reads: reads,
 		Notify: func(c inventory.Change) { live.Publish(c); hist.Change(history.Change(c)) },
 	})
 	if err != nil {
@@ -149,7 +156,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	metrics.WatchInventory(svc)
 
 	srv, err := handlers.NewServer(handlers.Config{
-		Inventory: svc, Lockers: lockers, Faults: faults, Metrics: metrics, Broker: live,
+		Inventory: svc, Lockers: lockers, Faults: faults, LockTTL: cfg.lockTTL, Watchdog: cfg.watchdog, FastOff: !cfg.fast, Metrics: metrics, Broker: live,
 		AdminToken: token, DefaultLock: cfg.lock, LockWait: cfg.lockWait, Logger: log, Workshop: runs,
 		Variants: cfg.variants, MaxStreams: cfg.maxStreams, MaxStreamsPerClient: cfg.maxStreamsPerClient,
 		MaxInFlight: cfg.maxInFlight, InFlightTarget: cfg.lockWait / 4,
@@ -199,7 +206,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	url := "http://" + ln.Addr().String()
 	runs.SetBase(url)
 	log.Info("listening", "addr", ln.Addr().String(), "lock", cfg.lock, "lock_ttl", cfg.lockTTL, "lock_wait", cfg.lockWait,
-		"production", cfg.production, "redis_nodes", len(lockers.Clients()), "redis_sentinel", cfg.sentinel != nil, "variants", strings.Join(cfg.variants, ","),
+		"production", cfg.production, "redis_nodes", len(rdbs), "redis_sentinel", cfg.sentinel != nil, "variants", strings.Join(cfg.variants, ","),
 		"order_rate", cfg.orderRate, "max_streams", cfg.maxStreams)
 	fmt.Fprintf(stdout, "listening on %s\n", url)
 

@@ -25,6 +25,7 @@ import (
 	"flashsale/internal/testsupport"
 	"flashsale/inventory"
 	"flashsale/lock"
+	"flashsale/lock/ladder"
 )
 
 func TestMain(m *testing.M) { os.Exit(testsupport.Main(m)) }
@@ -231,7 +232,7 @@ func TestThreeInstancesOneSale(t *testing.T) {
 			for _, c := range []struct {
 				variant string
 				workMS  int
-			}{{lock.Lua, 0}, {lock.Redlock, 0}, {lock.RedlockFence, 0}, {lock.None, 10}} {
+			}{{lock.Lua, 0}, {lock.Redlock, 0}, {lock.RedlockFence, 0}, {ladder.None, 10}} {
 				t.Run(c.variant, func(t *testing.T) {
 					apps[0].reset(`{"products":[{"sku":"hot","name":"Hot","price_cents":100,"stock":50}],"seats":0}`)
 					for _, a := range apps {
@@ -251,7 +252,7 @@ func TestThreeInstancesOneSale(t *testing.T) {
 					if answers.failures() > 0 {
 						t.Errorf("server errors: %v", &answers)
 					}
-					if c.variant == lock.None {
+					if c.variant == ladder.None {
 						if au.OK || au.OversoldUnits == 0 {
 							t.Fatalf("no lock with %dms of work must oversell: %+v", c.workMS, au)
 						}
@@ -647,7 +648,7 @@ func TestConfigLimits(t *testing.T) {
 	testsupport.Long(t, "the storefront's processes started, stopped and raced for seconds")
 	none := func(string) string { return "" }
 	c, err := parseConfig([]string{"flashsale"}, none, io.Discard)
-	if err != nil || !slices.Equal(c.variants, lock.Names()) || c.orderRate != roomOrderRate || !c.orderRateRoomOnly || c.orderBurst != 10 ||
+	if err != nil || !slices.Equal(c.variants, ladder.Names()) || c.orderRate != roomOrderRate || !c.orderRateRoomOnly || c.orderBurst != 10 ||
 		c.openLadder || c.maxConnsPerClient != defaultMaxConnsPerClient ||
 		c.maxStreams != 1000 || c.maxStreamsPerClient != 8 || c.bodyTimeout != 10*time.Second || c.auditInterval != time.Second || c.trustedProxies != nil {
 		t.Fatalf("workshop defaults: %+v %v", c, err)

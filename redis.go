@@ -105,3 +105,23 @@ func keepUp(ctx context.Context, cluster *localredis.Cluster, log *slog.Logger) 
 		}()
 	}
 }
+
+// nodeClients are the application's own clients of the lockers' nodes, first
+// node first (the Sentinel-managed master, when there is one), for the live
+// stream's publishing and the redis-stock design's stock. They speak as the
+// lockers' clients do: RESP2 without CLIENT SETINFO (what the app's Redis
+// user is allowed), and a context's deadline bounds a command on the wire.
+func nodeClients(nodes []*redis.Options, sentinel *redis.FailoverOptions) []*redis.Client {
+	var out []*redis.Client
+	if sentinel != nil {
+		fo := *sentinel
+		fo.Protocol, fo.DisableIdentity, fo.ContextTimeoutEnabled = 2, true, true
+		out = append(out, redis.NewFailoverClient(&fo))
+	}
+	for _, o := range nodes {
+		cp := *o
+		cp.Protocol, cp.DisableIdentity, cp.ContextTimeoutEnabled = 2, true, true
+		out = append(out, redis.NewClient(&cp))
+	}
+	return out
+}

@@ -2,11 +2,10 @@ package curriculum
 
 import (
 	"embed"
+	"flashsale/lock/ladder"
 	"slices"
 	"strings"
 	"unicode/utf8"
-
-	"flashsale/lock"
 )
 
 // Lesson is one rung of lock's ladder with what the workshop teaches about
@@ -14,7 +13,7 @@ import (
 type Lesson struct {
 	// Variant is the rung as package lock declares it: its name (as in the
 	// X-Lock-Variant header), file, guard, fencing and correctness.
-	lock.Variant
+	ladder.Rung
 
 	// Reference is the file of the correct rung this one is read beside,
 	// named as Variant.File is. A broken rung's file differs from its
@@ -59,18 +58,18 @@ type Lesson struct {
 //go:embed why/*.md why/zh/*.md
 var whyFiles embed.FS
 
-// ladder is every lesson in lock's ladder order, each joined with its
+// taught is every lesson in lock's ladder order, each joined with its
 // rung and its paragraph.
-var ladder = join(lock.Ladder())
+var taught = join(ladder.Rungs())
 
 // join is the lesson of every rung, in the rungs' order. A rung without an
 // entry in lessons, or without a paragraph, gets an empty one: the tests
 // name it.
-func join(rungs []lock.Variant) []Lesson {
+func join(rungs []ladder.Rung) []Lesson {
 	out := make([]Lesson, len(rungs))
 	for i, r := range rungs {
 		out[i] = lessons[r.Name]
-		out[i].Variant = r
+		out[i].Rung = r
 		out[i].Why = why(r.Name)
 		out[i].WhyZh = whyZh(r.Name)
 	}
@@ -114,13 +113,13 @@ func whyZh(rung string) string {
 }
 
 // Lessons lists every rung's lesson in the ladder's teaching order.
-func Lessons() []Lesson { return slices.Clone(ladder) }
+func Lessons() []Lesson { return slices.Clone(taught) }
 
 // Find is the lesson of the rung named name.
 func Find(name string) (Lesson, bool) {
-	i := slices.IndexFunc(ladder, func(l Lesson) bool { return l.Name == name })
+	i := slices.IndexFunc(taught, func(l Lesson) bool { return l.Name == name })
 	if i < 0 {
 		return Lesson{}, false
 	}
-	return ladder[i], true
+	return taught[i], true
 }

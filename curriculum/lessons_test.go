@@ -8,13 +8,13 @@ import (
 	"strings"
 	"testing"
 
-	"flashsale/lock"
+	"flashsale/lock/ladder"
 )
 
 // The table has a lesson for exactly the rungs lock declares, and Lessons
 // lists them in lock's order.
 func TestTableIsTheLadder(t *testing.T) {
-	names := lock.Names()
+	names := ladder.Names()
 	for name := range lessons {
 		if !slices.Contains(names, name) {
 			t.Errorf("the table has a lesson for %q, which is not a rung of lock's ladder", name)
@@ -25,13 +25,13 @@ func TestTableIsTheLadder(t *testing.T) {
 		if _, ok := lessons[l.Name]; !ok {
 			t.Errorf("%s: a rung of lock's ladder without a lesson in the table", l.Name)
 		}
-		if r, _ := lock.Find(l.Name); l.Variant.File != r.File {
+		if r, _ := ladder.Find(l.Name); l.Rung.File != r.File {
 			t.Errorf("%s: the lesson's rung is not lock's", l.Name)
 		}
 		got = append(got, l.Name)
 	}
 	if !slices.Equal(got, names) {
-		t.Errorf("Lessons() = %v, lock.Names() = %v", got, names)
+		t.Errorf("Lessons() = %v, ladder.Names() = %v", got, names)
 	}
 	if len(lessons) != len(names) {
 		t.Errorf("the table has %d lessons (%v), the ladder %d rungs", len(lessons), slices.Sorted(maps.Keys(lessons)), len(names))
@@ -55,7 +55,7 @@ func TestWhyFiles(t *testing.T) {
 	}
 	for _, f := range files {
 		name, ok := strings.CutSuffix(strings.TrimPrefix(f, "why/"), ".md")
-		if _, rung := lock.Find(name); !ok || !rung {
+		if _, rung := ladder.Find(name); !ok || !rung {
 			t.Errorf("%s is the paragraph of no rung", f)
 		}
 	}
@@ -86,7 +86,7 @@ func TestWhyInChinese(t *testing.T) {
 	}
 	kept := regexp.MustCompile(`\([a-z]+(?:-[a-z]+)+\)|\b[\w+]+\.go\b|\b[A-Z]{3,}\b|\b[45]\d\d\b|\b[a-z]+_[a-z_]+\b`)
 	han := regexp.MustCompile(`\p{Han}`)
-	names := regexp.MustCompile(`\b(?:` + strings.Join(quoted(lock.Names()), "|") + `)\b`)
+	names := regexp.MustCompile(`\b(?:` + strings.Join(quoted(ladder.Names()), "|") + `)\b`)
 	for _, l := range Lessons() {
 		switch {
 		case l.WhyZh == "":

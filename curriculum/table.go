@@ -1,6 +1,9 @@
 package curriculum
 
-import "flashsale/lock"
+import (
+	"flashsale/lock"
+	"flashsale/lock/ladder"
+)
 
 // lessons is the table: every rung of lock's ladder, by name, with what a
 // lesson or a run expects of it (its paragraph is why/<rung>.md). A rung
@@ -19,13 +22,13 @@ import "flashsale/lock"
 // while its holder works; the broken rungs renew with PEXPIRE and no owner
 // check, but that renews a successor's key only once a lease is lost.
 var lessons = map[string]Lesson{
-	lock.None: {
+	ladder.None: {
 		Reference: "lua.go",
 		ShowsWith: "clean",
 		Breaks:    []string{"clean", "crash-between-steps", "pause-between-release-steps", "pause-in-critical-section", "node-down", "node-restart", "clock-jump", "network-delay", "failover", "long-work", "long-work-watchdog", "pause-after-lease-check"},
 		Chaos:     &ChaosClaim{Alone: true},
 	},
-	SetNXExpire: {
+	ladder.SetNXExpire: {
 		Reference: "lua.go",
 		ShowsWith: "crash-between-steps",
 		Breaks:    []string{"crash-between-steps", "pause-in-critical-section", "node-restart", "clock-jump", "network-delay", "failover", "long-work", "pause-after-lease-check"},
@@ -39,7 +42,7 @@ var lessons = map[string]Lesson{
 		// with no TTL: every fault can break it.
 		Chaos: &ChaosClaim{Breakers: []string{AnyFault}},
 	},
-	GetDel: {
+	ladder.GetDel: {
 		Reference: "lua.go",
 		ShowsWith: "pause-between-release-steps",
 		Breaks:    []string{"pause-between-release-steps", "pause-in-critical-section", "node-restart", "clock-jump", "network-delay", "failover", "long-work", "pause-after-lease-check"},
@@ -48,7 +51,7 @@ var lessons = map[string]Lesson{
 		},
 		Chaos: &ChaosClaim{Breakers: singleBreakers},
 	},
-	PlainDel: {
+	ladder.PlainDel: {
 		Reference: "lua.go",
 		ShowsWith: "pause-in-critical-section",
 		Breaks:    []string{"pause-in-critical-section", "node-restart", "clock-jump", "network-delay", "failover", "long-work", "pause-after-lease-check"},
@@ -78,7 +81,7 @@ var lessons = map[string]Lesson{
 			Unaware:  []string{"node-wipe", "node-crash", "node-flush", "node-operator", "node-failover"},
 		},
 	},
-	LuaCheck: {
+	ladder.LuaCheck: {
 		Reference: "lua.go",
 		ShowsWith: "pause-after-lease-check",
 		Breaks:    []string{"pause-after-lease-check"},
@@ -130,7 +133,7 @@ var lessons = map[string]Lesson{
 	// breaks it wherever five nodes (or a side of three) answer, which
 	// every column has for a good part of its run; the bare DEL, the
 	// undone-nothing miss and the whole-TTL check only add ways.
-	ArticleRedlock: {
+	ladder.ArticleRedlock: {
 		Reference: "redlock.go",
 		ShowsWith: "clean",
 		Breaks: []string{"clean", "crash-between-steps", "pause-between-release-steps", "pause-in-critical-section", "node-down",
@@ -149,7 +152,7 @@ var lessons = map[string]Lesson{
 	// holder paused past its TTL writes beside its successor. No watchdog
 	// of its own: long work loses the lease unless the caller extends it
 	// (long-work-watchdog: the watchdog here calls its Extend, owner-checked).
-	Redsync: {
+	ladder.Redsync: {
 		Reference: "redlock.go",
 		// The cell that shows it is the one it passes: it sells exactly the
 		// stock under concurrency alone, where article-redlock does not.
@@ -173,10 +176,10 @@ var lessons = map[string]Lesson{
 	// beside the one it should become. As shipped it takes a lock that is
 	// held, so it breaks wherever no lock at all does: its row is none's
 	// until the attendees fix it, and then its cells are judged as lua's.
-	Attendee: {
+	ladder.Attendee: {
 		Reference: "lua.go",
 		ShowsWith: "clean",
-		JudgedAs:  lock.None,
+		JudgedAs:  ladder.None,
 		// Its own, over none's row: the one cell where the rung as shipped
 		// is not no lock at all.
 		Either: map[string]string{

@@ -20,11 +20,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"flashsale/curriculum"
 	"flashsale/internal/randhex"
 	"flashsale/internal/redisacl"
 	"flashsale/internal/testsupport"
-	"flashsale/lock"
+	"flashsale/lock/ladder"
 )
 
 // Redis with an ACL user and TLS, as docs/operations.md sets it up.
@@ -106,9 +105,9 @@ func TestRedisACLAndTLS(t *testing.T) {
 	url := fmt.Sprintf("rediss://flashsale:%s@127.0.0.1:%d/0", password, port)
 	a := startApp(t, composeAppEnv(t, map[string]string{"FLASHSALE_REDIS": url, "SSL_CERT_FILE": ca}))
 	ps := products(t, a)
-	for i, v := range lock.Names() {
+	for i, v := range ladder.Names() {
 		sku, want := ps[0].SKU, 201
-		if v == curriculum.ArticleRedlock {
+		if v == ladder.ArticleRedlock {
 			// The article's quorum is fixed at 2 whatever the number of
 			// nodes: on this one node it never locks, says busy, and leaves
 			// its missed try's key for its TTL (it undoes nothing), so it

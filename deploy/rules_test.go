@@ -15,7 +15,7 @@ import (
 	"github.com/goccy/go-yaml"
 
 	"flashsale/internal/locktap"
-	"flashsale/lock"
+	"flashsale/lock/ladder"
 )
 
 // The alert rules.
@@ -102,7 +102,7 @@ func checkExpr(expr string, s scrape, job string) []string {
 					problems = append(problems, fmt.Sprintf("%s{outcome=%q}: the outcomes are %v", name, value, outcomes))
 				}
 			case "variant":
-				if !slices.Contains(lock.Names(), value) {
+				if !slices.Contains(ladder.Names(), value) {
 					problems = append(problems, fmt.Sprintf("%s{variant=%q}: no such variant", name, value))
 				}
 			case "route":

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"flashsale/lock"
+	"flashsale/lock/ladder"
 )
 
 // api.md's configuration table names every flag of `flashsale -h`, with its
@@ -50,7 +50,7 @@ func TestAPIDocNamesEveryVariant(t *testing.T) {
 	for _, v := range regexp.MustCompile("`([a-z+-]+)`").FindAllStringSubmatch(m[1], -1) {
 		named = append(named, v[1])
 	}
-	want := lock.Names()
+	want := ladder.Names()
 	slices.Sort(named)
 	slices.Sort(want)
 	if !slices.Equal(named, want) {

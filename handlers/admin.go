@@ -94,15 +94,17 @@ func (s *Server) setFaults(c *gin.Context) error {
 	s.inv.SetWork(time.Duration(req.WorkMS) * time.Millisecond)
 	if req.Watchdog != nil {
 		s.lockers.SetWatchdog(*req.Watchdog)
+		s.watchdog.Store(*req.Watchdog)
 	}
 	if req.Fast != nil {
 		s.lockers.SetFast(*req.Fast)
+		s.fast.Store(*req.Fast)
 	}
 	if req.Batch != nil {
 		s.inv.SetBatch(*req.Batch)
 	}
 	s.log.Info("fault plan set", "seed", req.Seed, "work_ms", req.WorkMS, "faults", fmt.Sprint(req.Faults),
-		"watchdog", s.lockers.Watchdog(), "fast", s.lockers.Fast(), "batch", s.inv.Batch())
+		"watchdog", s.watchdog.Load(), "fast", s.fast.Load(), "batch", s.inv.Batch())
 	return s.getFaults(c)
 }
 
@@ -111,7 +113,7 @@ func (s *Server) getFaults(c *gin.Context) error {
 	if plan == nil {
 		plan = []fault.Fault{}
 	}
-	watchdog, fast, batch := s.lockers.Watchdog(), s.lockers.Fast(), s.inv.Batch()
+	watchdog, fast, batch := s.watchdog.Load(), s.fast.Load(), s.inv.Batch()
 	c.JSON(http.StatusOK, faultPlan{
 		Seed: seed, WorkMS: int(s.inv.Work() / time.Millisecond), Faults: plan, Watchdog: &watchdog, Fast: &fast, Batch: &batch,
 		Fired: s.faults.Fired(),

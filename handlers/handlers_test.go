@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"flashsale/curriculum"
 	"flashsale/handlers"
 	"flashsale/internal/broker"
 	"flashsale/internal/fault"
@@ -24,6 +23,7 @@ import (
 	"flashsale/internal/testsupport"
 	"flashsale/inventory"
 	"flashsale/lock"
+	"flashsale/lock/ladder"
 )
 
 const token = "test-admin-token"
@@ -66,7 +66,9 @@ func newApp(t *testing.T, o appOpts) *app {
 	ns := testsupport.Namespace()
 	log := testsupport.Logger()
 	metrics := handlers.NewMetrics()
-	lockers, err := lock.New(testsupport.Options(t, nodes), locktap.Tapped(lock.Options{TTL: o.ttl, Namespace: ns, Logger: log, NodeTimeout: 50 * time.Millisecond}, locktap.Tap{Observer: metrics.ObserveLock}))
+	faults := fault.NewPlan()
+	opts := lock.Options{TTL: o.ttl, Namespace: ns, Logger: log, NodeTimeout: 50 * time.Millisecond}
+	lockers, err := lock.New(testsupport.Options(t, nodes), ladder.With(locktap.Tapped(opts, locktap.Tap{Faults: faults, Observer: metrics.ObserveLock})))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,14 +82,18 @@ func newApp(t *testing.T, o appOpts) *app {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { inventory.Close(db) })
-	live := broker.New(lockers.Clients(), ns, log, metrics.StreamDropped)
-	svc, err := inventory.New(ctx, db, lockers, inventory.Config{LockWait: o.wait, Logger: log, Notify: func(c inventory.Change) { live.Publish(c) }})
+	rdbs := testsupport.Clients(t, nodes)
+	live := broker.New(rdbs, ns, log, metrics.StreamDropped)
+	svc, err := inventory.New(ctx, db, lockers, inventory.Config{
+		Nodes: rdbs, Namespace: ns, LockWait: o.wait, Logger: log,
+		Notify: func(c inventory.Change) { live.Publish(c) },
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	metrics.WatchInventory(svc)
 	cfg := handlers.Config{
-		Inventory: svc, Lockers: lockers, Metrics: metrics, Broker: live,
+		Inventory: svc, Lockers: lockers, Faults: faults, LockTTL: o.ttl, Metrics: metrics, Broker: live,
 		AdminToken: token, DefaultLock: lock.Redlock, Logger: log, Heartbeat: 100 * time.Millisecond,
 	}
 	if o.config != nil {
@@ -403,7 +409,7 @@ func TestIdempotencyKeyOverHTTP(t *testing.T) {
 		wg.Go(func() {
 			v := lock.Redlock
 			if i%2 == 0 {
-				v = lock.None
+				v = ladder.None
 			}
 			r := a.call("POST", "/api/orders", `{"sku":"hot","qty":1,"user":"bob"}`, "Idempotency-Key", "dup", "X-Lock-Variant", v)
 			if r.status != 201 {
@@ -465,7 +471,7 @@ func TestLockBusyAndUnavailable(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, v := range []string{lock.Redlock, lock.RedlockFence, lock.Lua, curriculum.SetNXExpire} {
+	for _, v := range []string{lock.Redlock, lock.RedlockFence, lock.Lua, ladder.SetNXExpire} {
 		r := a.call("POST", "/api/orders", `{"sku":"hot","qty":1,"user":"ann"}`, "X-Lock-Variant", v)
 		want(t, v+" unavailable", r, 503, "lock_unavailable")
 		if r.header.Get("Retry-After") == "" {
@@ -752,7 +758,7 @@ func TestLeaseLostAndTheWatchdogSwitch(t *testing.T) {
 	want(t, "set pause", a.call("PUT", "/api/admin/faults", plan, admin...), 200, "")
 	first := make(chan response, 1)
 	go func() {
-		first <- a.call("POST", "/api/orders", `{"sku":"hot","qty":1,"user":"ann"}`, "X-Lock-Variant", curriculum.LuaCheck)
+		first <- a.call("POST", "/api/orders", `{"sku":"hot","qty":1,"user":"ann"}`, "X-Lock-Variant", ladder.LuaCheck)
 	}()
 	// Once the first holder is paused, the plan is cleared: the second
 	// holder works without a pause.
@@ -772,7 +778,7 @@ func TestLeaseLostAndTheWatchdogSwitch(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	want(t, "clear faults", a.call("PUT", "/api/admin/faults", `{"seed":3,"work_ms":0,"faults":[]}`, admin...), 200, "")
-	second := a.call("POST", "/api/orders", `{"sku":"hot","qty":1,"user":"bob"}`, "X-Lock-Variant", curriculum.LuaCheck)
+	second := a.call("POST", "/api/orders", `{"sku":"hot","qty":1,"user":"bob"}`, "X-Lock-Variant", ladder.LuaCheck)
 	want(t, "newer holder", second, 201, "")
 	want(t, "holder whose lease ran out", <-first, 409, "lease_lost")
 	if au := a.audit(); !au.OK || au.SoldUnits != 1 {

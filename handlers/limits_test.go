@@ -19,6 +19,7 @@ import (
 	"flashsale/handlers"
 	"flashsale/internal/broker"
 	"flashsale/lock"
+	"flashsale/lock/ladder"
 )
 
 // The correct rungs are the ladder's own word, in its order: a broken rung
@@ -36,7 +37,7 @@ func TestCorrectVariants(t *testing.T) {
 	if got := handlers.CorrectVariants(); !slices.Equal(got, want) {
 		t.Fatalf("CorrectVariants() = %v, want %v", got, want)
 	}
-	if slices.Contains(handlers.CorrectVariants(), lock.None) {
+	if slices.Contains(handlers.CorrectVariants(), ladder.None) {
 		t.Errorf("none is allowed in production")
 	}
 }
@@ -46,14 +47,14 @@ func TestCorrectVariants(t *testing.T) {
 func TestVariantAllowList(t *testing.T) {
 	a := newApp(t, appOpts{config: func(c *handlers.Config) { c.Variants = []string{lock.Redlock, lock.LuaFence} }})
 	a.reset(100, 4)
-	for _, v := range []string{lock.None, curriculum.SetNXExpire, lock.Lua} {
+	for _, v := range []string{ladder.None, ladder.SetNXExpire, lock.Lua} {
 		r := a.call("POST", "/api/orders", `{"sku":"hot","qty":1,"user":"ann"}`, "X-Lock-Variant", v)
 		want(t, "order with "+v, r, 400, "variant_not_allowed")
 		if !strings.Contains(string(r.body), "redlock, lua+fence") {
 			t.Errorf("the refusal does not list the allowed variants: %s", r.body)
 		}
 	}
-	want(t, "seat with none", a.call("POST", "/api/events/gala/seats/A1", `{"user":"ann"}`, "X-Lock-Variant", lock.None), 400, "variant_not_allowed")
+	want(t, "seat with none", a.call("POST", "/api/events/gala/seats/A1", `{"user":"ann"}`, "X-Lock-Variant", ladder.None), 400, "variant_not_allowed")
 	want(t, "unknown", a.call("POST", "/api/orders", `{"sku":"hot","qty":1,"user":"ann"}`, "X-Lock-Variant", "mutex"), 400, "unknown_lock")
 	want(t, "workshop run with none", a.call("POST", "/api/admin/workshop/runs",
 		`{"variant":"none","scenario":"clean","rate":10,"duration_s":1}`, admin...), 400, "variant_not_allowed")
@@ -77,7 +78,7 @@ func TestDefaultVariantMustBeAllowed(t *testing.T) {
 	a := newApp(t, appOpts{})
 	m := handlers.NewMetrics()
 	_, err := handlers.NewServer(handlers.Config{
-		Inventory: a.svc, Lockers: a.lockers, Metrics: m, Broker: broker.New(a.lockers.Clients(), "x:", nil, nil),
+		Inventory: a.svc, Lockers: a.lockers, Metrics: m, Broker: broker.New(testsupport.Clients(t, a.nodes), "x:", nil, nil),
 		AdminToken: token, DefaultLock: lock.Redlock, Variants: []string{lock.Lua},
 	})
 	if err == nil || !strings.Contains(err.Error(), "not among the allowed") {

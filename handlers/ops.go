@@ -33,7 +33,7 @@ func (s *Server) index(c *gin.Context) error {
 		"service":     "flashsale",
 		"lock":        s.defaultLock,
 		"locks":       s.namable(c),
-		"lock_ttl_ms": s.lockers.TTL().Milliseconds(),
+		"lock_ttl_ms": s.lockTTL.Milliseconds(),
 		"routes":      routes,
 	}
 	if s.lockWait > 0 {

@@ -10,6 +10,7 @@ import (
 
 	"flashsale/handlers"
 	"flashsale/lock"
+	"flashsale/lock/ladder"
 )
 
 // A client from the room: the test's requests come from 127.0.0.1, a
@@ -36,7 +37,7 @@ func TestBrokenRungsStayOffTheRoom(t *testing.T) {
 	a := roomApp(t, nil)
 	a.reset(100, 4)
 	order := `{"sku":"hot","qty":1,"user":"ann"}`
-	for _, v := range []string{lock.None, "setnx-expire", "get-del", "plain-del"} {
+	for _, v := range []string{ladder.None, "setnx-expire", "get-del", "plain-del"} {
 		r := a.call("POST", "/api/orders", order, append([]string{"X-Lock-Variant", v}, room...)...)
 		want(t, "the room names "+v, r, 400, "variant_not_allowed")
 		if !strings.Contains(r.message(), "-open-ladder") {
@@ -44,15 +45,15 @@ func TestBrokenRungsStayOffTheRoom(t *testing.T) {
 		}
 	}
 	want(t, "the room grabs a seat with none", a.call("POST", "/api/events/gala/seats/A1", `{"user":"ann"}`,
-		append([]string{"X-Lock-Variant", lock.None}, room...)...), 400, "variant_not_allowed")
+		append([]string{"X-Lock-Variant", ladder.None}, room...)...), 400, "variant_not_allowed")
 	if au := a.audit(); au.Orders != 0 || au.Bookings != 0 {
 		t.Fatalf("refused requests sold: %+v", au)
 	}
 	// The controls: the same request from this machine, or with the token;
 	// a correct rung and the default from the room.
-	r := a.call("POST", "/api/orders", order, "X-Lock-Variant", lock.None)
+	r := a.call("POST", "/api/orders", order, "X-Lock-Variant", ladder.None)
 	want(t, "this machine names none", r, 201, "")
-	r = a.call("POST", "/api/orders", order, append([]string{"X-Lock-Variant", lock.None}, append(room, admin...)...)...)
+	r = a.call("POST", "/api/orders", order, append([]string{"X-Lock-Variant", ladder.None}, append(room, admin...)...)...)
 	want(t, "the room names none with the admin token", r, 201, "")
 	want(t, "the room names lua", a.call("POST", "/api/orders", order, append([]string{"X-Lock-Variant", lock.Lua}, room...)...), 201, "")
 	want(t, "the room with no header", a.call("POST", "/api/orders", order, room...), 201, "")
@@ -60,20 +61,20 @@ func TestBrokenRungsStayOffTheRoom(t *testing.T) {
 	var fromRoom, fromHere struct{ Locks []string }
 	a.call("GET", "/api", nil, room...).decode(t, &fromRoom)
 	a.call("GET", "/api", nil).decode(t, &fromHere)
-	if slices.Contains(fromRoom.Locks, lock.None) || !slices.Contains(fromRoom.Locks, lock.Lua) || !slices.Contains(fromRoom.Locks, lock.Redlock) {
+	if slices.Contains(fromRoom.Locks, ladder.None) || !slices.Contains(fromRoom.Locks, lock.Lua) || !slices.Contains(fromRoom.Locks, lock.Redlock) {
 		t.Errorf("GET /api from the room lists %v", fromRoom.Locks)
 	}
-	if !slices.Equal(fromHere.Locks, lock.Names()) {
+	if !slices.Equal(fromHere.Locks, ladder.Names()) {
 		t.Errorf("GET /api from this machine lists %v, want every variant", fromHere.Locks)
 	}
 
 	open := roomApp(t, func(c *handlers.Config) { c.OpenLadder = true })
 	open.reset(100, 4)
-	r = open.call("POST", "/api/orders", order, append([]string{"X-Lock-Variant", lock.None}, room...)...)
+	r = open.call("POST", "/api/orders", order, append([]string{"X-Lock-Variant", ladder.None}, room...)...)
 	want(t, "the room names none with the ladder open", r, 201, "")
 	var o struct{ Lock string }
 	r.decode(t, &o)
-	if o.Lock != lock.None {
+	if o.Lock != ladder.None {
 		t.Errorf("the open ladder's order ran under %q", o.Lock)
 	}
 }
@@ -89,15 +90,15 @@ func TestRoomOrderRate(t *testing.T) {
 	a.reset(100, 4)
 	order := `{"sku":"hot","qty":1,"user":"ann"}`
 	for range 2 {
-		want(t, "a room order within the burst", a.call("POST", "/api/orders", order, append([]string{"X-Lock-Variant", lock.None}, room...)...), 201, "")
+		want(t, "a room order within the burst", a.call("POST", "/api/orders", order, append([]string{"X-Lock-Variant", ladder.None}, room...)...), 201, "")
 	}
-	r := a.call("POST", "/api/orders", order, append([]string{"X-Lock-Variant", lock.None}, room...)...)
+	r := a.call("POST", "/api/orders", order, append([]string{"X-Lock-Variant", ladder.None}, room...)...)
 	want(t, "a room order past the burst", r, 429, "rate_limited")
 	if r.header.Get("Retry-After") == "" {
 		t.Error("429 without Retry-After")
 	}
 	for range 5 {
-		want(t, "this machine past the room's burst", a.call("POST", "/api/orders", order, "X-Lock-Variant", lock.None), 201, "")
+		want(t, "this machine past the room's burst", a.call("POST", "/api/orders", order, "X-Lock-Variant", ladder.None), 201, "")
 	}
 	want(t, "another room client", a.call("POST", "/api/orders", order, "X-Forwarded-For", "192.0.2.8"), 201, "")
 }

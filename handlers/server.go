@@ -25,6 +25,7 @@ import (
 	"flashsale/internal/fault"
 	"flashsale/inventory"
 	"flashsale/lock"
+	"flashsale/lock/ladder"
 )
 
 // Config is what a Server needs.
@@ -34,9 +35,14 @@ type Config struct {
 	// Faults is the fault plan the lockers' trace asks (locktap.Tap), set
 	// and read by /api/admin/faults. Default: a plan of its own, which no
 	// locker asks.
-	Faults  *fault.Plan
-	Metrics *Metrics
-	Broker  *broker.Broker
+	Faults *fault.Plan
+	// LockTTL, Watchdog and FastOff are the lock options Lockers was made
+	// with: GET /api tells the TTL, and the admin's switches start from
+	// the others. LockTTL defaults to the lock's default, 2s.
+	LockTTL           time.Duration
+	Watchdog, FastOff bool
+	Metrics           *Metrics
+	Broker            *broker.Broker
 	// AdminToken guards /api/admin/*. It must not be empty.
 	AdminToken string
 	// DefaultLock is the variant used when a request names none.
@@ -102,6 +108,9 @@ type Server struct {
 	inv         *inventory.Service
 	lockers     *lock.Client
 	faults      *fault.Plan
+	lockTTL     time.Duration
+	watchdog    atomic.Bool // the lockers' watchdog switch, as last set
+	fast        atomic.Bool // the lockers' speed layer switch, as last set
 	metrics     *Metrics
 	broker      *broker.Broker
 	adminHash   [sha256.Size]byte
@@ -141,7 +150,7 @@ func NewServer(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	if cfg.Variants == nil {
-		cfg.Variants = lock.Names()
+		cfg.Variants = ladder.Names()
 	}
 	for _, v := range cfg.Variants {
 		if _, err := cfg.Lockers.Locker(v); err != nil {
@@ -175,6 +184,9 @@ func NewServer(cfg Config) (*Server, error) {
 	if cfg.Heartbeat <= 0 {
 		cfg.Heartbeat = 15 * time.Second
 	}
+	if cfg.LockTTL <= 0 {
+		cfg.LockTTL = 2 * time.Second
+	}
 	if cfg.Faults == nil {
 		cfg.Faults = fault.NewPlan()
 	}
@@ -182,7 +194,7 @@ func NewServer(cfg Config) (*Server, error) {
 	// and warnings to stdout, which a service and its tests never want.
 	gin.SetMode(gin.ReleaseMode)
 	s := &Server{
-		inv: cfg.Inventory, lockers: cfg.Lockers, faults: cfg.Faults, metrics: cfg.Metrics, broker: cfg.Broker,
+		inv: cfg.Inventory, lockers: cfg.Lockers, faults: cfg.Faults, lockTTL: cfg.LockTTL, metrics: cfg.Metrics, broker: cfg.Broker,
 		adminHash: sha256.Sum256([]byte(cfg.AdminToken)), defaultLock: cfg.DefaultLock, lockWait: cfg.LockWait,
 		log: cfg.Logger, heartbeat: cfg.Heartbeat, workshop: cfg.Workshop,
 		variants:    slices.Clone(cfg.Variants),
@@ -196,6 +208,8 @@ func NewServer(cfg Config) (*Server, error) {
 		openLadder:            cfg.OpenLadder,
 		logins:                newLoginLimit(),
 	}
+	s.watchdog.Store(cfg.Watchdog)
+	s.fast.Store(!cfg.FastOff)
 	if cfg.MaxInFlight == 0 {
 		cfg.MaxInFlight = DefaultMaxInFlight
 	}

@@ -2,9 +2,8 @@ package inventory
 
 import (
 	"context"
+	"flashsale/lock/ladder"
 	"fmt"
-
-	"flashsale/lock"
 )
 
 // ProductAudit is the audit of one SKU.
@@ -49,7 +48,7 @@ type Audit struct {
 	Bookings        int64          `json:"bookings"`
 	Products        []ProductAudit `json:"products"`
 	// StuckLockKeys names the lock keys without a TTL, by node.
-	StuckLockKeys []lock.StuckLock `json:"stuck_lock_keys,omitempty"`
+	StuckLockKeys []ladder.StuckLock `json:"stuck_lock_keys,omitempty"`
 	// Errors says which checks could not be made (a Redis node down).
 	Errors []string `json:"errors,omitempty"`
 }
@@ -90,7 +89,7 @@ func (s *Service) Audit(ctx context.Context) (Audit, error) {
 	if err != nil {
 		return Audit{}, fmt.Errorf("audit bookings: %w", err)
 	}
-	a.StuckLockKeys, err = s.lockers.StuckLocks(ctx)
+	a.StuckLockKeys, err = ladder.StuckLocks(ctx, s.nodes, s.keys.ns)
 	a.StuckLocks = len(a.StuckLockKeys)
 	if err != nil {
 		a.Errors = append(a.Errors, "stuck-lock scan incomplete: "+err.Error())

@@ -9,13 +9,13 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"flashsale/curriculum"
 	"flashsale/internal/fault"
 	"flashsale/internal/locktap"
 	"flashsale/internal/taptest"
 	"flashsale/internal/testsupport"
 	"flashsale/inventory"
 	"flashsale/lock"
+	"flashsale/lock/ladder"
 )
 
 // A batch whose write meets a twin's Idempotency-Key, committed in another
@@ -30,7 +30,7 @@ func TestBatchRetryAfterATwinChecksTheLeaseAgain(t *testing.T) {
 	ns := testsupport.Namespace()
 	raw := redis.NewClient(testsupport.Options(t, nodes)[0])
 	t.Cleanup(func() { _ = raw.Close() })
-	twin := inventory.Purchase{SKU: "hot", Qty: 1, User: "ann", Lock: lock.None, IdempotencyKey: "a-1"}
+	twin := inventory.Purchase{SKU: "hot", Qty: 1, User: "ann", Lock: ladder.None, IdempotencyKey: "a-1"}
 	var other sale // the process whose twin commits meanwhile
 	var once sync.Once
 	var meanwhile error
@@ -55,7 +55,7 @@ func TestBatchRetryAfterATwinChecksTheLeaseAgain(t *testing.T) {
 	if err := first.faults.Set(1, []fault.Fault{{Point: fault.AfterLeaseCheck, Action: fault.Pause, P: 1, MS: 1}}); err != nil {
 		t.Fatal(err)
 	}
-	v := curriculum.LuaCheck
+	v := ladder.LuaCheck
 	ann := twin
 	ann.Lock = v
 	r := queued(t, first, v, []inventory.Purchase{ann, {SKU: "hot", Qty: 1, User: "bob", Lock: v}})

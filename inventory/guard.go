@@ -7,7 +7,7 @@ import (
 
 // guard is what keeps a rung's sale correct: the Redis lock, or a guard on
 // the store side that the sale applies in place of any lock. The
-// store-guarded rungs take no Redis lock at all (lock.Variant.StoreGuarded);
+// store-guarded rungs take no Redis lock at all (ladder.Rung.StoreGuarded);
 // the sale picks its write path from the guard, never from a name
 // elsewhere.
 type guard int

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
-	"flashsale/curriculum"
 	"flashsale/internal/fault"
 	"flashsale/internal/localredis"
 	"flashsale/internal/locktap"
@@ -20,13 +20,16 @@ import (
 	"flashsale/internal/testsupport"
 	"flashsale/inventory"
 	"flashsale/lock"
+	"flashsale/lock/ladder"
 )
 
 // sale is one service over a real database and real Redis nodes.
 type sale struct {
 	svc     *inventory.Service
 	lockers *lock.Client
-	faults  *fault.Plan // the plan the lockers' trace asks
+	faults  *fault.Plan   // the plan the lockers' trace asks
+	rdb     *redis.Client // the first node, where redis-stock keeps its stock
+	ns      string        // the lockers' and the store's namespace
 	db      *gorm.DB
 }
 
@@ -44,7 +47,7 @@ func newSale(t testing.TB, dsn string, nodes *localredis.Cluster, cfg inventory.
 	}
 	o.Logger = testsupport.Logger()
 	o, plan := taptest.Tap(o)
-	lockers, err := lock.New(testsupport.Options(t, nodes), o)
+	lockers, err := lock.New(testsupport.Options(t, nodes), ladder.With(o))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,12 +60,13 @@ func newSale(t testing.TB, dsn string, nodes *localredis.Cluster, cfg inventory.
 	if cfg.Logger == nil {
 		cfg.Logger = testsupport.Logger()
 	}
+	cfg.Nodes, cfg.Namespace = testsupport.Clients(t, nodes), o.Namespace
 	svc, err := inventory.New(ctx, db, lockers, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	voting(t, lockers)
-	return sale{svc: svc, lockers: lockers, faults: plan, db: db}
+	return sale{svc: svc, lockers: lockers, faults: plan, rdb: cfg.Nodes[0], ns: o.Namespace, db: db}
 }
 
 // voting waits until a quorum of nodes may vote: new nodes sit out their
@@ -70,7 +74,7 @@ func newSale(t testing.TB, dsn string, nodes *localredis.Cluster, cfg inventory.
 // its data.
 func voting(t testing.TB, lockers *lock.Client) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), lockers.TTL()+10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	for {
 		err := lockers.Ping(ctx)
@@ -163,7 +167,7 @@ func TestNoLockOversells(t *testing.T) {
 			s := newSale(t, d.DSN(t), nodes, inventory.Config{})
 			s.svc.SetWork(20 * time.Millisecond)
 			s.reset(t, 10, 0)
-			sold, errs := s.buyers(t, 60, lock.None)
+			sold, errs := s.buyers(t, 60, ladder.None)
 			a := s.audit(t)
 			t.Logf("none: sold %d of 10, outcomes %v, audit oversold=%d lost=%d", sold, errs, a.OversoldUnits, a.LostUpdates)
 			if a.OK || a.OversoldUnits == 0 || a.LostUpdates == 0 {
@@ -181,7 +185,7 @@ func TestProductionGuardsCatchWhatNoLockLetsThrough(t *testing.T) {
 			s := newSale(t, d.DSN(t), nodes, inventory.Config{Production: true})
 			s.svc.SetWork(20 * time.Millisecond)
 			s.reset(t, 10, 4)
-			sold, errs := s.buyers(t, 60, lock.None)
+			sold, errs := s.buyers(t, 60, ladder.None)
 			a := s.audit(t)
 			if sold != 10 || a.OversoldUnits != 0 || a.LostUpdates != 0 {
 				t.Fatalf("production guards: sold %d (want 10), outcomes %v, audit %+v", sold, errs, a)
@@ -189,7 +193,7 @@ func TestProductionGuardsCatchWhatNoLockLetsThrough(t *testing.T) {
 			var wg sync.WaitGroup
 			for i := range 20 {
 				wg.Go(func() {
-					s.svc.Grab(context.Background(), inventory.SeatRequest{Event: "gala", Seat: "A1", User: fmt.Sprintf("u%d", i), Lock: lock.None})
+					s.svc.Grab(context.Background(), inventory.SeatRequest{Event: "gala", Seat: "A1", User: fmt.Sprintf("u%d", i), Lock: ladder.None})
 				})
 			}
 			wg.Wait()
@@ -273,7 +277,7 @@ func TestCrashAfterSetNXLeavesAStuckLock(t *testing.T) {
 	for _, c := range []struct {
 		variant string
 		stuck   int
-	}{{curriculum.SetNXExpire, 1}, {lock.Lua, 0}} {
+	}{{ladder.SetNXExpire, 1}, {lock.Lua, 0}} {
 		t.Run(c.variant, func(t *testing.T) {
 			s.reset(t, 10, 0)
 			if err := s.faults.Set(7, []fault.Fault{{Point: fault.AfterAcquireStep1, Action: fault.Crash, P: 1}}); err != nil {
@@ -339,7 +343,7 @@ func TestIdempotencyKey(t *testing.T) {
 				t.Fatalf("different body, same key: %v", err)
 			}
 			// Concurrent twins, even with no lock at all, make one order.
-			for _, v := range []string{lock.Redlock, lock.None} {
+			for _, v := range []string{lock.Redlock, ladder.None} {
 				key := "twin-" + v
 				var wg sync.WaitGroup
 				ids := make([]uint64, 10)
@@ -385,7 +389,7 @@ func TestSeatGrab(t *testing.T) {
 			for _, c := range []struct {
 				variant    string
 				wantDouble bool
-			}{{lock.None, true}, {lock.Redlock, false}, {lock.LuaFence, false}} {
+			}{{ladder.None, true}, {lock.Redlock, false}, {lock.LuaFence, false}} {
 				t.Run(c.variant, func(t *testing.T) {
 					s.reset(t, 0, 5)
 					var wg sync.WaitGroup

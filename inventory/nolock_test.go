@@ -159,7 +159,7 @@ func TestRedisStockGivesBackOnFailedWrite(t *testing.T) {
 // stockKey is redis-stock's key of the SKU hot, found on the first node.
 func stockKey(t *testing.T, s sale) string {
 	t.Helper()
-	keys, err := s.lockers.Clients()[0].Keys(context.Background(), s.lockers.Namespace()+"store:*:stock:hot").Result()
+	keys, err := s.rdb.Keys(context.Background(), s.ns+"store:*:stock:hot").Result()
 	if err != nil || len(keys) != 1 {
 		t.Fatalf("stock key: %v %v", keys, err)
 	}
@@ -188,7 +188,7 @@ func TestAuditReportsRedisDrift(t *testing.T) {
 			if a := s.audit(t); a.RedisStockDrift != 0 || *a.Products[0].RedisStock != 7 {
 				t.Fatalf("clean sale: audit %+v", a)
 			}
-			rdb, key := s.lockers.Clients()[0], stockKey(t, s)
+			rdb, key := s.rdb, stockKey(t, s)
 			if err := rdb.DecrBy(ctx, key, 2).Err(); err != nil {
 				t.Fatal(err)
 			}

@@ -80,7 +80,7 @@ func (k storeKeys) seatsSeeded(sale int64) string {
 }
 
 // redisStore is the node redis-stock keeps its stock on: the first.
-func (s *Service) redisStore() *redis.Client { return s.lockers.Clients()[0] }
+func (s *Service) redisStore() *redis.Client { return s.nodes[0] }
 
 // buyReserved reserves the units in Redis, works, then writes the order;
 // a failed write (a twin's order, a reset, a database error) gives the

@@ -89,7 +89,7 @@ func (p Purchase) hash() string {
 
 // Buy sells p.Qty units of p.SKU under the SKU's lock: read stock, do the
 // business work, then write stock − qty and the order in one transaction.
-// A store-guarded variant (lock.Variant.StoreGuarded) takes no Redis lock and writes its
+// A store-guarded variant (ladder.Rung.StoreGuarded) takes no Redis lock and writes its
 // own way: db_guard.go, for_update.go, redis_stock.go.
 // replay is true when an earlier order with the same Idempotency-Key and
 // request is returned instead of a new one.
@@ -212,7 +212,7 @@ func (s *Service) leaseError(lease *lock.Lease, err error) error {
 	case errors.Is(err, fault.ErrCrashed):
 		return fmt.Errorf("%w: %w", ErrHolderCrashed, err)
 	case errors.Is(err, lock.ErrLockLost):
-		s.log.Warn("lease lost before the write: nothing written", "lock", lease.Key(), "variant", lease.Variant(), "err", err)
+		s.log.Warn("lease lost before the write: nothing written", "lock", lease.Key(), "err", err)
 		return fmt.Errorf("%w: %w", ErrLeaseLost, err)
 	}
 	return err

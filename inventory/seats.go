@@ -37,7 +37,7 @@ func (r SeatRequest) hash() string {
 // Grab books one seat under the seat's lock: read whether it is booked, do
 // the business work, then insert the booking. In workshop mode only the lock
 // (and a fence, when on) keeps a second booking out; production mode adds a
-// unique index on (event, seat). A store-guarded variant (lock.Variant.StoreGuarded) takes
+// unique index on (event, seat). A store-guarded variant (ladder.Rung.StoreGuarded) takes
 // no Redis lock and books its own way: db_guard.go, for_update.go,
 // redis_stock.go.
 func (s *Service) Grab(ctx context.Context, r SeatRequest) (booking Booking, replay bool, err error) {

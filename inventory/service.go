@@ -12,6 +12,7 @@ package inventory
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -20,10 +21,12 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
 	"flashsale/lock"
+	"flashsale/lock/ladder"
 )
 
 // Config configures a Service.
@@ -47,6 +50,13 @@ type Config struct {
 	// Reads is where a sale's reads before its lock go (OpenReads); nil
 	// means the database New is given.
 	Reads *gorm.DB
+	// Nodes are clients of the lockers' nodes, first node first: the audit
+	// scans them for stuck locks, a reset clears their locks, and the
+	// redis-stock design keeps its stock on the first. At least one.
+	Nodes []*redis.Client
+	// Namespace prefixes the store's Redis keys, as the lockers' options
+	// prefix theirs. Default "flashsale:".
+	Namespace string
 }
 
 // Change is a committed change of stock or seats, as the live stream sends it.
@@ -95,7 +105,8 @@ type Service struct {
 	notify     func(Change)
 	work       atomic.Int64 // business work per sale, in nanoseconds
 	stats      Stats
-	keys       storeKeys // redis-stock's keys on the first node
+	nodes      []*redis.Client // the lockers' nodes; redis-stock keeps its stock on the first
+	keys       storeKeys       // the store's keys there
 	batch      atomic.Bool
 	batchMax   int
 	queues     batchQueues // the SKUs whose lock is busy here, with the orders waiting for it
@@ -117,11 +128,17 @@ func New(ctx context.Context, db *gorm.DB, lockers *lock.Client, cfg Config) (*S
 	if cfg.BatchMax <= 0 {
 		cfg.BatchMax = DefaultBatchMax
 	}
+	if len(cfg.Nodes) == 0 {
+		return nil, errors.New("inventory: the lockers' nodes are required (Config.Nodes)")
+	}
+	if cfg.Namespace == "" {
+		cfg.Namespace = "flashsale:"
+	}
 	if err := migrate(ctx, db, cfg.Production); err != nil {
 		return nil, fmt.Errorf("inventory: migrate: %w", err)
 	}
 	s := &Service{db: db, lockers: lockers, production: cfg.Production, lockWait: cfg.LockWait, log: cfg.Logger, notify: cfg.Notify,
-		keys: storeKeys{ns: lockers.Namespace()}, batchMax: cfg.BatchMax, queues: batchQueues{queues: map[string]*batchQueue{}}}
+		nodes: cfg.Nodes, keys: storeKeys{ns: cfg.Namespace}, batchMax: cfg.BatchMax, queues: batchQueues{queues: map[string]*batchQueue{}}}
 	if s.reads = cfg.Reads; s.reads == nil {
 		s.reads = db
 	}
@@ -242,7 +259,7 @@ func (s *Service) Reset(ctx context.Context, c Catalogue) (State, error) {
 	if err := c.Validate(); err != nil {
 		return State{}, err
 	}
-	if err := s.lockers.Reset(ctx); err != nil {
+	if err := ladder.Reset(ctx, s.nodes, s.keys.ns); err != nil {
 		return State{}, fmt.Errorf("%w: reset lock keys: %w", ErrLockUnavailable, err)
 	}
 	if err := s.clearRedis(ctx); err != nil {

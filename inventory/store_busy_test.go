@@ -8,6 +8,7 @@ import (
 	"flashsale/internal/testsupport"
 	"flashsale/inventory"
 	"flashsale/lock"
+	"flashsale/lock/ladder"
 )
 
 // Another instance holds SQLite's write lock and does not let go (paused,
@@ -38,7 +39,7 @@ func TestWriteLockHeldElsewhereIsUnavailableInTime(t *testing.T) {
 		sell func() error
 	}{
 		{"none order", func() error {
-			_, _, err := s.svc.Buy(ctx, inventory.Purchase{SKU: "hot", Qty: 1, User: "ann", Lock: lock.None})
+			_, _, err := s.svc.Buy(ctx, inventory.Purchase{SKU: "hot", Qty: 1, User: "ann", Lock: ladder.None})
 			return err
 		}},
 		{"lua+fence order", func() error {

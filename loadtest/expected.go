@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"flashsale/curriculum"
-	"flashsale/lock"
+	"flashsale/lock/ladder"
 )
 
 // Outcome is what a cell of the matrix does: the sale holds, or it breaks.
@@ -80,7 +80,7 @@ func ExpectedBatched(variant, scenario string) (Outcome, bool) {
 
 // batched is exp of variant with batching on (ExpectedBatched).
 func batched(variant string, exp Outcome) Outcome {
-	if r, _ := judgedRung(variant); exp == Breaks && r.Name != lock.None {
+	if r, _ := judgedRung(variant); exp == Breaks && r.Name != ladder.None {
 		return Either
 	}
 	return exp
@@ -104,7 +104,7 @@ var pastValidity = []string{PauseInCriticalSection, NetworkDelay}
 func ExpectedWatchdog(variant, scenario string) (Outcome, bool) {
 	exp, ok := Expected(variant, WatchdogTwin(scenario))
 	r, _ := judgedRung(variant)
-	if !ok || exp != Breaks || r.Name == lock.None || !slices.Contains(pastValidity, scenario) {
+	if !ok || exp != Breaks || r.Name == ladder.None || !slices.Contains(pastValidity, scenario) {
 		return exp, ok
 	}
 	if r.Correct {

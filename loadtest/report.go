@@ -12,6 +12,8 @@ import (
 	"flashsale/loadtest/output"
 	"flashsale/loadtest/storefront"
 	"flashsale/loadtest/traffic"
+	"flashsale/lock"
+	"flashsale/lock/ladder"
 )
 
 // Verdict is a cell's seen outcome judged against the expected one.
@@ -223,10 +225,10 @@ func (r *Report) summarise() {
 			r.Skipped++
 		}
 	}
-	of, base := r.Cell("redlock", Clean), r.Cell("none", Clean)
+	of, base := r.Cell(lock.Redlock, Clean), r.Cell(ladder.None, Clean)
 	if of != nil && base != nil && base.Summary.SalesPerSecond > 0 {
 		r.RedlockVsNone = &Throughput{
-			Scenario: Clean, Of: "redlock", Against: "none",
+			Scenario: Clean, Of: lock.Redlock, Against: ladder.None,
 			OfRate: of.Summary.SalesPerSecond, BaseRate: base.Summary.SalesPerSecond,
 			Ratio: of.Summary.SalesPerSecond / base.Summary.SalesPerSecond,
 		}

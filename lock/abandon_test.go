@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"flashsale/lock"
+	"flashsale/lock/ladder"
 )
 
 // slowLink is a toxiproxy proxy (embedded as a library) in front of one
@@ -67,7 +68,7 @@ func (e *env) goneBy(key string, deadline time.Time) bool {
 // value back (compare-and-delete) rather than leave the key held by nobody
 // for a whole TTL. Replies come 150 ms late; the caller waits 40 ms.
 func TestAbandonedTryCleansUp(t *testing.T) {
-	for _, variant := range []string{lock.Lua, lock.LuaCheck, lock.LuaFence} {
+	for _, variant := range []string{lock.Lua, ladder.LuaCheck, lock.LuaFence} {
 		t.Run(variant, func(t *testing.T) {
 			c := shared(t)
 			e := newEnv(t, c, lock.Options{TTL: 3 * time.Second})
@@ -142,7 +143,7 @@ func TestAbandonedTryLeavesAnotherHolder(t *testing.T) {
 func (e *env) instanceOn(o *redis.Options, opts lock.Options) *lock.Client {
 	e.t.Helper()
 	opts.Namespace, opts.TTL = e.ns, e.ls.TTL()
-	ls, err := lock.New([]*redis.Options{o}, opts)
+	ls, err := lock.New([]*redis.Options{o}, ladder.With(opts))
 	if err != nil {
 		e.t.Fatal(err)
 	}

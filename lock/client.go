@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -23,6 +23,7 @@ type Client struct {
 	cancel context.CancelFunc // stops the nodes' background re-seeds
 	nodes  []*node.Node
 	byName map[string]*Locker
+	names  []string // the rungs' names, the library's first
 	wake   *waker
 	fastMu sync.Mutex // orders SetFast's switch and the waker's listening
 }
@@ -56,11 +57,20 @@ func New(nodes []*redis.Options, o Options) (*Client, error) {
 	for _, n := range s.nodes {
 		n.Open()
 	}
-	p := parts{first: s.first(), clients: s.Clients(), nodes: s.nodes, cfg: cfg}
-	s.byName = make(map[string]*Locker, len(ladder))
+	p := parts{first: s.first(), clients: s.clients(), nodes: s.nodes, cfg: cfg}
+	rungs := slices.Clone(library)
+	for _, r := range o.Rungs {
+		rungs = append(rungs, registered(r))
+	}
+	s.byName = make(map[string]*Locker, len(rungs))
 	prefix := keys{lock: layout.Lock(cfg.namespace, ""), fence: layout.Fence(cfg.namespace, "")}
-	for _, r := range ladder {
+	for _, r := range rungs {
+		if _, dup := s.byName[r.Name]; dup || r.Name == "" {
+			s.Close()
+			return nil, fmt.Errorf("lock: rung name %q is empty or taken", r.Name)
+		}
 		s.byName[r.Name] = &Locker{variant: r, v: r.build(p), cfg: cfg, wake: s.wake, reach: s.reach(r), prefix: prefix}
+		s.names = append(s.names, r.Name)
 	}
 	return s, nil
 }
@@ -89,11 +99,8 @@ func newWaker(cfg *config, nodes []*node.Node) *waker {
 
 // reach is how to check that the nodes a variant needs answer: a quorum, the
 // first node, or none.
-func (s *Client) reach(r Variant) func(context.Context) error {
-	switch {
-	case r.lockless():
-		return nil
-	case r.Quorum:
+func (s *Client) reach(r rung) func(context.Context) error {
+	if r.Quorum {
 		return s.Ping
 	}
 	return func(ctx context.Context) error {
@@ -108,22 +115,15 @@ func (s *Client) reach(r Variant) func(context.Context) error {
 func (s *Client) Locker(name string) (*Locker, error) {
 	l, ok := s.byName[name]
 	if !ok {
-		return nil, fmt.Errorf("%w %q (known: %s)", ErrUnknownVariant, name, strings.Join(Names(), ", "))
+		return nil, fmt.Errorf("%w %q (known: %s)", ErrUnknownVariant, name, strings.Join(s.names, ", "))
 	}
 	return l, nil
 }
-
-// Namespace is the prefix of every Redis key the lockers use; the store's
-// own keys on the first node (redis-stock) share it.
-func (s *Client) Namespace() string { return s.cfg.namespace }
 
 // SetWatchdog switches the watchdog on or off for the leases granted from
 // now on (a lease keeps the watchdog it was granted with), so the workshop
 // can show the same cell with and without it on one running instance.
 func (s *Client) SetWatchdog(on bool) { s.cfg.watchdog.Store(on) }
-
-// Watchdog reports whether new leases get a watchdog.
-func (s *Client) Watchdog() bool { return s.cfg.watchdog.Load() }
 
 // SetFast switches the speed layer on or off for every variant, from the
 // next acquire and release on; off, nothing of it listens. The expected
@@ -139,14 +139,8 @@ func (s *Client) SetFast(on bool) {
 	}
 }
 
-// Fast reports whether the speed layer is on.
-func (s *Client) Fast() bool { return s.cfg.fast.Load() }
-
-// TTL is the lease time to live.
-func (s *Client) TTL() time.Duration { return s.cfg.ttl }
-
-// Clients are the Redis clients, one per node, first node first.
-func (s *Client) Clients() []*redis.Client {
+// clients are the Redis clients, one per node, first node first.
+func (s *Client) clients() []*redis.Client {
 	out := make([]*redis.Client, len(s.nodes))
 	for i, n := range s.nodes {
 		out[i] = n.Client()
@@ -182,59 +176,6 @@ func (s *Client) Ping(ctx context.Context) error {
 		return fmt.Errorf("%w: %d of %d nodes answer, %d needed: %w", ErrUnavailable, ok, len(s.nodes), need, errors.Join(errs...))
 	}
 	return nil
-}
-
-// StuckLock is a lock key without a TTL: nobody will ever acquire it again.
-type StuckLock struct {
-	Node string `json:"node"`
-	Key  string `json:"key"`
-}
-
-// StuckLocks scans every reachable node for lock keys that have no TTL.
-// Nodes that do not answer are reported in the error; the keys found on the
-// others are still returned.
-func (s *Client) StuckLocks(ctx context.Context) ([]StuckLock, error) {
-	var mu sync.Mutex
-	var out []StuckLock
-	err := s.eachLockKey(ctx, func(ctx context.Context, n *node.Node, key string) error {
-		ttl, err := n.Client().PTTL(ctx, key).Result()
-		if err != nil {
-			return err
-		}
-		if ttl == -1 { // go-redis reports "no TTL" as -1 (and -2 for gone)
-			mu.Lock()
-			out = append(out, StuckLock{Node: n.Addr(), Key: layout.Name(s.cfg.namespace, key)})
-			mu.Unlock()
-		}
-		return nil
-	})
-	return out, err
-}
-
-// Reset deletes every lock on every node, for a clean sale. The fencing
-// counters stay: tokens keep growing across resets, so a holder paused
-// across one can never carry the same token as a holder of the new sale.
-// Nodes that do not answer are reported in the error.
-func (s *Client) Reset(ctx context.Context) error {
-	return s.eachLockKey(ctx, func(ctx context.Context, n *node.Node, key string) error {
-		return n.Client().Del(ctx, key).Err()
-	})
-}
-
-// eachLockKey runs fn on every lock key of every node, the nodes at once
-// and each node's keys in SCAN order, stopping a node at fn's first error.
-// The nodes that failed are reported in the error.
-func (s *Client) eachLockKey(ctx context.Context, fn func(ctx context.Context, n *node.Node, key string) error) error {
-	errs := node.ForEach(ctx, s.nodes, node.ScanTimeout, func(ctx context.Context, n *node.Node) error {
-		iter := n.Client().Scan(ctx, 0, layout.Locks(s.cfg.namespace), 1000).Iterator()
-		for iter.Next(ctx) {
-			if err := fn(ctx, n, iter.Val()); err != nil {
-				return err
-			}
-		}
-		return iter.Err()
-	})
-	return errors.Join(errs...)
 }
 
 // Close stops the waker's listening, if it listens, and closes every client.

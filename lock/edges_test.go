@@ -13,6 +13,7 @@ import (
 	"flashsale/internal/localredis"
 	"flashsale/internal/testsupport"
 	"flashsale/lock"
+	"flashsale/lock/ladder"
 )
 
 // stallMeeting holds back the first chunk a client sends on a connection
@@ -54,7 +55,7 @@ func TestStalledHandshakeNeverShiftsVotes(t *testing.T) {
 	proxy := newRelayProxy(t, opts[0].Addr, stallMeeting(300*time.Millisecond))
 	opts[0].Addr = proxy.addr()
 	opts[0].DialTimeout = 150 * time.Millisecond
-	ls, err := lock.New(opts, lock.Options{Namespace: holder.ns, TTL: ttl, NodeTimeout: time.Second})
+	ls, err := lock.New(opts, ladder.With(lock.Options{Namespace: holder.ns, TTL: ttl, NodeTimeout: time.Second}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +112,7 @@ func TestRestartedNodesSitOutForANewClient(t *testing.T) {
 			}
 
 			// A process that starts now: it has no memory of the nodes.
-			ls, err := lock.New(testsupport.Options(t, c), lock.Options{Namespace: first.ns, TTL: ttl, NodeTimeout: 100 * time.Millisecond})
+			ls, err := lock.New(testsupport.Options(t, c), ladder.With(lock.Options{Namespace: first.ns, TTL: ttl, NodeTimeout: 100 * time.Millisecond}))
 			if err != nil {
 				t.Fatal(err)
 			}

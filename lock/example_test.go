@@ -36,14 +36,14 @@ func ExampleClient() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println("holding", lease.Key(), "with", lease.Variant())
+	fmt.Println("holding", lease.Key())
 	// The critical section: read the stock, decide, write it back.
 	if err := lease.Release(ctx); err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println("released")
 	// Output:
-	// holding sku:hot with lua
+	// holding sku:hot
 	// released
 }
 

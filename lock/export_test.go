@@ -31,20 +31,6 @@ func (s *Client) VotesOpen(ctx context.Context) error {
 // proxy to recognise it on the wire.
 var RaiseFenceScript = raiseFence.src
 
-// The teaching rungs' names, for the tests of package lock_test.
-const (
-	SetNXExpire    = setNXExpireName
-	GetDel         = getDelName
-	PlainDel       = plainDelName
-	LuaCheck       = luaCheckName
-	ArticleRedlock = articleName
-	Redsync        = redsyncName
-	Attendee       = attendeeName
-	DBGuard        = dbGuardName
-	DBForUpdate    = forUpdateName
-	RedisStock     = redisStockName
-)
-
 // Voting is how many nodes may vote now, as far as this process knows: a
 // node younger than the TTL + drift, or whose fencing counters are not yet
 // re-seeded for its incarnation, may not (restart awareness, internal/node).
@@ -60,3 +46,21 @@ func (s *Client) Voting() int {
 
 // ErrNodeLate marks a node answering, but not within the per-node timeout.
 var ErrNodeLate = errNodeLate
+
+// TTL is the lease time to live, for the tests of package lock_test.
+func (s *Client) TTL() time.Duration { return s.cfg.ttl }
+
+// TTL is the lease time to live this locker asks for.
+func (l *Locker) TTL() time.Duration { return l.cfg.ttl }
+
+// Fast reports whether the speed layer is on.
+func (s *Client) Fast() bool { return s.cfg.fast.Load() }
+
+// Watchdog reports whether new leases get a watchdog.
+func (s *Client) Watchdog() bool { return s.cfg.watchdog.Load() }
+
+// Extend renews the lease once, as its watchdog would.
+func (l *Lease) Extend(ctx context.Context) error { return l.extend(ctx) }
+
+// Lost is closed when the lease is known lost (Err).
+func (l *Lease) Lost() <-chan struct{} { return l.lost }

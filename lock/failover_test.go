@@ -14,6 +14,7 @@ import (
 	"flashsale/internal/localredis"
 	"flashsale/internal/testsupport"
 	"flashsale/lock"
+	"flashsale/lock/ladder"
 )
 
 // TestSentinelFailover: a lease granted by the master just before it dies,
@@ -42,7 +43,7 @@ func TestSentinelFailover(t *testing.T) {
 			ttl := 30 * time.Second
 			ns := fmt.Sprintf("failover%d:", time.Now().UnixNano())
 			client := func() *lock.Locker {
-				ls, err := lock.New(nil, lock.Options{Sentinel: fo, TTL: ttl, Namespace: ns})
+				ls, err := lock.New(nil, ladder.With(lock.Options{Sentinel: fo, TTL: ttl, Namespace: ns}))
 				if err != nil {
 					t.Fatal(err)
 				}

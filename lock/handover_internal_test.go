@@ -103,7 +103,7 @@ func TestReleaseHandsTheLeaseToAWaiterHere(t *testing.T) {
 			if v, err := first.Get(ctx, key).Result(); err != nil || v != next.Owner() {
 				t.Errorf("the key carries %q (%v), want the new holder's value", v, err)
 			}
-			if next.ValidUntil().Before(released.Add(l.TTL() - drift(l.TTL()) - time.Second)) {
+			if next.ValidUntil().Before(released.Add(l.cfg.ttl - drift(l.cfg.ttl) - time.Second)) {
 				t.Errorf("the new lease is valid until %v, want about a TTL after the hand-over at %v", next.ValidUntil(), released)
 			}
 			if t1, fenced := next.Token(); fenced {

@@ -17,6 +17,7 @@ import (
 	"flashsale/internal/taptest"
 	"flashsale/internal/testsupport"
 	"flashsale/lock"
+	"flashsale/lock/ladder"
 )
 
 // One five-node cluster serves every test that does not stop nodes; each
@@ -81,7 +82,7 @@ func newEnv(t testing.TB, c *localredis.Cluster, opts ...lock.Options) *env {
 func newEnvOn(t testing.TB, nodes []*redis.Options, opts ...lock.Options) *env {
 	t.Helper()
 	ns := fmt.Sprintf("t%d:", namespaces.Add(1))
-	o, plan := taptest.Tap(testOptions(ns, opts))
+	o, plan := taptest.Tap(ladder.With(testOptions(ns, opts)))
 	ls, err := lock.New(nodes, o)
 	if err != nil {
 		t.Fatal(err)
@@ -104,7 +105,7 @@ func newEnvOn(t testing.TB, nodes []*redis.Options, opts ...lock.Options) *env {
 // in a key's line. It is closed when the test ends.
 func (e *env) instance(opts ...lock.Options) *lock.Client {
 	e.t.Helper()
-	ls, err := lock.New(e.nodes, testOptions(e.ns, opts))
+	ls, err := lock.New(e.nodes, ladder.With(testOptions(e.ns, opts)))
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -215,7 +216,7 @@ func nodesOf(name string, all int) int {
 	switch name {
 	case lock.Redlock, lock.RedlockFence:
 		return all
-	case lock.None:
+	case ladder.None:
 		return 0
 	}
 	return 1
@@ -239,7 +240,7 @@ func isBusy(err error) bool { return errors.Is(err, lock.ErrNotAcquired) }
 // inventory tests them.
 func lockRungs() []string {
 	var out []string
-	for _, r := range lock.Ladder() {
+	for _, r := range ladder.Rungs() {
 		if !r.StoreGuarded {
 			out = append(out, r.Name)
 		}

@@ -35,9 +35,6 @@ type Lease struct {
 // Key is the lock name this lease holds.
 func (l *Lease) Key() string { return l.name }
 
-// Variant is the name of the variant that granted the lease.
-func (l *Lease) Variant() string { return l.locker.variant.Name }
-
 // Owner is the random value that marks this lease as the owner in Redis.
 func (l *Lease) Owner() string { return l.value }
 
@@ -54,9 +51,6 @@ func (l *Lease) ValidUntil() time.Time {
 	defer l.mu.Unlock()
 	return l.validUntil
 }
-
-// Lost is closed when the lease is known lost (Err); Err then says why.
-func (l *Lease) Lost() <-chan struct{} { return l.lost }
 
 // Err is nil while the lease is believed held, and ErrLockLost (wrapped)
 // once it is known lost: its watchdog found the key gone, or, with a
@@ -76,9 +70,10 @@ func (l *Lease) Err() error {
 	return nil
 }
 
-// Extend renews the lease for the locker's TTL. It fails with ErrNotHeld when
-// the variant can tell the lease is no longer ours.
-func (l *Lease) Extend(ctx context.Context) error {
+// extend renews the lease for the locker's TTL, as its watchdog does. It
+// fails with ErrNotHeld when the variant can tell the lease is no longer
+// ours.
+func (l *Lease) extend(ctx context.Context) error {
 	start := time.Now()
 	validity, err := l.locker.v.extend(ctx, l.k, l.value, l.locker.cfg.ttl)
 	if err != nil {
@@ -144,10 +139,11 @@ type leaseChecked interface {
 
 // CheckBeforeWrite is the holder's last step before it writes. Every
 // variant refuses, with ErrLockLost, a lease the process knows is lost
-// (Err); one that checks its lease (lua+check) also refuses a lease past its
-// validity or whose key no longer carries the holder's value. Then comes the
-// fault.AfterLeaseCheck point: a pause there lands between the check and
-// the write, the window only fencing closes.
+// (Err); a rung whose protocol checks its lease (a Check method, as the
+// workshop's lua+check has) also refuses a lease past its validity or whose
+// key no longer carries the holder's value. Then comes the
+// "after-lease-check" point (Trace.Step): a pause there lands between the
+// check and the write, the window only fencing closes.
 func (l *Lease) CheckBeforeWrite(ctx context.Context) error {
 	if err := l.Err(); err != nil {
 		return fmt.Errorf("check %q before writing: %w", l.name, err) // already ErrLockLost
@@ -231,7 +227,7 @@ func (l *Lease) tick(every time.Duration) error {
 	l.locker.observe(l.locker.cfg.trace.Extend, l, time.Now(), nil)
 	ctx, cancel := context.WithTimeout(context.Background(), every)
 	defer cancel()
-	err := l.Extend(ctx)
+	err := l.extend(ctx)
 	if err != nil && (errors.Is(err, ErrNotHeld) || !time.Now().Before(l.ValidUntil())) {
 		return err
 	}
@@ -291,7 +287,7 @@ func (l *Lease) markLost(err error) error {
 }
 
 // Context returns a context that is cancelled, with the lease's error as its
-// cause, when the lease is lost (Lost) or parent is done.
+// cause, when the lease is known lost (Err) or parent is done.
 func (l *Lease) Context(parent context.Context) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancelCause(parent)
 	go func() {

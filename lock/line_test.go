@@ -10,6 +10,7 @@ import (
 	"flashsale/internal/localredis"
 	"flashsale/internal/testsupport"
 	"flashsale/lock"
+	"flashsale/lock/ladder"
 )
 
 // Two sets of lockers stand for two app instances on one hot Redlock key:
@@ -74,7 +75,7 @@ func TestDeadHeadDoesNotStrandTheLine(t *testing.T) {
 	holder := mustAcquire(t, l, "k", time.Second)
 
 	// The dead process: it waits, joins the line, and dies there.
-	dead, err := lock.New(testsupport.Options(t, c), lock.Options{Namespace: e.ns, NodeTimeout: 100 * time.Millisecond})
+	dead, err := lock.New(testsupport.Options(t, c), ladder.With(lock.Options{Namespace: e.ns, NodeTimeout: 100 * time.Millisecond}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,11 +1,14 @@
-// Package lock provides per-key Redis locks in every variant of the teaching
-// ladder: the broken ones the articles warn about and the correct ones, all
-// behind one Locker type so a caller can switch between them at run time.
+// Package lock provides per-key Redis locks: the single-node lock (Lua:
+// SET NX PX, released by a compare-and-delete) and Redlock over independent
+// nodes (Redlock), each plain or with fencing tokens the store checks
+// (LuaFence, RedlockFence). A Client builds a Locker for each over one set of
+// nodes, so a caller can pick one by name at run time; Options.Rungs adds
+// protocols of its own under their names (the workshop's ladder of broken
+// patterns registers that way, from package ladder).
 //
-// Each variant is a small value listed once on the ladder (Ladder); two
-// variants differ only in the lines that make one of them wrong. Beside them
-// is the speed layer (Options.FastOff), which decides who tries next and
-// when and never grants: switched off, what runs is exactly the variants.
+// Each protocol is a short file that reads as its algorithm. Beside them is
+// the speed layer (Options.FastOff), which decides who tries next and when
+// and never grants: switched off, what runs is exactly the protocols.
 package lock
 
 import (
@@ -23,7 +26,7 @@ import (
 
 // Locker hands out leases on named keys with one variant.
 type Locker struct {
-	variant Variant
+	variant rung
 	v       protocol
 	cfg     *config
 	wake    *waker
@@ -33,14 +36,8 @@ type Locker struct {
 	prefix keys
 }
 
-// Name is the variant's name, as in Names.
+// Name is the variant's name.
 func (l *Locker) Name() string { return l.variant.Name }
-
-// Fenced reports whether leases carry fencing tokens the store must check.
-func (l *Locker) Fenced() bool { return l.variant.Fenced }
-
-// TTL is the lease time to live this locker asks for.
-func (l *Locker) TTL() time.Duration { return l.cfg.ttl }
 
 // waker is the speed layer of one set of lockers.
 type waker = fast.Waker[*Lease]

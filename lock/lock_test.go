@@ -13,12 +13,13 @@ import (
 	"flashsale/internal/locktap"
 	"flashsale/internal/taptest"
 	"flashsale/lock"
+	"flashsale/lock/ladder"
 )
 
 func TestAcquireReleaseExtend(t *testing.T) {
 	c := shared(t)
 	for _, name := range lockRungs() {
-		if name == lock.None || name == lock.Attendee {
+		if name == ladder.None || name == ladder.Attendee {
 			// attendee as shipped takes a held lock too (its flaw): the
 			// matrix, not this test, is where it is measured.
 			continue
@@ -90,9 +91,9 @@ func TestStaleLease(t *testing.T) {
 		checksOwnerOnRelease   bool
 		checksOwnerOnExtension bool
 	}{
-		{lock.SetNXExpire, false, false},
-		{lock.GetDel, true, false}, // the check is there, but not atomic with the DEL
-		{lock.PlainDel, false, false},
+		{ladder.SetNXExpire, false, false},
+		{ladder.GetDel, true, false}, // the check is there, but not atomic with the DEL
+		{ladder.PlainDel, false, false},
 		{lock.Lua, true, true},
 		{lock.LuaFence, true, true},
 		{lock.Redlock, true, true},
@@ -140,7 +141,7 @@ func TestOneKeyManyClients(t *testing.T) {
 	c := shared(t)
 	const clients, rounds = 32, 8
 	for _, name := range lockRungs() {
-		if name == lock.ArticleRedlock {
+		if name == ladder.ArticleRedlock {
 			// Its quorum of 2 of 5 lets two clients in at once when their
 			// SETs interleave, which they may or may not here: the
 			// matrix's clean column is where it is measured.
@@ -199,7 +200,7 @@ func TestOneKeyManyClients(t *testing.T) {
 			broke := overlaps.Load() > 0 || counter.Load() != clients*rounds || lostReleases.Load() > 0
 			t.Logf("%s: %d overlaps, counter %d of %d", name, overlaps.Load(), counter.Load(), clients*rounds)
 			// attendee as shipped grants a held lock (its flaw to spot).
-			if want := name == lock.None || name == lock.Attendee; broke != want {
+			if want := name == ladder.None || name == ladder.Attendee; broke != want {
 				t.Errorf("broke = %v, want %v (overlaps %d, counter %d of %d)", broke, want, overlaps.Load(), counter.Load(), clients*rounds)
 			}
 		})
@@ -211,7 +212,7 @@ func TestOneKeyManyClients(t *testing.T) {
 // this acquire succeed.
 func TestWaiterWokenByRelease(t *testing.T) {
 	c := shared(t)
-	for _, name := range []string{lock.Lua, lock.Redlock, lock.GetDel} {
+	for _, name := range []string{lock.Lua, lock.Redlock, ladder.GetDel} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			// Restart awareness off: with a 30 s TTL it would keep nodes younger

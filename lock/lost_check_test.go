@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"flashsale/lock"
+	"flashsale/lock/ladder"
 )
 
 // A holder whose watchdog found its lease lost does not write, whatever
@@ -15,7 +16,7 @@ import (
 // check nothing still write then, as taught.)
 func TestCheckBeforeWriteRefusesALeaseTheWatchdogLost(t *testing.T) {
 	c := shared(t)
-	for _, variant := range []string{lock.Lua, lock.Redlock, lock.LuaCheck} {
+	for _, variant := range []string{lock.Lua, lock.Redlock, ladder.LuaCheck} {
 		t.Run(variant, func(t *testing.T) {
 			e := newEnv(t, c, lock.Options{TTL: 600 * time.Millisecond, Watchdog: true})
 			e.voting()

@@ -9,6 +9,7 @@ import (
 	"flashsale/internal/locktap"
 	"flashsale/internal/taptest"
 	"flashsale/lock"
+	"flashsale/lock/ladder"
 )
 
 // hangBound is how long a call that must answer at once may take before a
@@ -24,7 +25,7 @@ const hangBound = 10 * time.Second
 // out; lua's and redlock's leases are lost to another value put in place.
 func TestLeaseLostUnderAnObserverThatReadsIt(t *testing.T) {
 	c := shared(t)
-	for _, variant := range []string{lock.Attendee, lock.Lua, lock.Redlock} {
+	for _, variant := range []string{ladder.Attendee, lock.Lua, lock.Redlock} {
 		t.Run(variant, func(t *testing.T) {
 			t.Parallel()
 			read := make(chan time.Time, 1)
@@ -70,7 +71,7 @@ func lostLease(t *testing.T, e *env, variant string) *lock.Lease {
 	ctx := context.Background()
 	l := e.locker(variant)
 	first := mustAcquire(t, l, "k", 5*time.Second)
-	if variant == lock.Attendee {
+	if variant == ladder.Attendee {
 		t.Cleanup(func() { _ = first.Release(ctx) })
 		return mustAcquire(t, l, "k", 5*time.Second) // the flaw: "acquired" beside the first
 	}

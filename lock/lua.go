@@ -10,6 +10,10 @@ import (
 	"flashsale/internal/fault"
 )
 
+// Lua is the single-node lock's name: SET NX PX, released by a Lua
+// compare-and-delete.
+const Lua = "lua"
+
 // luaLock is the correct single-node lock that the articles end with:
 // SET k <128-bit random> NX PX ttl to acquire, a Lua compare-and-delete to
 // release and a Lua compare-and-pexpire to extend, so no check can be

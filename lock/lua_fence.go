@@ -7,6 +7,9 @@ import (
 	"flashsale/internal/fault"
 )
 
+// LuaFence is the name of the single-node lock with fencing tokens.
+const LuaFence = "lua+fence"
+
 // luaFence is lua with fencing tokens, the usual answer to a
 // holder paused past its TTL: the Lua step that sets the lock also
 // draws the next token from a counter on the node, in one atomic step, so

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"flashsale/internal/testsupport"
+	"flashsale/lock/ladder"
 	"sync"
 	"testing"
 	"time"
@@ -34,26 +35,26 @@ func TestFaultMatrix(t *testing.T) {
 		// either: variant → why its outcome here is timing, not the fault.
 		either map[string]string
 	}{
-		{"crash-between-steps", crashBetweenSteps, map[string]bool{lock.SetNXExpire: true}, nil},
-		{"pause-between-release-steps", pauseBetweenReleaseSteps, map[string]bool{lock.GetDel: true}, map[string]string{
-			lock.ArticleRedlock: "its quorum of 2: the second client's SETs meet the first's DELs node by node and may win only two " +
+		{"crash-between-steps", crashBetweenSteps, map[string]bool{ladder.SetNXExpire: true}, nil},
+		{"pause-between-release-steps", pauseBetweenReleaseSteps, map[string]bool{ladder.GetDel: true}, map[string]string{
+			ladder.ArticleRedlock: "its quorum of 2: the second client's SETs meet the first's DELs node by node and may win only two " +
 				"nodes, and the third then wins two others; the clean column's flaw, whose timing the load runner's matrix measures",
 		}},
 		{"pause-in-critical-section", pausedHolder(fault.InCriticalSection), map[string]bool{
-			lock.SetNXExpire: true, lock.GetDel: true, lock.PlainDel: true, lock.Lua: true, lock.Redlock: true,
-			lock.ArticleRedlock: true, lock.Redsync: true,
+			ladder.SetNXExpire: true, ladder.GetDel: true, ladder.PlainDel: true, lock.Lua: true, lock.Redlock: true,
+			ladder.ArticleRedlock: true, ladder.Redsync: true,
 		}, nil},
 		// The pause lands after lua+check's look at its lease: it passed.
 		{"pause-after-lease-check", pausedHolder(fault.AfterLeaseCheck), map[string]bool{
-			lock.SetNXExpire: true, lock.GetDel: true, lock.PlainDel: true, lock.Lua: true, lock.Redlock: true, lock.LuaCheck: true,
-			lock.ArticleRedlock: true, lock.Redsync: true,
+			ladder.SetNXExpire: true, ladder.GetDel: true, ladder.PlainDel: true, lock.Lua: true, lock.Redlock: true, ladder.LuaCheck: true,
+			ladder.ArticleRedlock: true, ladder.Redsync: true,
 		}, nil},
 	}
 	for _, fast := range []bool{true, false} {
 		for _, sc := range scenarios {
 			t.Run(map[bool]string{true: "fast", false: "taught"}[fast]+"/"+sc.name, func(t *testing.T) {
 				for _, name := range lockRungs()[1:] {
-					if name == lock.Attendee {
+					if name == ladder.Attendee {
 						continue
 					}
 					t.Run(name, func(t *testing.T) {
@@ -100,7 +101,7 @@ func crashBetweenSteps(t *testing.T, e *env, l *lock.Locker) bool {
 		}
 	}
 	setFaults(t, e)
-	stuck, err := e.ls.StuckLocks(context.Background())
+	stuck, err := ladder.StuckLocks(context.Background(), e.raw, e.ns)
 	if err != nil {
 		t.Fatal(err)
 	}

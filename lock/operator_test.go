@@ -18,6 +18,7 @@ import (
 	"flashsale/internal/localredis"
 	"flashsale/internal/testsupport"
 	"flashsale/lock"
+	"flashsale/lock/ladder"
 )
 
 // Contention across app instances is contention across processes: the
@@ -122,7 +123,7 @@ func secondProcess(spec string) int {
 	for _, a := range strings.Split(parts[0], ",") {
 		nodes = append(nodes, &redis.Options{Addr: a})
 	}
-	ls, err := lock.New(nodes, lock.Options{Namespace: parts[1], TTL: ttl, NodeTimeout: 100 * time.Millisecond})
+	ls, err := lock.New(nodes, ladder.With(lock.Options{Namespace: parts[1], TTL: ttl, NodeTimeout: 100 * time.Millisecond}))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2

@@ -44,6 +44,9 @@ type Options struct {
 	Sentinel *redis.FailoverOptions
 	// Logger is where the lockers log. Default slog.Default().
 	Logger *slog.Logger
+	// Rungs are protocols to run beside the library's own (Lua, Redlock,
+	// LuaFence, RedlockFence), each under its name. Default none.
+	Rungs []Rung
 	// Trace, if set, is told of every lease's life and may stall or end an
 	// operation between two of its steps (fault injection). Default none.
 	Trace *Trace

@@ -8,6 +8,9 @@ import (
 	"flashsale/lock/internal/node"
 )
 
+// Redlock is the name of Redlock over every node.
+const Redlock = "redlock"
+
 // redlock is the Redlock algorithm of the Redis distlock page ("Distributed
 // Locks with Redis", redis.io/docs/latest/develop/use/patterns/distributed-locks/)
 // over N independent masters, written as the page's steps, numbered as

@@ -8,6 +8,9 @@ import (
 	"flashsale/lock/internal/node"
 )
 
+// RedlockFence is the name of Redlock with fencing tokens.
+const RedlockFence = "redlock+fence"
+
 // redlockFence is redlock with fencing tokens across its nodes, this
 // project's own answer to "Redlock issues no fencing token". Each node draws
 // a token from its own counter atomically with its SET, and the lease's

@@ -9,6 +9,7 @@ import (
 	"flashsale/internal/localredis"
 	"flashsale/internal/testsupport"
 	"flashsale/lock"
+	"flashsale/lock/ladder"
 )
 
 // redsync's clients are made as its users make them, without go-redis's
@@ -20,7 +21,7 @@ func TestRedsyncAnswersWithinTheBudget(t *testing.T) {
 	c := testsupport.Redis(t, 5, localredis.Options{})
 	e := newEnv(t, c)
 	e.voting()
-	l := e.locker(lock.Redsync)
+	l := e.locker(ladder.Redsync)
 	warm := mustAcquire(t, l, "warm", 5*time.Second) // its clients' connections open
 	if err := warm.Release(context.Background()); err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"flashsale/lock"
+	"flashsale/lock/ladder"
 )
 
 // TestTaughtCommands watches, with Redis's MONITOR, the commands each
@@ -24,13 +25,13 @@ func TestTaughtCommands(t *testing.T) {
 		variant string
 		want    []string // K is the lock key, V the holder's value
 	}{
-		{lock.SetNXExpire, []string{"setnx K V", "pexpire K 2000", "del K"}},
-		{lock.GetDel, []string{"set K V nx px 2000", "get K", "del K"}},
-		{lock.PlainDel, []string{"set K V nx px 2000", "del K"}},
+		{ladder.SetNXExpire, []string{"setnx K V", "pexpire K 2000", "del K"}},
+		{ladder.GetDel, []string{"set K V nx px 2000", "get K", "del K"}},
+		{ladder.PlainDel, []string{"set K V nx px 2000", "del K"}},
 		{lock.Lua, []string{"set K V nx px 2000", "evalsha * 1 K V"}},
-		{lock.Attendee, []string{"set K V nx px 2000", "get K", "del K"}}, // as shipped
+		{ladder.Attendee, []string{"set K V nx px 2000", "get K", "del K"}}, // as shipped
 		// The article's Redlock, as node 0 sees it: its SET and its bare DEL.
-		{lock.ArticleRedlock, []string{"set K V nx px 2000", "del K"}},
+		{ladder.ArticleRedlock, []string{"set K V nx px 2000", "del K"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.variant, func(t *testing.T) {

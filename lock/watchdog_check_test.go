@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flashsale/internal/taptest"
 	"flashsale/internal/testsupport"
+	"flashsale/lock/ladder"
 	"sync"
 	"testing"
 	"time"
@@ -68,11 +69,11 @@ func TestExtendAfterTheLeaseChangedHands(t *testing.T) {
 		extendsOthers bool
 		refused       bool // the first holder's extend says the lease is not its own
 	}{
-		{lock.SetNXExpire, true, false},
-		{lock.GetDel, true, false},
-		{lock.PlainDel, true, false},
+		{ladder.SetNXExpire, true, false},
+		{ladder.GetDel, true, false},
+		{ladder.PlainDel, true, false},
 		{lock.Lua, false, true},
-		{lock.LuaCheck, false, true},
+		{ladder.LuaCheck, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -114,8 +115,8 @@ func TestLeaseCheckBeforeWrite(t *testing.T) {
 		point   fault.Point
 		refused bool // CheckBeforeWrite refuses the paused holder
 	}{
-		{lock.LuaCheck, fault.InCriticalSection, true},
-		{lock.LuaCheck, fault.AfterLeaseCheck, false},
+		{ladder.LuaCheck, fault.InCriticalSection, true},
+		{ladder.LuaCheck, fault.AfterLeaseCheck, false},
 		{lock.Lua, fault.InCriticalSection, false},
 		{lock.Lua, fault.AfterLeaseCheck, false},
 	} {

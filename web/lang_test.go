@@ -11,7 +11,7 @@ import (
 	"testing"
 	"unicode"
 
-	"flashsale/lock"
+	"flashsale/lock/ladder"
 )
 
 // The pages say everything in English and in Chinese. Their English is
@@ -152,7 +152,7 @@ func TestEveryErrorCodeInChinese(t *testing.T) {
 // never words.
 func TestNoUnmarkedWords(t *testing.T) {
 	names := map[string]bool{"flashsale": true, "中文": true}
-	for _, n := range lock.Names() {
+	for _, n := range ladder.Names() {
 		names[n] = true
 	}
 	text := regexp.MustCompile(`(<[^>]*>)([^<]+)`)

@@ -27,7 +27,7 @@ import (
 	"strings"
 	"time"
 
-	"flashsale/lock"
+	"flashsale/lock/ladder"
 )
 
 //go:embed static
@@ -103,7 +103,7 @@ func Handler(opts Options) http.Handler {
 		s, ok := sources[r.PathValue("variant")]
 		if !ok {
 			writeError(w, http.StatusNotFound, "unknown_variant",
-				"No lock variant of that name has its source here; pick one of "+strings.Join(lock.Names(), ", ")+".")
+				"No lock variant of that name has its source here; pick one of "+strings.Join(ladder.Names(), ", ")+".")
 			return
 		}
 		w.Header().Set("Cache-Control", "no-cache")
@@ -153,7 +153,7 @@ func loadAssets() map[string]asset {
 // package declares, in its order, so no page lists the variants itself.
 func withVariants(page []byte) []byte {
 	var b strings.Builder
-	for i, name := range lock.Names() {
+	for i, name := range ladder.Names() {
 		if i > 0 {
 			b.WriteString("\n")
 		}

@@ -165,3 +165,16 @@ func (s *SyncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// Clients are go-redis clients of every node of c, first node first,
+// closed when the test ends.
+func Clients(tb testing.TB, c *localredis.Cluster) []*redis.Client {
+	tb.Helper()
+	var out []*redis.Client
+	for _, o := range Options(tb, c) {
+		rdb := redis.NewClient(o)
+		tb.Cleanup(func() { _ = rdb.Close() })
+		out = append(out, rdb)
+	}
+	return out
+}

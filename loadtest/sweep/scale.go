@@ -18,6 +18,7 @@ import (
 	"flashsale/loadtest/storefront"
 	"flashsale/loadtest/traffic"
 	"flashsale/lock"
+	"flashsale/lock/ladder"
 )
 
 // How it scales.
@@ -36,7 +37,7 @@ import (
 // ScaleVariants are the scale run's default variants: none is the ceiling
 // of everything but the lock, lua one node's lock, redlock and
 // redlock+fence the quorum's.
-var ScaleVariants = []string{"none", "lua", "redlock", "redlock+fence"}
+var ScaleVariants = []string{ladder.None, lock.Lua, lock.Redlock, lock.RedlockFence}
 
 // ScaleConfig configures Scale. The zero value of every field means its
 // default.
@@ -91,7 +92,7 @@ func (c *ScaleConfig) defaults() error {
 	if len(c.Variants) == 0 {
 		c.Variants = slices.Clone(ScaleVariants)
 	}
-	if c.Variants, err = cli.Pick(strings.Join(c.Variants, ","), lock.Names()); err != nil {
+	if c.Variants, err = cli.Pick(strings.Join(c.Variants, ","), ladder.Names()); err != nil {
 		return fmt.Errorf("variants: %w", err)
 	}
 	def := func(v *[]int, d ...int) error {

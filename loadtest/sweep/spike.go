@@ -7,6 +7,7 @@ import (
 
 	"flashsale/loadtest/output"
 	"flashsale/lock"
+	"flashsale/lock/ladder"
 )
 
 // A spike.
@@ -30,7 +31,7 @@ const LateMargin = 250 * time.Millisecond
 // with no lock as the reference.
 var (
 	SpikeRates    = []int{1000, 2000, 4000, 8000, 1000}
-	SpikeVariants = []string{"none", "lua", "redlock", "redlock+fence"}
+	SpikeVariants = []string{ladder.None, lock.Lua, lock.Redlock, lock.RedlockFence}
 )
 
 // Spike targets, as ratios in the same run.
@@ -87,7 +88,7 @@ type Spike struct {
 func (r *Report) Missed() []string {
 	var out []string
 	for _, s := range r.Spikes {
-		if !s.Met && s.Variant != lock.None {
+		if !s.Met && s.Variant != ladder.None {
 			out = append(out, s.Variant)
 		}
 	}

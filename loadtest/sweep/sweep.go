@@ -16,6 +16,7 @@ import (
 
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 
+	"flashsale/curriculum"
 	"flashsale/internal/cli"
 	"flashsale/internal/machine"
 	"flashsale/loadtest/cluster"
@@ -23,6 +24,7 @@ import (
 	"flashsale/loadtest/storefront"
 	"flashsale/loadtest/traffic"
 	"flashsale/lock"
+	"flashsale/lock/ladder"
 )
 
 // Variants are the sweep's default rows: none is the ceiling of
@@ -31,7 +33,7 @@ import (
 // Go library people install instead costs on the same nodes, and the three
 // designs without a lock (db-guard, db-for-update, redis-stock) what the
 // same sale costs when the store is the guard.
-var Variants = []string{"none", "lua", "redlock", "redlock+fence", "redsync", "db-guard", "db-for-update", "redis-stock"}
+var Variants = []string{ladder.None, lock.Lua, lock.Redlock, lock.RedlockFence, ladder.Redsync, curriculum.DBGuard, curriculum.DBForUpdate, curriculum.RedisStock}
 
 // Rates are the sweep's default offered rates, rising past the point
 // where one hot key saturates.
@@ -90,7 +92,7 @@ const hotSKU = "hot"
 
 func (c *Config) defaults() error {
 	var err error
-	if c.Variants, err = cli.Pick(strings.Join(c.Variants, ","), lock.Names()); err != nil {
+	if c.Variants, err = cli.Pick(strings.Join(c.Variants, ","), ladder.Names()); err != nil {
 		return fmt.Errorf("variants: %w", err)
 	}
 	if len(c.Rates) == 0 {

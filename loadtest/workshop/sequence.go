@@ -16,6 +16,7 @@ import (
 	"flashsale/loadtest"
 	"flashsale/loadtest/cluster"
 	"flashsale/lock"
+	"flashsale/lock/ladder"
 )
 
 // ErrInvalidRun marks a request the runner refuses as it stands (a step
@@ -52,13 +53,13 @@ var Sequence = sequence()
 
 // labSteps are the labs' steps in the order the labs take them.
 var labSteps = []Step{
-	{lock.None, loadtest.Clean, 300, 1500},
+	{ladder.None, loadtest.Clean, 300, 1500},
 	{lock.Lua, loadtest.Clean, 300, 1500},
-	{curriculum.SetNXExpire, loadtest.CrashBetweenSteps, 300, 2000},
+	{ladder.SetNXExpire, loadtest.CrashBetweenSteps, 300, 2000},
 	{lock.Lua, loadtest.CrashBetweenSteps, 300, 2000},
-	{curriculum.GetDel, loadtest.PauseBetweenReleaseSteps, 300, 3000},
+	{ladder.GetDel, loadtest.PauseBetweenReleaseSteps, 300, 3000},
 	{lock.Lua, loadtest.PauseBetweenReleaseSteps, 300, 3000},
-	{curriculum.PlainDel, loadtest.PauseInCriticalSection, 300, 2000},
+	{ladder.PlainDel, loadtest.PauseInCriticalSection, 300, 2000},
 	{lock.Lua, loadtest.PauseInCriticalSection, 300, 2000},
 	{lock.LuaFence, loadtest.PauseInCriticalSection, 300, 2000},
 	{lock.Redlock, loadtest.NodeDown, 300, 3000},
@@ -66,17 +67,17 @@ var labSteps = []Step{
 	{lock.Redlock, loadtest.NodeRestart, 200, 2000},
 	{lock.Redlock, loadtest.PauseInCriticalSection, 300, 2000},
 	{lock.RedlockFence, loadtest.PauseInCriticalSection, 300, 2000},
-	{curriculum.ArticleRedlock, loadtest.Clean, 300, 1500},
+	{ladder.ArticleRedlock, loadtest.Clean, 300, 1500},
 	{lock.Redlock, loadtest.Clean, 300, 1500},
-	{curriculum.Redsync, loadtest.Clean, 300, 1500},
+	{ladder.Redsync, loadtest.Clean, 300, 1500},
 	{lock.Lua, loadtest.LongWork, 300, 3000},
 	{lock.Lua, loadtest.LongWorkWatchdog, 300, 3000},
-	{curriculum.LuaCheck, loadtest.PauseAfterLeaseCheck, 300, 2000},
+	{ladder.LuaCheck, loadtest.PauseAfterLeaseCheck, 300, 2000},
 	{lock.LuaFence, loadtest.PauseAfterLeaseCheck, 300, 2000},
 	{curriculum.DBGuard, loadtest.PauseInCriticalSection, 300, 2000},
 	{curriculum.DBForUpdate, loadtest.PauseInCriticalSection, 300, 2000},
 	{curriculum.RedisStock, loadtest.PauseInCriticalSection, 300, 2000},
-	{curriculum.Attendee, loadtest.Clean, 300, 1500},
+	{ladder.Attendee, loadtest.Clean, 300, 1500},
 }
 
 // sequence is labSteps and a step for every rung they leave out.

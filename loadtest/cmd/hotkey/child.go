@@ -22,15 +22,12 @@ import (
 
 	"flashsale/internal/locktap"
 	"flashsale/lock"
+	"flashsale/lock/ladder"
 )
 
 // childCommand is the hidden first argument that makes the binary one
 // contender process instead of the benchmark.
 const childCommand = "child"
-
-// Redsync names the reference: github.com/go-redsync/redsync/v4 with its
-// defaults (32 tries, 50–250 ms apart), over the same nodes.
-const Redsync = "redsync"
 
 // The child protocol, over the child's stdin and stdout: the child connects,
 // warms up and prints readyLine; the parent, once every child is ready,
@@ -94,7 +91,7 @@ func (f childFlags) args() []string {
 func runChild(ctx context.Context, args []string, stdin io.Reader, stdout io.Writer) error {
 	var f childFlags
 	fs := flag.NewFlagSet(childCommand, flag.ContinueOnError)
-	fs.StringVar(&f.variant, "variant", lock.Redlock, "lock variant or "+Redsync)
+	fs.StringVar(&f.variant, "variant", lock.Redlock, "lock variant or "+ladder.Redsync)
 	fs.StringVar(&f.redis, "redis", "", "node URLs, comma-separated")
 	fs.StringVar(&f.namespace, "namespace", "hotkey:", "key namespace")
 	fs.StringVar(&f.key, "key", "hot", "the contended key")
@@ -204,7 +201,9 @@ func contend(ctx context.Context, p pair, key string, goroutines int, d time.Dur
 func newPair(ctx context.Context, f childFlags, nodes []*redis.Options, observe func(locktap.Event)) (pair, func(), error) {
 	ready, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if f.variant == Redsync {
+	// redsync, here, is the reference itself: github.com/go-redsync/redsync/v4
+	// with its defaults (32 tries, 50–250 ms apart) over the same nodes.
+	if f.variant == ladder.Redsync {
 		rs, closeRs := redsyncOver(nodes)
 		p := redsyncPair(rs, f.namespace, f.ttl)
 		if err := warm(ready, p); err != nil {
@@ -235,7 +234,7 @@ func newPair(ctx context.Context, f childFlags, nodes []*redis.Options, observe 
 // quorum of them votes.
 func votingLockers(ctx context.Context, nodes []*redis.Options, namespace string, ttl, nodeTimeout time.Duration, log *slog.Logger, observe func(locktap.Event)) (*lock.Client, error) {
 	opts := lock.Options{TTL: ttl, Namespace: namespace, Logger: log, NodeTimeout: nodeTimeout}
-	ls, err := lock.New(nodes, locktap.Tapped(opts, locktap.Tap{Observer: observe}))
+	ls, err := lock.New(nodes, ladder.With(locktap.Tapped(opts, locktap.Tap{Observer: observe})))
 	if err != nil {
 		return nil, err
 	}

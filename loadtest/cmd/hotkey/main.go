@@ -52,6 +52,7 @@ import (
 	"flashsale/internal/localredis"
 	"flashsale/internal/machine"
 	"flashsale/lock"
+	"flashsale/lock/ladder"
 )
 
 func main() {
@@ -99,8 +100,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var (
 		s        settings
 		procs    = fs.String("procs", "1,4", "process counts to split the contenders over, comma-separated")
-		variants = fs.String("variants", strings.Join([]string{lock.Lua, lock.Redlock, lock.RedlockFence, Redsync}, ","),
-			"lock variants, comma-separated: "+strings.Join(lock.Names(), ", ")+", or "+Redsync+" (the reference, with its defaults)")
+		variants = fs.String("variants", strings.Join([]string{lock.Lua, lock.Redlock, lock.RedlockFence, ladder.Redsync}, ","),
+			"lock variants, comma-separated: "+strings.Join(ladder.Names(), ", ")+", or "+ladder.Redsync+" (the reference, with its defaults)")
 		verbose = fs.Bool("v", false, "log what the benchmark does on stderr")
 	)
 	fs.IntVar(&s.goroutines, "goroutines", 32, "contenders in all, split evenly over the processes")
@@ -133,7 +134,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	for v := range strings.SplitSeq(*variants, ",") {
 		v = strings.TrimSpace(v)
-		if v != Redsync && !slices.Contains(lock.Names(), v) {
+		if v != ladder.Redsync && !slices.Contains(ladder.Names(), v) {
 			return bad("-variants: unknown variant %q", v)
 		}
 		s.variants = append(s.variants, v)
@@ -162,7 +163,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	for _, row := range rep.Rows {
-		if row.Overlaps > 0 && row.Variant != lock.None {
+		if row.Overlaps > 0 && row.Variant != ladder.None {
 			fmt.Fprintf(stderr, "hotkey: %s let %d sections overlap across %d processes\n", row.Variant, row.Overlaps, row.Processes)
 			return 1
 		}
@@ -346,7 +347,7 @@ func newSolo(ctx context.Context, s settings, nodes []*redis.Options, log *slog.
 	rs, closeRs := redsyncOver(nodes)
 	return &solo{
 		ls:    ls,
-		pairs: map[string]pair{Redsync: redsyncPair(rs, ns, s.ttl)},
+		pairs: map[string]pair{ladder.Redsync: redsyncPair(rs, ns, s.ttl)},
 		close: func() { _ = ls.Close(); closeRs() },
 	}, nil
 }

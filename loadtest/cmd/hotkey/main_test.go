@@ -12,6 +12,7 @@ import (
 
 	"flashsale/internal/testsupport"
 	"flashsale/lock"
+	"flashsale/lock/ladder"
 )
 
 // TestMain lets the test binary be a contender too: the benchmark
@@ -56,7 +57,7 @@ func TestSmoke(t *testing.T) {
 			t.Errorf("%s: %d processes × %d, %d sections; want 2 × 2 and some sections", r.Variant, r.Processes, r.PerProcess, r.Sections)
 		}
 		switch r.Variant {
-		case lock.None:
+		case ladder.None:
 			if r.Overlaps == 0 {
 				t.Errorf("none: no overlap counted; the check cannot see one")
 			}

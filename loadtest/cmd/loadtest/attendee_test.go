@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"flashsale/curriculum"
 	"flashsale/internal/testsupport"
 	"flashsale/loadtest"
 	"flashsale/lock"
+	"flashsale/lock/ladder"
 )
 
 // attendeeFix is what an attendee changes in lock/attendee.go to reach lua's
@@ -80,7 +80,7 @@ func TestAttendeeCheck(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out := t.TempDir()
-			args := []string{"-variants", curriculum.Attendee, "-scenarios", strings.Join(scenarios, ","), "-judge-as", lock.Lua, "-strict",
+			args := []string{"-variants", ladder.Attendee, "-scenarios", strings.Join(scenarios, ","), "-judge-as", lock.Lua, "-strict",
 				"-module", tc.module, "-out", out, "-progress=false", "-duration", "2s"}
 			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 			defer cancel()

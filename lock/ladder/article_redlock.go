@@ -1,4 +1,4 @@
-package lock
+package ladder
 
 import (
 	"context"
@@ -10,7 +10,11 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"flashsale/internal/fault"
+	"flashsale/lock"
 )
+
+// ArticleRedlock is the name of the Redlock an article teaches.
+const ArticleRedlock = "article-redlock"
 
 // articleRedlock is the Redlock of a widely read "production" article on
 // Redis locks, its Python class translated step by step and nothing else
@@ -41,7 +45,7 @@ func newArticleRedlock(nodes []*redis.Client) *articleRedlock {
 	return &articleRedlock{nodes: nodes, quorum: 2, won: map[string][]*redis.Client{}}
 }
 
-func (a *articleRedlock) acquire(ctx context.Context, checkpoint faultPoints, k keys, value string, ttl time.Duration) (grant, error) {
+func (a *articleRedlock) Acquire(ctx context.Context, checkpoint step, key, value string, ttl time.Duration) (time.Duration, error) {
 	start := time.Now().Round(0) // start_time = time.time(): BROKEN: the wall clock, which can step
 	var acquired []*redis.Client
 	var failed []error
@@ -49,7 +53,7 @@ func (a *articleRedlock) acquire(ctx context.Context, checkpoint faultPoints, k 
 	// after another, each waiting for the one before, with no per-node
 	// timeout but the client's.
 	for _, n := range a.nodes {
-		err := n.Do(ctx, "set", k.lock, value, "nx", "px", ms(ttl)).Err() // SET k v NX EX ttl (as PX: a TTL under a second)
+		err := n.Do(ctx, "set", key, value, "nx", "px", ms(ttl)).Err() // SET k v NX EX ttl (as PX: a TTL under a second)
 		if err != nil {
 			if !errors.Is(err, redis.Nil) {
 				failed = append(failed, down(n, err)) // except Exception: continue
@@ -59,7 +63,7 @@ func (a *articleRedlock) acquire(ctx context.Context, checkpoint faultPoints, k 
 		acquired = append(acquired, n)
 	}
 	if err := checkpoint(ctx, fault.AfterAcquireStep1); err != nil {
-		return grant{}, err
+		return 0, err
 	}
 	elapsed := time.Now().Round(0).Sub(start) // BROKEN: wall clock again; no drift allowance
 	if len(acquired) >= a.quorum {
@@ -67,50 +71,50 @@ func (a *articleRedlock) acquire(ctx context.Context, checkpoint faultPoints, k 
 			a.mu.Lock()
 			a.won[value] = acquired
 			a.mu.Unlock()
-			return grant{validity: ttl}, nil
+			return ttl, nil
 		}
-		a.del(ctx, acquired, k) // "if it took too long, release every lock acquired"
+		a.del(ctx, acquired, key) // "if it took too long, release every lock acquired"
 	}
 	// BROKEN: a missed quorum undoes nothing: the keys it set stay until
 	// they expire, and vote against every other client meanwhile.
 	if len(failed) > len(a.nodes)-a.quorum {
-		return grant{}, fmt.Errorf("%d of %d nodes failed: %w", len(failed), len(a.nodes), errors.Join(failed...))
+		return 0, fmt.Errorf("%d of %d nodes failed: %w", len(failed), len(a.nodes), errors.Join(failed...))
 	}
-	return grant{}, ErrNotAcquired
+	return 0, lock.ErrNotAcquired
 }
 
 // release is the article's: DEL on each node the acquire won.
-func (a *articleRedlock) release(ctx context.Context, _ faultPoints, k keys, value string) error {
+func (a *articleRedlock) Release(ctx context.Context, _ step, key, value string) error {
 	a.mu.Lock()
 	nodes := a.won[value]
 	delete(a.won, value)
 	a.mu.Unlock()
-	a.del(ctx, nodes, k)
+	a.del(ctx, nodes, key)
 	return nil
 }
 
 // del is the article's release loop.
-func (a *articleRedlock) del(ctx context.Context, nodes []*redis.Client, k keys) {
+func (a *articleRedlock) del(ctx context.Context, nodes []*redis.Client, key string) {
 	for _, n := range nodes {
-		_ = n.Del(ctx, k.lock).Err() // BROKEN: DEL k, whoever holds it now; except Exception: continue
+		_ = n.Del(ctx, key).Err() // BROKEN: DEL k, whoever holds it now; except Exception: continue
 	}
 }
 
 // extend: the article's Redlock has none. Its renewal thread, shown for a
 // single node, sends a bare EXPIRE; here that, on the nodes the acquire
 // won, held while the quorum of 2 renewed.
-func (a *articleRedlock) extend(ctx context.Context, k keys, value string, ttl time.Duration) (time.Duration, error) {
+func (a *articleRedlock) Extend(ctx context.Context, key, value string, ttl time.Duration) (time.Duration, error) {
 	a.mu.Lock()
 	nodes := a.won[value]
 	a.mu.Unlock()
 	renewed := 0
 	for _, n := range nodes {
-		if _, err := plainExtend(ctx, n, k, ttl); err == nil { // BROKEN: EXPIRE k ttl, whoever holds it
+		if _, err := plainExtend(ctx, n, key, ttl); err == nil { // BROKEN: EXPIRE k ttl, whoever holds it
 			renewed++
 		}
 	}
 	if renewed < a.quorum {
-		return 0, ErrNotHeld
+		return 0, lock.ErrNotHeld
 	}
 	return ttl, nil
 }

@@ -1,4 +1,4 @@
-package lock
+package ladder
 
 import (
 	"context"
@@ -9,10 +9,14 @@ import (
 	"github.com/go-redsync/redsync/v4"
 	rsredis "github.com/go-redsync/redsync/v4/redis"
 	rsgoredis "github.com/go-redsync/redsync/v4/redis/goredis/v9"
+	"github.com/redis/go-redis/v9"
 
 	"flashsale/internal/fault"
-	"flashsale/lock/internal/node"
+	"flashsale/lock"
 )
+
+// Redsync is the name of the Redlock of github.com/go-redsync/redsync.
+const Redsync = "redsync"
 
 // redsyncLock is the Go Redlock library most projects install
 // (github.com/go-redsync/redsync/v4), through its public API with its own
@@ -32,54 +36,54 @@ import (
 type redsyncLock struct{ rs *redsync.Redsync }
 
 // newRedsync is the library over plain clients of the same nodes.
-func newRedsync(nodes []*node.Node) redsyncLock {
-	pools := make([]rsredis.Pool, len(nodes))
-	for i, n := range nodes {
-		pools[i] = rsgoredis.NewPool(n.Plain())
+func newRedsync(plain []*redis.Client) redsyncLock {
+	pools := make([]rsredis.Pool, len(plain))
+	for i, c := range plain {
+		pools[i] = rsgoredis.NewPool(c)
 	}
 	return redsyncLock{redsync.New(pools...)}
 }
 
 // mutex is the library's Mutex for one lease; one made again with the same
 // value releases or extends it, as the library documents.
-func (v redsyncLock) mutex(k keys, value string, ttl time.Duration, opts ...redsync.Option) *redsync.Mutex {
-	return v.rs.NewMutex(k.lock, append([]redsync.Option{
+func (v redsyncLock) mutex(key, value string, ttl time.Duration, opts ...redsync.Option) *redsync.Mutex {
+	return v.rs.NewMutex(key, append([]redsync.Option{
 		redsync.WithExpiry(ttl),
 		redsync.WithValue(value),
 		redsync.WithGenValueFunc(func() (string, error) { return value, nil }),
 	}, opts...)...)
 }
 
-func (v redsyncLock) acquire(ctx context.Context, checkpoint faultPoints, k keys, value string, ttl time.Duration) (grant, error) {
+func (v redsyncLock) Acquire(ctx context.Context, checkpoint step, key, value string, ttl time.Duration) (time.Duration, error) {
 	start := time.Now()
 	var m *redsync.Mutex
 	if _, budget := ctx.Deadline(); budget {
-		m = v.mutex(k, value, ttl) // the library's tries and delays, until the wait's deadline
+		m = v.mutex(key, value, ttl) // the library's tries and delays, until the wait's deadline
 	} else {
-		m = v.mutex(k, value, ttl, redsync.WithTries(1)) // no budget: one try (TryAcquire)
+		m = v.mutex(key, value, ttl, redsync.WithTries(1)) // no budget: one try (TryAcquire)
 	}
 	if err := lockWithin(ctx, m); err != nil {
-		return grant{}, redsyncErr(err)
+		return 0, redsyncErr(err)
 	}
 	// One call took the lock everywhere it could: a crash here leaves keys
 	// that still expire.
 	if err := checkpoint(ctx, fault.AfterAcquireStep1); err != nil {
-		return grant{}, err
+		return 0, err
 	}
-	return grant{validity: m.Until().Sub(start)}, nil
+	return m.Until().Sub(start), nil
 }
 
-func (v redsyncLock) release(ctx context.Context, _ faultPoints, k keys, value string) error {
-	ok, err := v.mutex(k, value, 0).UnlockContext(ctx)
+func (v redsyncLock) Release(ctx context.Context, _ step, key, value string) error {
+	ok, err := v.mutex(key, value, 0).UnlockContext(ctx)
 	if !ok {
 		return redsyncReleaseErr(err)
 	}
 	return nil
 }
 
-func (v redsyncLock) extend(ctx context.Context, k keys, value string, ttl time.Duration) (time.Duration, error) {
+func (v redsyncLock) Extend(ctx context.Context, key, value string, ttl time.Duration) (time.Duration, error) {
 	start := time.Now()
-	m := v.mutex(k, value, ttl)
+	m := v.mutex(key, value, ttl)
 	ok, err := m.ExtendContext(ctx)
 	if !ok {
 		return 0, redsyncReleaseErr(err)
@@ -114,9 +118,9 @@ func redsyncErr(err error) error {
 	var rerr *redsync.RedisError
 	switch {
 	case errors.As(err, &taken), errors.As(err, &nodeTaken), !errors.As(err, &rerr):
-		return fmt.Errorf("%w: %w", ErrNotAcquired, err)
+		return fmt.Errorf("%w: %w", lock.ErrNotAcquired, err)
 	default:
-		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+		return fmt.Errorf("%w: %w", lock.ErrUnavailable, err)
 	}
 }
 
@@ -125,10 +129,10 @@ func redsyncErr(err error) error {
 func redsyncReleaseErr(err error) error {
 	var rerr *redsync.RedisError
 	if errors.As(err, &rerr) {
-		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+		return fmt.Errorf("%w: %w", lock.ErrUnavailable, err)
 	}
 	if err == nil {
-		return ErrNotHeld
+		return lock.ErrNotHeld
 	}
-	return fmt.Errorf("%w: %w", ErrNotHeld, err)
+	return fmt.Errorf("%w: %w", lock.ErrNotHeld, err)
 }

@@ -1,11 +1,15 @@
-package lock
+package ladder
 
 import (
 	"context"
 	"errors"
+	"flashsale/lock"
 
 	"github.com/redis/go-redis/v9"
 )
+
+// LuaCheck is the name of the single-node lock whose holder checks its lease before writing.
+const LuaCheck = "lua+check"
 
 // luaCheck is lua whose holder checks its lease just before it
 // writes, as many implementations advise: the validity left (from this
@@ -18,12 +22,15 @@ import (
 // past the TTL, and write beside its successor. The check narrows the
 // window to the time between the check and the write; it cannot close it.
 // Only the store can, by refusing the stale write (lua+fence).
-type luaCheck struct{ luaLock }
+type luaCheck struct {
+	lock.Protocol // the single-node lock on rdb
+	rdb           *redis.Client
+}
 
-func (v luaCheck) check(ctx context.Context, k keys, value string) error {
-	got, err := v.rdb.Get(ctx, k.lock).Result() // GET k: still ours?
+func (v luaCheck) Check(ctx context.Context, key, value string) error {
+	got, err := v.rdb.Get(ctx, key).Result() // GET k: still ours?
 	if errors.Is(err, redis.Nil) || (err == nil && got != value) {
-		return ErrNotHeld
+		return lock.ErrNotHeld
 	}
 	if err != nil {
 		return down(v.rdb, err)
