@@ -15,11 +15,11 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"flashsale/curriculum"
 	"flashsale/internal/localredis"
 	"flashsale/internal/redisacl"
 	"flashsale/internal/testsupport"
 	"flashsale/lock"
-	"flashsale/lock/ladder"
 )
 
 // TestLadderAsAppUser runs every rung of the ladder, orders and seat grabs,
@@ -44,7 +44,7 @@ func TestLadderAsAppUser(t *testing.T) {
 	b := start(t, nil, append(args, "-watchdog")...)
 	stream := openStream(t, a)
 
-	for _, v := range ladder.Names() {
+	for _, v := range curriculum.Names() {
 		t.Run(v, func(t *testing.T) {
 			a.reset(`{"products":[{"sku":"hot","name":"Hot","price_cents":100,"stock":1000}],"seats":4}`)
 			var answers tally

@@ -12,11 +12,11 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"flashsale/curriculum"
 	"flashsale/handlers"
 	"flashsale/internal/cli"
 	"flashsale/inventory"
 	"flashsale/lock"
-	"flashsale/lock/ladder"
 )
 
 // config is the command line, each flag with an environment fallback.
@@ -158,7 +158,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	// password masked, the same way the log masks it.
 	fs.Lookup("db").DefValue = inventory.RedactDSN(c.db)
 	secret(&c.adminToken, "admin-token", "FLASHSALE_ADMIN_TOKEN", "bearer token of /api/admin/*; empty generates one and prints it")
-	str(&c.lock, "lock", "FLASHSALE_LOCK", lock.Redlock, "lock variant for requests that name none: "+strings.Join(ladder.Names(), ", "))
+	str(&c.lock, "lock", "FLASHSALE_LOCK", lock.Redlock, "lock variant for requests that name none: "+strings.Join(curriculum.Names(), ", "))
 	dur(&c.lockTTL, "lock-ttl", "FLASHSALE_LOCK_TTL", 2*time.Second, "lease time to live")
 	dur(&c.lockWait, "lock-wait", "FLASHSALE_LOCK_WAIT", time.Second, "how long a request waits for a busy lock before 503")
 	integer(&c.localNodes, "local-nodes", "FLASHSALE_LOCAL_NODES", 5, "local Redis nodes to start when -redis is empty")
@@ -212,8 +212,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		}
 	}
 	switch {
-	case !slices.Contains(ladder.Names(), c.lock):
-		return c, fmt.Errorf("-lock %q: want one of %s", c.lock, strings.Join(ladder.Names(), ", "))
+	case !slices.Contains(curriculum.Names(), c.lock):
+		return c, fmt.Errorf("-lock %q: want one of %s", c.lock, strings.Join(curriculum.Names(), ", "))
 	case c.lockTTL <= 0:
 		return c, fmt.Errorf("-lock-ttl must be positive, got %v", c.lockTTL)
 	case c.drain < 0:
@@ -275,11 +275,11 @@ func (c *config) resolveVariants(named []string) error {
 	case c.production:
 		c.variants = []string{c.lock}
 	default:
-		c.variants = ladder.Names()
+		c.variants = curriculum.Names()
 	}
 	for _, v := range c.variants {
-		if !slices.Contains(ladder.Names(), v) {
-			return fmt.Errorf("-variants: %q: want names among %s", v, strings.Join(ladder.Names(), ", "))
+		if !slices.Contains(curriculum.Names(), v) {
+			return fmt.Errorf("-variants: %q: want names among %s", v, strings.Join(curriculum.Names(), ", "))
 		}
 		if c.production && !slices.Contains(correct, v) {
 			return fmt.Errorf("-production allows only the correct variants (%s); %q is broken (-lock, -variants)", strings.Join(correct, ", "), v)

@@ -104,7 +104,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		runs.Observe(e)
 		recordLease(hist, e)
 	}})
-	lockers, err := lock.New(nodes, ladder.With(opts))
+	lockers, err := lock.New(nodes, inventory.With(ladder.With(opts)))
 	if err != nil {
 		return err
 	}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"flashsale/curriculum"
 	"flashsale/internal/localredis"
 	"flashsale/internal/testsupport"
 	"flashsale/inventory"
@@ -648,7 +649,7 @@ func TestConfigLimits(t *testing.T) {
 	testsupport.Long(t, "the storefront's processes started, stopped and raced for seconds")
 	none := func(string) string { return "" }
 	c, err := parseConfig([]string{"flashsale"}, none, io.Discard)
-	if err != nil || !slices.Equal(c.variants, ladder.Names()) || c.orderRate != roomOrderRate || !c.orderRateRoomOnly || c.orderBurst != 10 ||
+	if err != nil || !slices.Equal(c.variants, curriculum.Names()) || c.orderRate != roomOrderRate || !c.orderRateRoomOnly || c.orderBurst != 10 ||
 		c.openLadder || c.maxConnsPerClient != defaultMaxConnsPerClient ||
 		c.maxStreams != 1000 || c.maxStreamsPerClient != 8 || c.bodyTimeout != 10*time.Second || c.auditInterval != time.Second || c.trustedProxies != nil {
 		t.Fatalf("workshop defaults: %+v %v", c, err)

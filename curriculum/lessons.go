@@ -2,6 +2,8 @@ package curriculum
 
 import (
 	"embed"
+	"flashsale/inventory"
+	"flashsale/lock"
 	"flashsale/lock/ladder"
 	"slices"
 	"strings"
@@ -14,6 +16,9 @@ type Lesson struct {
 	// Variant is the rung as package lock declares it: its name (as in the
 	// X-Lock-Variant header), file, guard, fencing and correctness.
 	ladder.Rung
+	// StoreGuarded lessons take no Redis lock: the store keeps the sale
+	// right (inventory.Designs).
+	StoreGuarded bool
 
 	// Reference is the file of the correct rung this one is read beside,
 	// named as Variant.File is. A broken rung's file differs from its
@@ -58,9 +63,33 @@ type Lesson struct {
 //go:embed why/*.md why/zh/*.md
 var whyFiles embed.FS
 
-// taught is every lesson in lock's ladder order, each joined with its
-// rung and its paragraph.
-var taught = join(ladder.Rungs())
+// taught is every lesson in teaching order, each joined with its rung and
+// its paragraph.
+var taught = join(rungs())
+
+// rungs are lock's ladder with the store's designs (inventory.Designs),
+// which take no Redis lock, right after the fenced locks: the designs that
+// need no lock at all come after every lock that needs the store's help,
+// and before the Redlocks read beside ours.
+func rungs() []ladder.Rung {
+	all := ladder.Rungs()
+	at := slices.IndexFunc(all, func(r ladder.Rung) bool { return r.Name == lock.RedlockFence }) + 1
+	var designs []ladder.Rung
+	for _, d := range inventory.Designs() {
+		designs = append(designs, ladder.Rung{Name: d.Name, File: d.File, Correct: d.Correct})
+	}
+	return slices.Insert(all, at, designs...)
+}
+
+// Names lists every rung's name in teaching order: the names a request may
+// carry in its X-Lock-Variant header.
+func Names() []string {
+	out := make([]string, len(taught))
+	for i, l := range taught {
+		out[i] = l.Name
+	}
+	return out
+}
 
 // join is the lesson of every rung, in the rungs' order. A rung without an
 // entry in lessons, or without a paragraph, gets an empty one: the tests
@@ -70,6 +99,7 @@ func join(rungs []ladder.Rung) []Lesson {
 	for i, r := range rungs {
 		out[i] = lessons[r.Name]
 		out[i].Rung = r
+		out[i].StoreGuarded = slices.ContainsFunc(inventory.Designs(), func(d inventory.Design) bool { return d.Name == r.Name })
 		out[i].Why = why(r.Name)
 		out[i].WhyZh = whyZh(r.Name)
 	}

@@ -7,7 +7,7 @@ import (
 
 // Sources is one file system of every rung's files, named as a lesson's
 // File and Reference are: lock's files at its root, the
-// inventory's (inventory.Source, the store-guarded rungs) under
+// inventory's (inventory.Source, the store's designs) under
 // "inventory/". Neither package can embed the other's files (embed cannot
 // reach outside its directory), so the caller passes both; one that is nil
 // has no files.

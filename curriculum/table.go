@@ -1,6 +1,7 @@
 package curriculum
 
 import (
+	"flashsale/inventory"
 	"flashsale/lock"
 	"flashsale/lock/ladder"
 )
@@ -107,18 +108,18 @@ var lessons = map[string]Lesson{
 		NoClaim: []string{"node-restart-unaware", "failover-unaware"},
 		Chaos:   &ChaosClaim{},
 	},
-	DBGuard: {
+	inventory.DBGuard: {
 		Reference: "inventory/db_guard.go",
 		ShowsWith: "pause-in-critical-section",
 	},
-	DBForUpdate: {
+	inventory.DBForUpdate: {
 		Reference: "inventory/for_update.go",
 		ShowsWith: "pause-in-critical-section",
 		Skips: map[string]string{
 			"failover": "no Redis to fail over; the column's 10 s critical sections under its row lock only time requests out",
 		},
 	},
-	RedisStock: {
+	inventory.RedisStock: {
 		Reference: "inventory/redis_stock.go",
 		ShowsWith: "node-restart",
 		Disagrees: "its answers come from the stock it reserves in Redis, its stock and seat reads from the row, " +

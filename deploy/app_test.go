@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"flashsale/curriculum"
 	"flashsale/internal/testsupport"
-	"flashsale/lock/ladder"
 )
 
 // The app, started with the compose file's environment.
@@ -182,7 +182,7 @@ func exerciseApp(t *testing.T, a *app) {
 		"seed": 1, "work_ms": 0,
 		"faults": []map[string]any{{"point": "in-critical-section", "action": "pause", "p": 1, "ms": 1}},
 	}, nil, 200)
-	for i, v := range ladder.Names() {
+	for i, v := range curriculum.Names() {
 		a.must(t, "POST", "/api/orders", map[string]any{"sku": ps[0].SKU, "qty": 1, "user": fmt.Sprintf("u%d", i)},
 			map[string]string{"X-Lock-Variant": v}, 201)
 	}

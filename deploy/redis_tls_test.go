@@ -20,6 +20,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"flashsale/curriculum"
 	"flashsale/internal/randhex"
 	"flashsale/internal/redisacl"
 	"flashsale/internal/testsupport"
@@ -105,7 +106,7 @@ func TestRedisACLAndTLS(t *testing.T) {
 	url := fmt.Sprintf("rediss://flashsale:%s@127.0.0.1:%d/0", password, port)
 	a := startApp(t, composeAppEnv(t, map[string]string{"FLASHSALE_REDIS": url, "SSL_CERT_FILE": ca}))
 	ps := products(t, a)
-	for i, v := range ladder.Names() {
+	for i, v := range curriculum.Names() {
 		sku, want := ps[0].SKU, 201
 		if v == ladder.ArticleRedlock {
 			// The article's quorum is fixed at 2 whatever the number of

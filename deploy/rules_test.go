@@ -1,6 +1,7 @@
 package deploy
 
 import (
+	"flashsale/curriculum"
 	"flashsale/internal/testsupport"
 	"fmt"
 	"maps"
@@ -15,7 +16,6 @@ import (
 	"github.com/goccy/go-yaml"
 
 	"flashsale/internal/locktap"
-	"flashsale/lock/ladder"
 )
 
 // The alert rules.
@@ -102,7 +102,7 @@ func checkExpr(expr string, s scrape, job string) []string {
 					problems = append(problems, fmt.Sprintf("%s{outcome=%q}: the outcomes are %v", name, value, outcomes))
 				}
 			case "variant":
-				if !slices.Contains(ladder.Names(), value) {
+				if !slices.Contains(curriculum.Names(), value) {
 					problems = append(problems, fmt.Sprintf("%s{variant=%q}: no such variant", name, value))
 				}
 			case "route":

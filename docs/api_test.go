@@ -1,13 +1,12 @@
 package docs
 
 import (
+	"flashsale/curriculum"
 	"flashsale/internal/testsupport"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
-
-	"flashsale/lock/ladder"
 )
 
 // api.md's configuration table names every flag of `flashsale -h`, with its
@@ -50,7 +49,7 @@ func TestAPIDocNamesEveryVariant(t *testing.T) {
 	for _, v := range regexp.MustCompile("`([a-z+-]+)`").FindAllStringSubmatch(m[1], -1) {
 		named = append(named, v[1])
 	}
-	want := ladder.Names()
+	want := curriculum.Names()
 	slices.Sort(named)
 	slices.Sort(want)
 	if !slices.Equal(named, want) {

@@ -68,7 +68,7 @@ func newApp(t *testing.T, o appOpts) *app {
 	metrics := handlers.NewMetrics()
 	faults := fault.NewPlan()
 	opts := lock.Options{TTL: o.ttl, Namespace: ns, Logger: log, NodeTimeout: 50 * time.Millisecond}
-	lockers, err := lock.New(testsupport.Options(t, nodes), ladder.With(locktap.Tapped(opts, locktap.Tap{Faults: faults, Observer: metrics.ObserveLock})))
+	lockers, err := lock.New(testsupport.Options(t, nodes), inventory.With(ladder.With(locktap.Tapped(opts, locktap.Tap{Faults: faults, Observer: metrics.ObserveLock}))))
 	if err != nil {
 		t.Fatal(err)
 	}

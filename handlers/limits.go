@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"errors"
+	"flashsale/curriculum"
 	"io"
 	"net"
 	"net/http"
@@ -13,8 +14,6 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"golang.org/x/time/rate"
-
-	"flashsale/lock/ladder"
 )
 
 // Defaults of the limits a public storefront needs (docs/operations.md,
@@ -38,7 +37,7 @@ var limitNames = []string{"streams", "streams_per_client", "order_rate", "body_t
 // allows.
 func CorrectVariants() []string {
 	var out []string
-	for _, r := range ladder.Rungs() {
+	for _, r := range curriculum.Lessons() {
 		if r.Correct {
 			out = append(out, r.Name)
 		}
@@ -72,7 +71,7 @@ func (s *Server) variant(c *gin.Context) (string, error) {
 		return s.defaultLock, nil
 	}
 	if !slices.Contains(s.variants, v) {
-		if !slices.Contains(ladder.Names(), v) {
+		if !slices.Contains(curriculum.Names(), v) {
 			return "", errorf("unknown_lock", "X-Lock-Variant %q; this instance allows %s, or no header for %s", v, strings.Join(s.variants, ", "), s.defaultLock)
 		}
 		return "", errorf("variant_not_allowed", "X-Lock-Variant %q; this instance allows %s, or no header for %s", v, strings.Join(s.variants, ", "), s.defaultLock)

@@ -21,11 +21,11 @@ import (
 	"github.com/gin-gonic/gin"
 	"golang.org/x/time/rate"
 
+	"flashsale/curriculum"
 	"flashsale/internal/broker"
 	"flashsale/internal/fault"
 	"flashsale/inventory"
 	"flashsale/lock"
-	"flashsale/lock/ladder"
 )
 
 // Config is what a Server needs.
@@ -150,7 +150,7 @@ func NewServer(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	if cfg.Variants == nil {
-		cfg.Variants = ladder.Names()
+		cfg.Variants = curriculum.Names()
 	}
 	for _, v := range cfg.Variants {
 		if _, err := cfg.Lockers.Locker(v); err != nil {

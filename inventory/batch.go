@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"time"
-
-	"flashsale/lock"
 )
 
 // Batching under one lease (Config.Batch, SetBatch). One order per lease
@@ -37,13 +35,31 @@ func (s *Service) Batch() bool { return s.batch.Load() }
 // Batched reports whether an order under the named lock variant joins its
 // SKU's queue now: with batching on, for the rungs whose guard is the lock.
 func (s *Service) Batched(variant string) bool {
-	locker, err := s.lockers.Locker(variant)
-	return err == nil && s.batched(locker)
+	g, err := s.guard(variant)
+	b, ok := g.(batching)
+	return err == nil && ok && b.on()
 }
 
-// batched reports whether an order under locker joins its SKU's queue.
-func (s *Service) batched(locker *lock.Locker) bool {
-	return s.batch.Load() && guardOf(locker) == guardLock
+// batching wraps a lock rung's guard: with batching on, an order shares its
+// reads before the lock with the SKU's other orders and waits in the SKU's
+// queue for a lease that serves them all. With batching off, and for a
+// seat, the rung's guard sells alone.
+type batching struct {
+	alone
+	rung lockGuard // how the batch writes
+}
+
+// on reports whether the orders arriving now are batched.
+func (b batching) on() bool { return b.s.batch.Load() }
+
+func (b batching) buy(ctx context.Context, p purchase) (Order, bool, error) {
+	if !b.on() {
+		return b.alone.buy(ctx, p)
+	}
+	if earlier, found, err := b.s.beforeLock(ctx, &p, b.s.sharedRead); err != nil || found {
+		return earlier, found, err
+	}
+	return b.s.buyBatched(ctx, p, b)
 }
 
 // buyBatched puts the order in its SKU's queue, starting the queue's driver
@@ -51,22 +67,22 @@ func (s *Service) batched(locker *lock.Locker) bool {
 // answer, for the request to end or for its lock-wait budget, whichever
 // comes first: the deadline the request's budget set when it began
 // (budget.go). An order that leaves before a batch took it is not written.
-func (s *Service) buyBatched(ctx context.Context, deadline time.Time, p Purchase, hash string, sale int64, locker *lock.Locker) (Order, bool, error) {
-	o := &batchOrder{ctx: ctx, p: p, hash: hash, sale: sale, deadline: deadline, answer: make(chan answer, 1)}
-	key := locker.Name() + " " + p.SKU
-	b := &s.queues
-	b.mu.Lock()
-	queue, busy := b.queues[key]
+func (s *Service) buyBatched(ctx context.Context, p purchase, b batching) (Order, bool, error) {
+	o := &batchOrder{ctx: ctx, p: p, answer: make(chan answer, 1)}
+	key := p.Lock + " " + p.SKU
+	q := &s.queues
+	q.mu.Lock()
+	queue, busy := q.queues[key]
 	if !busy {
 		queue = &batchQueue{}
-		b.queues[key] = queue
+		q.queues[key] = queue
 	}
 	queue.waiting = append(queue.waiting, o)
-	b.mu.Unlock()
+	q.mu.Unlock()
 	if !busy {
-		go s.drive(key, queue, locker, p.SKU)
+		go s.drive(key, queue, b, p.SKU)
 	}
-	budget := time.NewTimer(time.Until(o.deadline))
+	budget := time.NewTimer(time.Until(p.deadline))
 	defer budget.Stop()
 	var gone error
 	select {
@@ -77,7 +93,7 @@ func (s *Service) buyBatched(ctx context.Context, deadline time.Time, p Purchase
 	case <-budget.C:
 		gone = fmt.Errorf("%w: sku:%s not obtained within %v: waited in its queue", ErrLockBusy, p.SKU, s.lockWait)
 	}
-	if b.leave(queue, o) {
+	if q.leave(queue, o) {
 		return Order{}, false, gone
 	}
 	a := <-o.answer // a batch took it first: its answer stands

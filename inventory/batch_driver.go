@@ -12,7 +12,8 @@ import (
 // batch, sell it, release, again. A busy lock leaves the queue to the
 // budgets; a crash or unreachable nodes answer everyone waiting, as each
 // would have been answered alone.
-func (s *Service) drive(key string, queue *batchQueue, locker *lock.Locker, sku string) {
+func (s *Service) drive(key string, queue *batchQueue, b batching, sku string) {
+	locker := b.locker
 	name := "sku:" + sku
 	for {
 		deadline, ok := s.queues.next(key, queue, s.lockWait)
@@ -35,19 +36,19 @@ func (s *Service) drive(key string, queue *batchQueue, locker *lock.Locker, sku 
 			cancel()
 			continue
 		}
-		s.serveBatch(lease, locker, sku, batch)
+		s.serveBatch(lease, b.rung.rule(), sku, batch)
 	}
 }
 
-// serveBatch sells one batch under lease, answers every order of it, then
+// serveBatch sells one batch under lease, written as w says, answers every order of it, then
 // gives the lease back (except after an injected crash: a dead process
 // releases nothing). The answers go first: what was committed stands
 // whatever the release does, so no shopper waits for it.
-func (s *Service) serveBatch(lease *lock.Lease, locker *lock.Locker, sku string, batch []*batchOrder) {
+func (s *Service) serveBatch(lease *lock.Lease, w writeRule, sku string, batch []*batchOrder) {
 	ctx := context.Background() // the batch is nobody's request: no one shopper's hang-up ends it
 	s.stats.Batches.Add(1)
 	s.stats.BatchedOrders.Add(uint64(len(batch)))
-	answers, err := s.sellBatch(ctx, lease, locker, sku, batch)
+	answers, err := s.sellBatch(ctx, lease, w, sku, batch)
 	crashed := errors.Is(err, ErrHolderCrashed)
 	if crashed {
 		s.stats.Crashes.Add(1)
@@ -66,6 +67,6 @@ func (s *Service) serveBatch(lease *lock.Lease, locker *lock.Locker, sku string,
 	defer cancel()
 	if rerr := lease.Release(rctx); rerr != nil {
 		s.stats.ReleaseErrors.Add(1)
-		s.log.Warn("lock release failed after the batch", "lock", lease.Key(), "variant", locker.Name(), "orders", len(batch), "err", rerr)
+		s.log.Warn("lock release failed after the batch", "lock", lease.Key(), "orders", len(batch), "err", rerr)
 	}
 }

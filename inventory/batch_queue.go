@@ -22,13 +22,10 @@ type batchQueue struct {
 // batchOrder is one request in a queue. Once taken (by a batch, or answered
 // by the driver) it must wait for its answer; before that, it may leave.
 type batchOrder struct {
-	ctx      context.Context
-	p        Purchase
-	hash     string
-	sale     int64
-	deadline time.Time   // arrival + lock-wait budget
-	taken    bool        // guarded by batchQueues.mu
-	answer   chan answer // buffered: the driver never blocks on it
+	ctx    context.Context
+	p      purchase    // its deadline: arrival + lock-wait budget
+	taken  bool        // guarded by batchQueues.mu
+	answer chan answer // buffered: the driver never blocks on it
 }
 
 // answer is what a request of a batch is told.
@@ -64,13 +61,13 @@ func (b *batchQueues) next(key string, queue *batchQueue, lockWait time.Duration
 	now := time.Now()
 	kept := queue.waiting[:0]
 	for _, o := range queue.waiting {
-		if !now.Before(o.deadline) {
+		if !now.Before(o.p.deadline) {
 			o.taken = true
 			o.answer <- answer{err: fmt.Errorf("%w: sku:%s not obtained within %v", ErrLockBusy, o.p.SKU, lockWait)}
 			continue
 		}
 		kept = append(kept, o)
-		deadline = o.deadline
+		deadline = o.p.deadline
 	}
 	clear(queue.waiting[len(kept):])
 	queue.waiting = kept

@@ -15,7 +15,7 @@ import (
 // overview in batch.go says. It returns each order's answer, or one error
 // that answers the whole batch (a stale fence, a crash, a lost lease, a
 // failed write).
-func (s *Service) sellBatch(ctx context.Context, lease *lock.Lease, locker *lock.Locker, sku string, batch []*batchOrder) ([]answer, error) {
+func (s *Service) sellBatch(ctx context.Context, lease *lock.Lease, w writeRule, sku string, batch []*batchOrder) ([]answer, error) {
 	rctx, cancel := storeStep(ctx)
 	defer cancel()
 	prod, err := s.readFenced(rctx, lease, sku)
@@ -36,12 +36,12 @@ func (s *Service) sellBatch(ctx context.Context, lease *lock.Lease, locker *lock
 		case o.ctx.Err() != nil:
 			answers[i].err = fmt.Errorf("waiting for lock sku:%s: %w", sku, context.Cause(o.ctx))
 			continue
-		case o.sale != prod.Sale:
+		case o.p.sale != prod.Sale:
 			answers[i].err = fmt.Errorf("%w: products [%s]", ErrSaleReset, sku)
 			continue
 		}
 		if o.p.IdempotencyKey != "" {
-			uk := userKey{o.p.User, o.p.IdempotencyKey}
+			uk := o.p.key()
 			if e, found := earlier[uk]; found {
 				answers[i] = replayOf(e, o)
 				continue
@@ -62,7 +62,7 @@ func (s *Service) sellBatch(ctx context.Context, lease *lock.Lease, locker *lock
 		if err := s.beforeWrite(ctx, lease); err != nil {
 			return nil, err
 		}
-		if err := s.commitBatch(ctx, lease, locker, prod, batch, sold, answers); err != nil {
+		if err := s.commitBatch(ctx, lease, w, prod, batch, sold, answers); err != nil {
 			return nil, err
 		}
 	}
@@ -101,7 +101,7 @@ func (s *Service) batchWork(batch []*batchOrder, sold []int, answers []answer) [
 // and fence. That is a write of its own, later than the one the lease was
 // checked for, so the lease is checked again before it (lua+check asks
 // the node again); a lease found lost then answers the whole batch.
-func (s *Service) commitBatch(ctx context.Context, lease *lock.Lease, locker *lock.Locker, prod Product, batch []*batchOrder, sold []int, answers []answer) error {
+func (s *Service) commitBatch(ctx context.Context, lease *lock.Lease, w writeRule, prod Product, batch []*batchOrder, sold []int, answers []answer) error {
 	token, fenced := lease.Token()
 	for again := false; len(sold) > 0; again = true {
 		if again {
@@ -111,10 +111,10 @@ func (s *Service) commitBatch(ctx context.Context, lease *lock.Lease, locker *lo
 		}
 		orders := make([]*Order, len(sold))
 		for n, i := range sold {
-			o := newOrder(batch[i].p, batch[i].hash, locker, prod.PriceCents, token, fenced)
+			o := newOrder(batch[i].p.Purchase, batch[i].p.hash, prod.PriceCents, token, fenced)
 			orders[n] = &o
 		}
-		after, err := s.commitOrder(ctx, prod.Sale, prod.Stock, token, fenced, s.writeFor(locker), s.caught(locker), orders...)
+		after, err := s.commitOrder(ctx, prod.Sale, prod.Stock, token, fenced, w, orders...)
 		if err == nil {
 			// The batch commits at once, so any order of its orders is
 			// one the row went through: each answer says the stock its
@@ -141,7 +141,7 @@ func (s *Service) commitBatch(ctx context.Context, lease *lock.Lease, locker *lo
 		}
 		kept := sold[:0]
 		for _, i := range sold {
-			if e, found := earlier[userKey{batch[i].p.User, batch[i].p.IdempotencyKey}]; found && batch[i].p.IdempotencyKey != "" {
+			if e, found := earlier[batch[i].p.key()]; found && batch[i].p.IdempotencyKey != "" {
 				answers[i] = replayOf(e, batch[i])
 				continue
 			}

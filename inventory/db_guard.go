@@ -1,6 +1,7 @@
 package inventory
 
 import (
+	"context"
 	"fmt"
 
 	"flashsale/lock"
@@ -21,42 +22,29 @@ import (
 // twice: two buyers of the last unit both do their work, and only then does
 // one of them find the stock gone.
 
-// stockWrite is how a sale writes its stock.
-type stockWrite int
+// DBGuard is the design whose guard is one conditional write.
+const DBGuard = "db-guard"
 
-const (
-	// writeRead writes the stock the holder read minus qty: the lock is
-	// the guard (a read-modify-write two holders can interleave).
-	writeRead stockWrite = iota
-	// writeGuarded decrements in place and only while stock suffices:
-	// db-guard as the whole design, and -production's defence in depth.
-	writeGuarded
-	// writeInPlace decrements in place without a check: redis-stock, whose
-	// reservation in Redis is the guard (redis_stock.go).
-	writeInPlace
-)
-
-// writeFor is how locker's sales write. Production mode guards the lock
-// rungs' writes; it changes nothing for the store-guarded rungs, which are
-// the guard themselves and must show what they do alone.
-func (s *Service) writeFor(locker *lock.Locker) stockWrite {
-	switch guardOf(locker) {
-	case guardConditional:
-		return writeGuarded
-	case guardRedisStock:
-		return writeInPlace
-	}
-	if s.production {
-		return writeGuarded
-	}
-	return writeRead
+var dbGuardDesign = design{
+	Design:  Design{Name: DBGuard, File: "inventory/db_guard.go", Correct: true},
+	section: func(s *Service) section { return dbGuard{s} },
 }
 
-// caught reports whether a refused guarded write is a lock failure the
-// database caught (production mode under a lock rung), not the design's
-// own answer.
-func (s *Service) caught(locker *lock.Locker) bool {
-	return s.production && guardOf(locker) == guardLock
+// dbGuard is db-guard's section: the lock rungs' read, check, work and
+// write (sale.go, seats.go), the write made conditional. Production mode
+// changes nothing here: the design is the guard and shows what it does
+// alone.
+type dbGuard struct{ s *Service }
+
+// dbGuardRule is db-guard's write: its own answer when refused.
+var dbGuardRule = writeRule{stock: writeGuarded, seatGuarded: true}
+
+func (g dbGuard) sell(ctx context.Context, p purchase, lease *lock.Lease) (Order, bool, int64, error) {
+	return g.s.buy(ctx, p, lease, dbGuardRule)
+}
+
+func (g dbGuard) book(ctx context.Context, r seatGrab, lease *lock.Lease) (Booking, bool, error) {
+	return g.s.grab(ctx, r, lease, dbGuardRule)
 }
 
 // guardedDecrement is db-guard's stock write: qty off the SKU's row in

@@ -1,6 +1,9 @@
 package inventory
 
-import "context"
+import (
+	"context"
+	"flashsale/lock/ladder"
+)
 
 // Waiting is how many orders wait in the queue of variant's lock on sku, for
 // tests that form a batch by holding the lock while orders queue.
@@ -22,14 +25,11 @@ func SaleWriter(ctx context.Context, s *Service, sku string) (func(user string) 
 	if err != nil {
 		return nil, err
 	}
-	locker, err := s.lockers.Locker("none")
-	if err != nil {
-		return nil, err
-	}
+	w := lockGuard{s}.rule()
 	return func(user string) error {
-		p := Purchase{SKU: sku, Qty: 1, User: user, Lock: locker.Name()}
-		order := newOrder(p, p.hash(), locker, prod.PriceCents, 0, false)
-		_, err := s.commitOrder(ctx, prod.Sale, prod.Stock, 0, false, s.writeFor(locker), s.caught(locker), &order)
+		p := Purchase{SKU: sku, Qty: 1, User: user, Lock: ladder.None}
+		order := newOrder(p, p.hash(), prod.PriceCents, 0, false)
+		_, err := s.commitOrder(ctx, prod.Sale, prod.Stock, 0, false, w, &order)
 		return err
 	}, nil
 }

@@ -42,6 +42,18 @@ import (
 // PostgreSQL's lock_timeout, SQLite's busy timeout. Unbounded, a slow
 // critical section would queue buyers until their clients gave up.
 
+// DBForUpdate is the design whose guard is the row's lock in the database.
+const DBForUpdate = "db-for-update"
+
+var forUpdateDesign = design{
+	Design:  Design{Name: DBForUpdate, File: "inventory/for_update.go", Correct: true},
+	section: func(s *Service) section { return rowLock{s} },
+}
+
+// rowLock is db-for-update's section: the sale in one transaction that
+// holds the row's lock.
+type rowLock struct{ s *Service }
+
 // claimRow locks the row where the sale still owns it and reads it into
 // dst. A row gone, or belonging to another sale, is a reset in flight.
 func claimRow(tx *gorm.DB, dst any, table, where string, sale int64, id ...any) error {
@@ -110,13 +122,14 @@ func lockTimedOut(err error) bool {
 	return errors.As(err, &lite) && lite.Code == sqlite3.ErrBusy
 }
 
-// buyForUpdate sells under the row lock. The Idempotency-Key was checked
+// sell sells under the row lock. The Idempotency-Key was checked
 // before; a twin that got in since fails the unique index at insert, and
 // the caller resolves the gorm.ErrDuplicatedKey.
-func (s *Service) buyForUpdate(ctx context.Context, p Purchase, hash string, sale int64, lease *lock.Lease, locker *lock.Locker) (order Order, after int64, err error) {
+func (g rowLock) sell(ctx context.Context, p purchase, lease *lock.Lease) (order Order, replay bool, after int64, err error) {
+	s := g.s
 	err = s.rowLocked(ctx, func(tx *gorm.DB) error {
 		var prod Product
-		if err := claimRow(tx, &prod, "products", "sku = ?", sale, p.SKU); err != nil {
+		if err := claimRow(tx, &prod, "products", "sku = ?", p.sale, p.SKU); err != nil {
 			return err
 		}
 		if err := soldOut(p.SKU, prod.Stock, p.Qty); err != nil {
@@ -127,22 +140,23 @@ func (s *Service) buyForUpdate(ctx context.Context, p Purchase, hash string, sal
 		if err := s.doWork(ctx, lease); err != nil {
 			return err
 		}
-		order = newOrder(p, hash, locker, prod.PriceCents, 0, false)
+		order = newOrder(p.Purchase, p.hash, prod.PriceCents, 0, false)
 		after = prod.Stock - p.Qty
-		if err := tx.Exec("UPDATE products SET stock = ? WHERE sku = ? AND sale = ?", after, p.SKU, sale).Error; err != nil {
+		if err := tx.Exec("UPDATE products SET stock = ? WHERE sku = ? AND sale = ?", after, p.SKU, p.sale).Error; err != nil {
 			return fmt.Errorf("write stock: %w", err)
 		}
 		return insert(tx, &order, "order")
 	})
-	return order, after, err
+	return order, false, after, err
 }
 
-// grabForUpdate books a seat under the seat row's lock: the booking check
-// and the insert cannot interleave with another grab of the seat.
-func (s *Service) grabForUpdate(ctx context.Context, r SeatRequest, hash string, sale int64, lease *lock.Lease, locker *lock.Locker) (booking Booking, err error) {
+// book books a seat under the seat row's lock: the booking check and the
+// insert cannot interleave with another grab of the seat.
+func (g rowLock) book(ctx context.Context, r seatGrab, lease *lock.Lease) (booking Booking, replay bool, err error) {
+	s := g.s
 	err = s.rowLocked(ctx, func(tx *gorm.DB) error {
 		var seat Seat
-		if err := claimRow(tx, &seat, "seats", "event_id = ? AND label = ?", sale, r.Event, r.Seat); err != nil {
+		if err := claimRow(tx, &seat, "seats", "event_id = ? AND label = ?", r.sale, r.Event, r.Seat); err != nil {
 			return err
 		}
 		var n int64
@@ -155,11 +169,11 @@ func (s *Service) grabForUpdate(ctx context.Context, r SeatRequest, hash string,
 		if err := s.doWork(ctx, lease); err != nil {
 			return err
 		}
-		booking = newBooking(r, hash, locker, 0, false)
+		booking = newBooking(r, 0, false)
 		if err := tx.Exec("UPDATE seats SET booked = ? WHERE event_id = ? AND label = ?", true, r.Event, r.Seat).Error; err != nil {
 			return fmt.Errorf("mark seat: %w", err)
 		}
 		return insert(tx, &booking, "booking")
 	})
-	return booking, err
+	return booking, false, err
 }

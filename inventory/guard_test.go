@@ -1,23 +1,36 @@
 package inventory
 
 import (
+	"io/fs"
+	"slices"
+	"strings"
 	"testing"
-
-	"flashsale/lock/ladder"
 )
 
-// The store guards and lock's store-guarded rungs are the same set: a rung
-// the store guards without a guard here would sell under no guard at all.
-func TestStoreGuardsAreTheStoreGuardedRungs(t *testing.T) {
-	for name := range storeGuards {
-		if r, ok := ladder.Find(name); !ok || !r.StoreGuarded {
-			t.Errorf("%s has a store guard but is not a store-guarded rung of lock's ladder", name)
+// Every store design is named once and declared in the file it names, and
+// that file is in Source: the workshop shows it as the design's code.
+func TestDesignsNameTheirFiles(t *testing.T) {
+	var seen []string
+	for _, d := range Designs() {
+		if slices.Contains(seen, d.Name) {
+			t.Errorf("design %s is listed twice", d.Name)
+		}
+		seen = append(seen, d.Name)
+		file, ok := strings.CutPrefix(d.File, "inventory/")
+		if !ok {
+			t.Errorf("design %s: file %s is not named from the repository's root", d.Name, d.File)
+			continue
+		}
+		src, err := fs.ReadFile(Source, file)
+		if err != nil {
+			t.Errorf("design %s: %v", d.Name, err)
+			continue
+		}
+		if !strings.Contains(string(src), `= "`+d.Name+`"`) {
+			t.Errorf("design %s: %s does not declare its name", d.Name, d.File)
 		}
 	}
-	for _, name := range ladder.Names() {
-		r, _ := ladder.Find(name)
-		if _, ok := storeGuards[name]; r.StoreGuarded && !ok {
-			t.Errorf("%s is store-guarded on lock's ladder but has no guard here", name)
-		}
+	if want := []string{DBGuard, DBForUpdate, RedisStock}; !slices.Equal(seen, want) {
+		t.Errorf("designs %v, want %v", seen, want)
 	}
 }

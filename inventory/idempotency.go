@@ -147,7 +147,7 @@ func keysOf(batch []*batchOrder) []userKey {
 	var keys []userKey
 	for _, o := range batch {
 		if o.p.IdempotencyKey != "" {
-			keys = append(keys, userKey{o.p.User, o.p.IdempotencyKey})
+			keys = append(keys, o.p.key())
 		}
 	}
 	return keys
@@ -156,7 +156,7 @@ func keysOf(batch []*batchOrder) []userKey {
 // replayOf is the answer to o when its key already made order e: a replay
 // of the same request, or a key reused for another.
 func replayOf(e Order, o *batchOrder) answer {
-	if err := reused(e.RequestHash, o.hash, o.p.IdempotencyKey); err != nil {
+	if err := reused(e.RequestHash, o.p.hash, o.p.IdempotencyKey); err != nil {
 		return answer{err: err}
 	}
 	return answer{order: e, replay: true}
@@ -166,7 +166,7 @@ func replayOf(e Order, o *batchOrder) answer {
 // with the same user and key: first's order as a replay, first's refusal,
 // or a key reused for another request.
 func twinAnswer(a answer, first, twin *batchOrder) answer {
-	if err := reused(first.hash, twin.hash, twin.p.IdempotencyKey); err != nil {
+	if err := reused(first.p.hash, twin.p.hash, twin.p.IdempotencyKey); err != nil {
 		return answer{err: err}
 	}
 	switch {

@@ -47,7 +47,7 @@ func newSale(t testing.TB, dsn string, nodes *localredis.Cluster, cfg inventory.
 	}
 	o.Logger = testsupport.Logger()
 	o, plan := taptest.Tap(o)
-	lockers, err := lock.New(testsupport.Options(t, nodes), ladder.With(o))
+	lockers, err := lock.New(testsupport.Options(t, nodes), inventory.With(ladder.With(o)))
 	if err != nil {
 		t.Fatal(err)
 	}

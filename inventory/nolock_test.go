@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"flashsale/curriculum"
 	"flashsale/internal/testsupport"
 	"flashsale/inventory"
 	"flashsale/lock"
@@ -66,7 +65,7 @@ func TestStoreGuardsNeverOversell(t *testing.T) {
 			for _, p := range ss {
 				p.svc.SetWork(20 * time.Millisecond)
 			}
-			for _, v := range []string{curriculum.DBGuard, curriculum.DBForUpdate, curriculum.RedisStock} {
+			for _, v := range []string{inventory.DBGuard, inventory.DBForUpdate, inventory.RedisStock} {
 				t.Run(v, func(t *testing.T) {
 					ss[0].reset(t, 10, 5)
 					sold, errs := race(t, ss, 40, v, false)
@@ -125,11 +124,11 @@ func TestRedisStockGivesBackOnFailedWrite(t *testing.T) {
 			s.reset(t, 5, 1)
 			ctx := context.Background()
 			buy := func(user string) error {
-				_, _, err := s.svc.Buy(ctx, inventory.Purchase{SKU: "hot", Qty: 2, User: user, Lock: curriculum.RedisStock})
+				_, _, err := s.svc.Buy(ctx, inventory.Purchase{SKU: "hot", Qty: 2, User: user, Lock: inventory.RedisStock})
 				return err
 			}
 			grab := func(user string) error {
-				_, _, err := s.svc.Grab(ctx, inventory.SeatRequest{Event: "gala", Seat: "A1", User: user, Lock: curriculum.RedisStock})
+				_, _, err := s.svc.Grab(ctx, inventory.SeatRequest{Event: "gala", Seat: "A1", User: user, Lock: inventory.RedisStock})
 				return err
 			}
 			if err := buy("first"); err != nil {
@@ -177,7 +176,7 @@ func TestAuditReportsRedisDrift(t *testing.T) {
 			s.reset(t, 10, 0)
 			ctx := context.Background()
 			buy := func() error {
-				_, _, err := s.svc.Buy(ctx, inventory.Purchase{SKU: "hot", Qty: 1, User: "u", Lock: curriculum.RedisStock})
+				_, _, err := s.svc.Buy(ctx, inventory.Purchase{SKU: "hot", Qty: 1, User: "u", Lock: inventory.RedisStock})
 				return err
 			}
 			for range 3 {

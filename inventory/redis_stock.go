@@ -82,11 +82,26 @@ func (k storeKeys) seatsSeeded(sale int64) string {
 // redisStore is the node redis-stock keeps its stock on: the first.
 func (s *Service) redisStore() *redis.Client { return s.nodes[0] }
 
-// buyReserved reserves the units in Redis, works, then writes the order;
-// a failed write (a twin's order, a reset, a database error) gives the
-// units back. A sold-out answer from Redis is final: Redis is the guard.
-func (s *Service) buyReserved(ctx context.Context, p Purchase, hash string, sale int64, lease *lock.Lease, locker *lock.Locker) (order Order, replay bool, after int64, err error) {
-	key := s.keys.stock(sale, p.SKU)
+// RedisStock is the design whose guard is the stock held in Redis.
+const RedisStock = "redis-stock"
+
+var redisStockDesign = design{
+	Design:  Design{Name: RedisStock, File: "inventory/redis_stock.go", Correct: true},
+	section: func(s *Service) section { return redisStock{s} },
+}
+
+// redisStock is redis-stock's section: reserve in Redis, then write.
+type redisStock struct{ s *Service }
+
+// redisStockRule is redis-stock's write: the reservation was the check.
+var redisStockRule = writeRule{stock: writeInPlace}
+
+// sell reserves the units in Redis, works, then writes the order; a
+// failed write (a twin's order, a reset, a database error) gives the units
+// back. A sold-out answer from Redis is final: Redis is the guard.
+func (g redisStock) sell(ctx context.Context, p purchase, lease *lock.Lease) (order Order, replay bool, after int64, err error) {
+	s := g.s
+	key := s.keys.stock(p.sale, p.SKU)
 	left, err := reserveStock.Run(ctx, s.redisStore(), []string{key}, p.Qty).Int64()
 	switch {
 	case err != nil:
@@ -98,7 +113,7 @@ func (s *Service) buyReserved(ctx context.Context, p Purchase, hash string, sale
 	case left == -2:
 		return Order{}, false, 0, fmt.Errorf("%w: %s (Redis has fewer than %d)", ErrSoldOut, p.SKU, p.Qty)
 	}
-	order, replay, after, err = s.orderReserved(ctx, p, hash, sale, lease, locker)
+	order, replay, after, err = s.orderReserved(ctx, p, lease)
 	if err != nil || replay {
 		s.giveBack(ctx, giveBackStock, key, p.Qty)
 	}
@@ -107,10 +122,10 @@ func (s *Service) buyReserved(ctx context.Context, p Purchase, hash string, sale
 
 // orderReserved is the part after the reservation: the key check, the work
 // and the write.
-func (s *Service) orderReserved(ctx context.Context, p Purchase, hash string, sale int64, lease *lock.Lease, locker *lock.Locker) (Order, bool, int64, error) {
+func (s *Service) orderReserved(ctx context.Context, p purchase, lease *lock.Lease) (Order, bool, int64, error) {
 	rctx, cancel := storeStep(ctx)
 	defer cancel()
-	if o, found, err := s.orderByKey(rctx, s.db, p.User, p.IdempotencyKey, hash); err != nil || found {
+	if o, found, err := s.orderByKey(rctx, s.db, p.User, p.IdempotencyKey, p.hash); err != nil || found {
 		return o, found, 0, storeLate(rctx, err, "reading the order's key under its lease")
 	}
 	prod, err := s.product(rctx, s.db, p.SKU)
@@ -120,16 +135,17 @@ func (s *Service) orderReserved(ctx context.Context, p Purchase, hash string, sa
 	if err := s.doWork(ctx, lease); err != nil {
 		return Order{}, false, 0, err
 	}
-	order := newOrder(p, hash, locker, prod.PriceCents, 0, false)
-	after, err := s.commitOrder(ctx, sale, prod.Stock, 0, false, writeInPlace, false, &order)
+	order := newOrder(p.Purchase, p.hash, prod.PriceCents, 0, false)
+	after, err := s.commitOrder(ctx, p.sale, prod.Stock, 0, false, redisStockRule, &order)
 	return order, false, after, err
 }
 
-// grabReserved reserves the seat in Redis, works, then books it; a failed
+// book reserves the seat in Redis, works, then books it; a failed
 // booking gives the seat back.
-func (s *Service) grabReserved(ctx context.Context, r SeatRequest, hash string, sale int64, lease *lock.Lease, locker *lock.Locker) (booking Booking, replay bool, err error) {
-	key := s.keys.seat(sale, r.Event, r.Seat)
-	got, err := reserveSeat.Run(ctx, s.redisStore(), []string{s.keys.seatsSeeded(sale), key}, lease.Owner()).Int64()
+func (g redisStock) book(ctx context.Context, r seatGrab, lease *lock.Lease) (booking Booking, replay bool, err error) {
+	s := g.s
+	key := s.keys.seat(r.sale, r.Event, r.Seat)
+	got, err := reserveSeat.Run(ctx, s.redisStore(), []string{s.keys.seatsSeeded(r.sale), key}, lease.Owner()).Int64()
 	switch {
 	case err != nil:
 		return Booking{}, false, fmt.Errorf("%w: reserve seat %s %s in Redis: %w", ErrLockUnavailable, r.Event, r.Seat, err)
@@ -138,7 +154,7 @@ func (s *Service) grabReserved(ctx context.Context, r SeatRequest, hash string, 
 	case got == 0:
 		return Booking{}, false, fmt.Errorf("%w: %s %s (reserved in Redis)", ErrSeatTaken, r.Event, r.Seat)
 	}
-	booking, replay, err = s.bookReserved(ctx, r, hash, sale, lease, locker)
+	booking, replay, err = s.bookReserved(ctx, r, lease)
 	if err != nil || replay {
 		s.giveBack(ctx, giveBackSeat, key, lease.Owner())
 	}
@@ -146,15 +162,15 @@ func (s *Service) grabReserved(ctx context.Context, r SeatRequest, hash string, 
 }
 
 // bookReserved is the part after the seat's reservation.
-func (s *Service) bookReserved(ctx context.Context, r SeatRequest, hash string, sale int64, lease *lock.Lease, locker *lock.Locker) (Booking, bool, error) {
-	if b, found, err := s.bookingByKey(ctx, r.User, r.IdempotencyKey, hash); err != nil || found {
+func (s *Service) bookReserved(ctx context.Context, r seatGrab, lease *lock.Lease) (Booking, bool, error) {
+	if b, found, err := s.bookingByKey(ctx, r.User, r.IdempotencyKey, r.hash); err != nil || found {
 		return b, found, err
 	}
 	if err := s.doWork(ctx, lease); err != nil {
 		return Booking{}, false, err
 	}
-	b := newBooking(r, hash, locker, 0, false)
-	return b, false, s.commitBooking(ctx, &b, sale, 0, false, false, false)
+	b := newBooking(r, 0, false)
+	return b, false, s.commitBooking(ctx, &b, r.sale, 0, false, redisStockRule)
 }
 
 // giveBack runs a give-back script even when the shopper has gone; a
@@ -250,20 +266,14 @@ func (s *Service) redisStock(ctx context.Context, products []ProductAudit) ([]*i
 	return out, nil
 }
 
-// soldUnderRedis sums, per SKU, the units sold by the rungs whose guard is
-// Redis's stock: what Redis's stock must be short of its initial value.
+// soldUnderRedis sums, per SKU, the units sold by redis-stock: what
+// Redis's stock must be short of its initial value.
 func soldUnderRedis(db *gorm.DB) (map[string]int64, error) {
-	var names []string
-	for name, g := range storeGuards {
-		if g == guardRedisStock {
-			names = append(names, name)
-		}
-	}
 	var rows []struct {
 		SKU  string
 		Sold int64
 	}
-	err := db.Raw(`SELECT sku, COALESCE(SUM(qty), 0) AS sold FROM orders WHERE "lock" IN ? GROUP BY sku`, names).Scan(&rows).Error
+	err := db.Raw(`SELECT sku, COALESCE(SUM(qty), 0) AS sold FROM orders WHERE "lock" = ? GROUP BY sku`, RedisStock).Scan(&rows).Error
 	if err != nil {
 		return nil, err
 	}

@@ -13,40 +13,6 @@ import (
 	"flashsale/lock"
 )
 
-// buy is the sale under a lock rung (and db-guard, which holds a lock
-// that locks nothing): read, check, work, then write as writeFor says. It
-// returns the stock after the write; replay when the Idempotency-Key found
-// an earlier order; a gorm.ErrDuplicatedKey for the caller to resolve.
-func (s *Service) buy(ctx context.Context, p Purchase, hash string, sale int64, lease *lock.Lease, locker *lock.Locker) (order Order, replay bool, after int64, err error) {
-	rctx, cancel := storeStep(ctx)
-	defer cancel()
-	prod, err := s.readFenced(rctx, lease, p.SKU)
-	if err != nil {
-		return Order{}, false, 0, storeLate(rctx, err, "reading sku:"+p.SKU+" under its lease")
-	}
-	if o, found, err := s.orderByKey(rctx, s.db, p.User, p.IdempotencyKey, hash); err != nil || found {
-		return o, found, 0, storeLate(rctx, err, "reading the order's key under its lease")
-	}
-	if err := soldOut(p.SKU, prod.Stock, p.Qty); err != nil {
-		return Order{}, false, 0, err
-	}
-	if err := s.doWork(ctx, lease); err != nil {
-		return Order{}, false, 0, err
-	}
-	token, fenced := lease.Token()
-	order = newOrder(p, hash, locker, prod.PriceCents, token, fenced)
-	after, err = s.commitOrder(ctx, sale, prod.Stock, token, fenced, s.writeFor(locker), s.caught(locker), &order)
-	return order, false, after, err
-}
-
-// newOrder is the order row a sale writes.
-func newOrder(p Purchase, hash string, locker *lock.Locker, price int64, token uint64, fenced bool) Order {
-	return Order{
-		SKU: p.SKU, Qty: p.Qty, User: p.User, Lock: locker.Name(), Fence: fencePtr(token, fenced),
-		IdempotencyKey: keyPtr(p.IdempotencyKey), RequestHash: hash, TotalCents: price * p.Qty,
-	}
-}
-
 // admitShare: a request joins the line for a lock only while the waiters
 // ahead of it are expected to take at most 1/admitShare of its wait budget.
 // A third keeps the key busy (the line then still holds a third of a
@@ -87,59 +53,70 @@ func (p Purchase) hash() string {
 	}{p.SKU, p.Qty, p.User})
 }
 
-// Buy sells p.Qty units of p.SKU under the SKU's lock: read stock, do the
-// business work, then write stock − qty and the order in one transaction.
-// A store-guarded variant (ladder.Rung.StoreGuarded) takes no Redis lock and writes its
-// own way: db_guard.go, for_update.go, redis_stock.go.
-// replay is true when an earlier order with the same Idempotency-Key and
-// request is returned instead of a new one.
+// Buy sells p.Qty units of p.SKU under the guard of p.Lock's design: for a
+// lock rung, the SKU's lock (read stock, do the business work, then write
+// stock − qty and the order in one transaction); a store design (Designs)
+// takes no Redis lock and guards its own way. replay is true when an
+// earlier order with the same Idempotency-Key and request is returned
+// instead of a new one.
 func (s *Service) Buy(ctx context.Context, p Purchase) (order Order, replay bool, err error) {
 	if err := p.Validate(); err != nil {
 		return Order{}, false, err
 	}
-	locker, err := s.lockers.Locker(p.Lock)
+	g, err := s.guard(p.Lock)
 	if err != nil {
 		return Order{}, false, err
 	}
-	hash := p.hash()
-	deadline := s.budget()
-	wait, cancel := waiting(ctx, deadline)
+	return g.buy(ctx, purchase{Purchase: p, hash: p.hash(), deadline: s.budget()})
+}
+
+// purchase is an order on its way: what the shopper asked, its request's
+// hash and budget (budget.go), and the sale it began in, read before the
+// lock.
+type purchase struct {
+	Purchase
+	hash     string
+	deadline time.Time
+	sale     int64
+}
+
+// key is the order's Idempotency-Key, of its user.
+func (p purchase) key() userKey { return userKey{p.User, p.IdempotencyKey} }
+
+// readAhead is a way to make an order's reads before the lock: alone, or
+// shared with the SKU's other orders (shared_reads.go).
+type readAhead func(ctx context.Context, p purchase) (Product, Order, bool, error)
+
+// beforeLock makes p's reads before the lock by read and notes the sale p
+// began in. It stops the order there with the earlier order its key made
+// (found), sold out, or a failed read. The key is checked before the lock
+// (a retry costs no lock round trip), again under it, and the unique index
+// settles the rest.
+func (s *Service) beforeLock(ctx context.Context, p *purchase, read readAhead) (earlier Order, found bool, err error) {
+	wait, cancel := waiting(ctx, p.deadline)
 	defer cancel()
-	batched := s.batched(locker)
-	var prod Product
-	var earlier Order
-	var found bool
-	if batched {
-		prod, earlier, found, err = s.sharedRead(wait, deadline, p.SKU, userKey{p.User, p.IdempotencyKey}, hash)
-	} else {
-		prod, earlier, found, err = s.readAlone(wait, p.SKU, userKey{p.User, p.IdempotencyKey}, hash)
-	}
-	// The key is checked before the lock (a retry costs no lock round trip),
-	// again under it, and the unique index settles the rest.
+	prod, earlier, found, err := read(wait, *p)
 	if err != nil || found {
 		return earlier, found, s.overBudget(ctx, err, "reading sku:"+p.SKU)
 	}
+	p.sale = prod.Sale
 	// Sold out already: no need to queue for the lock. The check under the
 	// lock is the one that counts; this one only sheds load.
-	if err := soldOut(p.SKU, prod.Stock, p.Qty); err != nil {
-		return Order{}, false, err
+	return Order{}, false, soldOut(p.SKU, prod.Stock, p.Qty)
+}
+
+// buy sells p alone: its reads before the lock, then the guard's section
+// under the SKU's lock.
+func (a alone) buy(ctx context.Context, p purchase) (order Order, replay bool, err error) {
+	s := a.s
+	if earlier, found, err := s.beforeLock(ctx, &p, s.readAlone); err != nil || found {
+		return earlier, found, err
 	}
-	sale := prod.Sale // read before the lock: the sale this request began in
-	if batched {
-		return s.buyBatched(ctx, deadline, p, hash, sale, locker)
-	}
-	err = s.underLock(ctx, deadline, locker, "sku:"+p.SKU, func(ctx context.Context, lease *lock.Lease) error {
+	err = s.underLock(ctx, p.deadline, a.locker, "sku:"+p.SKU, func(ctx context.Context, lease *lock.Lease) error {
 		var after int64
-		switch guardOf(locker) {
-		case guardRowLock:
-			order, after, err = s.buyForUpdate(ctx, p, hash, sale, lease, locker)
-		case guardRedisStock:
-			order, replay, after, err = s.buyReserved(ctx, p, hash, sale, lease, locker)
-		default:
-			order, replay, after, err = s.buy(ctx, p, hash, sale, lease, locker)
-		}
+		order, replay, after, err = a.sell(ctx, p, lease)
 		if errors.Is(err, gorm.ErrDuplicatedKey) {
-			order, replay, err = s.duplicateOrder(ctx, p.User, p.IdempotencyKey, hash)
+			order, replay, err = s.duplicateOrder(ctx, p.User, p.IdempotencyKey, p.hash)
 			return err
 		}
 		if err != nil || replay {
@@ -153,6 +130,40 @@ func (s *Service) Buy(ctx context.Context, p Purchase) (order Order, replay bool
 		return Order{}, false, err
 	}
 	return order, replay, nil
+}
+
+// buy is the section of a lock rung and of db-guard (which holds a lock
+// that locks nothing): read, check, work, then write as w says. It returns
+// the stock after the write; replay when the Idempotency-Key found an
+// earlier order; a gorm.ErrDuplicatedKey for the caller to resolve.
+func (s *Service) buy(ctx context.Context, p purchase, lease *lock.Lease, w writeRule) (order Order, replay bool, after int64, err error) {
+	rctx, cancel := storeStep(ctx)
+	defer cancel()
+	prod, err := s.readFenced(rctx, lease, p.SKU)
+	if err != nil {
+		return Order{}, false, 0, storeLate(rctx, err, "reading sku:"+p.SKU+" under its lease")
+	}
+	if o, found, err := s.orderByKey(rctx, s.db, p.User, p.IdempotencyKey, p.hash); err != nil || found {
+		return o, found, 0, storeLate(rctx, err, "reading the order's key under its lease")
+	}
+	if err := soldOut(p.SKU, prod.Stock, p.Qty); err != nil {
+		return Order{}, false, 0, err
+	}
+	if err := s.doWork(ctx, lease); err != nil {
+		return Order{}, false, 0, err
+	}
+	token, fenced := lease.Token()
+	order = newOrder(p.Purchase, p.hash, prod.PriceCents, token, fenced)
+	after, err = s.commitOrder(ctx, p.sale, prod.Stock, token, fenced, w, &order)
+	return order, false, after, err
+}
+
+// newOrder is the order row a sale writes.
+func newOrder(p Purchase, hash string, price int64, token uint64, fenced bool) Order {
+	return Order{
+		SKU: p.SKU, Qty: p.Qty, User: p.User, Lock: p.Lock, Fence: fencePtr(token, fenced),
+		IdempotencyKey: keyPtr(p.IdempotencyKey), RequestHash: hash, TotalCents: price * p.Qty,
+	}
 }
 
 // registerFence raises the row's fence to token before the holder reads it.
@@ -259,7 +270,7 @@ func (s *Service) underLock(ctx context.Context, deadline time.Time, locker *loc
 	defer cancel()
 	if rerr := lease.Release(rctx); rerr != nil {
 		s.stats.ReleaseErrors.Add(1)
-		s.log.Warn("lock release failed after the critical section", "lock", name, "variant", locker.Name(), "err", rerr)
+		s.log.Warn("lock release failed after the critical section", "lock", name, "err", rerr)
 	}
 	return err
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"gorm.io/gorm"
 
@@ -34,49 +35,45 @@ func (r SeatRequest) hash() string {
 	}{r.Event, r.Seat, r.User})
 }
 
-// Grab books one seat under the seat's lock: read whether it is booked, do
-// the business work, then insert the booking. In workshop mode only the lock
-// (and a fence, when on) keeps a second booking out; production mode adds a
-// unique index on (event, seat). A store-guarded variant (ladder.Rung.StoreGuarded) takes
-// no Redis lock and books its own way: db_guard.go, for_update.go,
-// redis_stock.go.
+// Grab books one seat under the guard of r.Lock's design: for a lock rung,
+// the seat's lock (read whether it is booked, do the business work, then
+// insert the booking). In workshop mode only the lock (and a fence, when
+// on) keeps a second booking out; production mode adds a unique index on
+// (event, seat). A store design (Designs) takes no Redis lock and books its
+// own way.
 func (s *Service) Grab(ctx context.Context, r SeatRequest) (booking Booking, replay bool, err error) {
 	if err := r.Validate(); err != nil {
 		return Booking{}, false, err
 	}
-	locker, err := s.lockers.Locker(r.Lock)
+	g, err := s.guard(r.Lock)
 	if err != nil {
 		return Booking{}, false, err
 	}
-	hash := r.hash()
-	deadline := s.budget()
-	wait, cancel := waiting(ctx, deadline)
-	defer cancel()
+	return g.grab(ctx, seatGrab{SeatRequest: r, hash: r.hash(), deadline: s.budget()})
+}
+
+// seatGrab is a seat grab on its way: what the shopper asked, its request's
+// hash and budget (budget.go), and the sale it began in, read before the
+// lock.
+type seatGrab struct {
+	SeatRequest
+	hash     string
+	deadline time.Time
+	sale     int64
+}
+
+// grab books r alone: its reads before the lock, then the guard's section
+// under the seat's lock.
+func (a alone) grab(ctx context.Context, r seatGrab) (booking Booking, replay bool, err error) {
+	s := a.s
 	name := "seat:" + r.Event + ":" + r.Seat
-	sale, err := s.seatSale(wait, r.Event, r.Seat) // the sale this request began in
-	if err != nil {
-		return Booking{}, false, s.overBudget(ctx, err, "reading "+name)
+	if earlier, found, err := s.seatBeforeLock(ctx, &r); err != nil || found {
+		return earlier, found, s.overBudget(ctx, err, "reading "+name)
 	}
-	if b, found, err := s.bookingByKey(wait, r.User, r.IdempotencyKey, hash); err != nil || found {
-		return b, found, s.overBudget(ctx, err, "reading "+name)
-	}
-	// Taken already: shed the load before the lock; the check under it counts.
-	if taken, err := s.seatTaken(wait, r.Event, r.Seat); err != nil {
-		return Booking{}, false, s.overBudget(ctx, err, "reading "+name)
-	} else if taken {
-		return Booking{}, false, fmt.Errorf("%w: %s %s", ErrSeatTaken, r.Event, r.Seat)
-	}
-	err = s.underLock(ctx, deadline, locker, name, func(ctx context.Context, lease *lock.Lease) error {
-		switch guardOf(locker) {
-		case guardRowLock:
-			booking, err = s.grabForUpdate(ctx, r, hash, sale, lease, locker)
-		case guardRedisStock:
-			booking, replay, err = s.grabReserved(ctx, r, hash, sale, lease, locker)
-		default:
-			booking, replay, err = s.grab(ctx, r, hash, sale, lease, locker)
-		}
+	err = s.underLock(ctx, r.deadline, a.locker, name, func(ctx context.Context, lease *lock.Lease) error {
+		booking, replay, err = a.book(ctx, r, lease)
 		if errors.Is(err, gorm.ErrDuplicatedKey) {
-			booking, replay, err = s.duplicateBooking(ctx, r, hash)
+			booking, replay, err = s.duplicateBooking(ctx, r.SeatRequest, r.hash)
 			return err
 		}
 		if err != nil || replay {
@@ -91,10 +88,29 @@ func (s *Service) Grab(ctx context.Context, r SeatRequest) (booking Booking, rep
 	return booking, replay, nil
 }
 
-// grab is the seat grab under a lock rung (and db-guard): check, work,
-// then book, guarded only for db-guard. replay when the Idempotency-Key
-// found an earlier booking; a gorm.ErrDuplicatedKey for the caller.
-func (s *Service) grab(ctx context.Context, r SeatRequest, hash string, sale int64, lease *lock.Lease, locker *lock.Locker) (Booking, bool, error) {
+// seatBeforeLock makes r's reads before the lock and notes the sale r
+// began in. It stops the grab there with the earlier booking its key made
+// (found), the seat taken, or a failed read.
+func (s *Service) seatBeforeLock(ctx context.Context, r *seatGrab) (earlier Booking, found bool, err error) {
+	wait, cancel := waiting(ctx, r.deadline)
+	defer cancel()
+	if r.sale, err = s.seatSale(wait, r.Event, r.Seat); err != nil {
+		return Booking{}, false, err
+	}
+	if earlier, found, err = s.bookingByKey(wait, r.User, r.IdempotencyKey, r.hash); err != nil || found {
+		return earlier, found, err
+	}
+	// Taken already: shed the load before the lock; the check under it counts.
+	if taken, err := s.seatTaken(wait, r.Event, r.Seat); err != nil || !taken {
+		return Booking{}, false, err
+	}
+	return Booking{}, false, fmt.Errorf("%w: %s %s", ErrSeatTaken, r.Event, r.Seat)
+}
+
+// grab is the section of a lock rung and of db-guard: check, work, then
+// book as w says. replay when the Idempotency-Key found an earlier
+// booking; a gorm.ErrDuplicatedKey for the caller.
+func (s *Service) grab(ctx context.Context, r seatGrab, lease *lock.Lease, w writeRule) (Booking, bool, error) {
 	token, fenced := lease.Token()
 	rctx, cancel := storeStep(ctx)
 	defer cancel()
@@ -104,7 +120,7 @@ func (s *Service) grab(ctx context.Context, r SeatRequest, hash string, sale int
 			return Booking{}, false, storeLate(rctx, err, what)
 		}
 	}
-	if b, found, err := s.bookingByKey(rctx, r.User, r.IdempotencyKey, hash); err != nil || found {
+	if b, found, err := s.bookingByKey(rctx, r.User, r.IdempotencyKey, r.hash); err != nil || found {
 		return b, found, storeLate(rctx, err, what)
 	}
 	taken, err := s.seatTaken(rctx, r.Event, r.Seat)
@@ -117,16 +133,15 @@ func (s *Service) grab(ctx context.Context, r SeatRequest, hash string, sale int
 	if err := s.doWork(ctx, lease); err != nil {
 		return Booking{}, false, err
 	}
-	b := newBooking(r, hash, locker, token, fenced)
-	guarded := guardOf(locker) == guardConditional
-	return b, false, s.commitBooking(ctx, &b, sale, token, fenced, guarded, s.caught(locker))
+	b := newBooking(r, token, fenced)
+	return b, false, s.commitBooking(ctx, &b, r.sale, token, fenced, w)
 }
 
 // newBooking is the booking row a seat grab writes.
-func newBooking(r SeatRequest, hash string, locker *lock.Locker, token uint64, fenced bool) Booking {
+func newBooking(r seatGrab, token uint64, fenced bool) Booking {
 	return Booking{
-		EventID: r.Event, Seat: r.Seat, User: r.User, Lock: locker.Name(), Fence: fencePtr(token, fenced),
-		IdempotencyKey: keyPtr(r.IdempotencyKey), RequestHash: hash,
+		EventID: r.Event, Seat: r.Seat, User: r.User, Lock: r.Lock, Fence: fencePtr(token, fenced),
+		IdempotencyKey: keyPtr(r.IdempotencyKey), RequestHash: r.hash,
 	}
 }
 

@@ -99,6 +99,7 @@ type Service struct {
 	db         *gorm.DB
 	reads      *gorm.DB // the reads before the lock: never queued behind a holder's transaction
 	lockers    *lock.Client
+	designs    map[string]guard // the store designs' guards, by name
 	production bool
 	lockWait   time.Duration
 	log        *slog.Logger
@@ -141,6 +142,10 @@ func New(ctx context.Context, db *gorm.DB, lockers *lock.Client, cfg Config) (*S
 		nodes: cfg.Nodes, keys: storeKeys{ns: cfg.Namespace}, batchMax: cfg.BatchMax, queues: batchQueues{queues: map[string]*batchQueue{}}}
 	if s.reads = cfg.Reads; s.reads == nil {
 		s.reads = db
+	}
+	var err error
+	if s.designs, err = s.designGuards(); err != nil {
+		return nil, fmt.Errorf("inventory: %w", err)
 	}
 	s.batch.Store(cfg.Batch)
 	if err := s.seed(ctx); err != nil {

@@ -96,16 +96,17 @@ func (r *sharedReads) next(sku string) *readRound {
 	return round
 }
 
-// sharedRead is the reads before the lock of a batched order for sku,
-// with key k (empty key: none), within ctx: the product, and the order
-// the key already made, if any (found), refused if another request made it.
-func (s *Service) sharedRead(ctx context.Context, deadline time.Time, sku string, k userKey, hash string) (prod Product, earlier Order, found bool, err error) {
-	round, lead := s.ahead.join(sku, k, deadline)
+// sharedRead is the reads before the lock of a batched order, within ctx:
+// the product, and the order p's key already made, if any (found), refused
+// if another request made it.
+func (s *Service) sharedRead(ctx context.Context, p purchase) (prod Product, earlier Order, found bool, err error) {
+	k := p.key()
+	round, lead := s.ahead.join(p.SKU, k, p.deadline)
 	switch {
 	case round == nil:
-		return s.readAlone(ctx, sku, k, hash)
+		return s.readAlone(ctx, p)
 	case lead:
-		s.lead(sku)
+		s.lead(p.SKU)
 	}
 	select {
 	case <-round.done:
@@ -117,7 +118,7 @@ func (s *Service) sharedRead(ctx context.Context, deadline time.Time, sku string
 	}
 	earlier, found = round.orders[k]
 	if found {
-		if err := reused(earlier.fingerprint(), hash, k.key); err != nil {
+		if err := reused(earlier.fingerprint(), p.hash, k.key); err != nil {
 			return Product{}, Order{}, false, err
 		}
 	}
@@ -125,12 +126,12 @@ func (s *Service) sharedRead(ctx context.Context, deadline time.Time, sku string
 }
 
 // readAlone is the reads before the lock of one order, on its own.
-func (s *Service) readAlone(ctx context.Context, sku string, k userKey, hash string) (Product, Order, bool, error) {
-	prod, err := s.product(ctx, s.reads, sku)
+func (s *Service) readAlone(ctx context.Context, p purchase) (Product, Order, bool, error) {
+	prod, err := s.product(ctx, s.reads, p.SKU)
 	if err != nil {
 		return Product{}, Order{}, false, err
 	}
-	earlier, found, err := s.orderByKey(ctx, s.reads, k.user, k.key, hash)
+	earlier, found, err := s.orderByKey(ctx, s.reads, p.User, p.IdempotencyKey, p.hash)
 	return prod, earlier, found, err
 }
 

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"flashsale/curriculum"
 	"flashsale/internal/testsupport"
 	"flashsale/inventory"
 	"flashsale/lock"
@@ -19,7 +18,7 @@ func TestSaleSaysTheStockItLeft(t *testing.T) {
 	for _, d := range testsupport.Databases() {
 		t.Run(d.Name, func(t *testing.T) {
 			s := newSale(t, d.DSN(t), nodes, inventory.Config{LockWait: 5 * time.Second})
-			for _, v := range []string{lock.Lua, lock.RedlockFence, curriculum.DBGuard, curriculum.DBForUpdate, curriculum.RedisStock} {
+			for _, v := range []string{lock.Lua, lock.RedlockFence, inventory.DBGuard, inventory.DBForUpdate, inventory.RedisStock} {
 				t.Run(v, func(t *testing.T) {
 					s.reset(t, 3, 0)
 					ctx := context.Background()

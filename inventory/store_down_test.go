@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"flashsale/curriculum"
 	"flashsale/internal/fault"
 	"flashsale/internal/locktap"
 	"flashsale/internal/taptest"
@@ -54,9 +53,9 @@ func TestStoreGoneMidSaleIsUnavailable(t *testing.T) {
 		{name: "lua+fence", variant: lock.LuaFence},
 		{name: "redlock", variant: lock.Redlock},
 		{name: "lua batched", variant: lock.Lua, batch: true},
-		{name: "db-guard", variant: curriculum.DBGuard},
-		{name: "db-for-update", variant: curriculum.DBForUpdate},
-		{name: "redis-stock", variant: curriculum.RedisStock},
+		{name: "db-guard", variant: inventory.DBGuard},
+		{name: "db-for-update", variant: inventory.DBForUpdate},
+		{name: "redis-stock", variant: inventory.RedisStock},
 		{name: "lua seat", variant: lock.Lua, seat: true},
 	}
 	for _, c := range cases {

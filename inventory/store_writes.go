@@ -8,19 +8,44 @@ import (
 	"gorm.io/gorm"
 )
 
-// The store's writes. Every rung writes its order and booking here, in one
-// transaction with the stock or seat, in the way writeFor (db_guard.go)
-// chooses for its rung; every write names the sale the request began in,
-// and a fenced holder's also its token.
+// The store's writes. Every design writes its order and booking here, in
+// one transaction with the stock or seat, as its guard's writeRule says;
+// every write names the sale the request began in, and a fenced holder's
+// also its token.
+
+// stockWrite is how a sale writes its stock.
+type stockWrite int
+
+const (
+	// writeRead writes the stock the holder read minus qty: the lock is
+	// the guard (a read-modify-write two holders can interleave).
+	writeRead stockWrite = iota
+	// writeGuarded decrements in place and only while stock suffices:
+	// db-guard as the whole design, and -production's defence in depth.
+	writeGuarded
+	// writeInPlace decrements in place without a check: redis-stock, whose
+	// reservation in Redis is the guard (redis_stock.go).
+	writeInPlace
+)
+
+// writeRule is how a guard's sale writes: its stock; seatGuarded adds
+// db-guard's condition that the seat is not booked yet; caught marks a
+// guarded write refused as a lock failure the database caught
+// (-production under a lock rung), not the design's own answer.
+type writeRule struct {
+	stock       stockWrite
+	seatGuarded bool
+	caught      bool
+}
 
 // commitOrder writes the new stock and the orders (one, or a batch's, all
-// of one SKU) in one transaction and returns the stock after it. w says how
-// the stock is written (writeRead, writeGuarded, writeInPlace); a fenced
-// holder writes only where the row still carries its token.
+// of one SKU) in one transaction and returns the stock after it, written as
+// w says; a fenced holder writes only where the row still carries its
+// token.
 //
 // Every write also names the sale the request began in: a request in flight
 // across a reset writes nothing.
-func (s *Service) commitOrder(ctx context.Context, sale, read int64, token uint64, fenced bool, w stockWrite, caught bool, os ...*Order) (int64, error) {
+func (s *Service) commitOrder(ctx context.Context, sale, read int64, token uint64, fenced bool, w writeRule, os ...*Order) (int64, error) {
 	sku, qty := os[0].SKU, totalQty(os)
 	after := read - qty
 	// A shopper hanging up now does not stop the write (the transaction is
@@ -28,17 +53,17 @@ func (s *Service) commitOrder(ctx context.Context, sale, read int64, token uint6
 	err := s.holderTx(ctx, "writing "+sku, func(tx *gorm.DB) error {
 		q, args := "UPDATE products SET stock = ? WHERE sku = ? AND sale = ?", []any{after, sku, sale}
 		var guardErr error
-		switch w {
+		switch w.stock {
 		case writeGuarded:
 			q, args, guardErr = guardedDecrement(sku, sale, qty)
 		case writeInPlace:
 			q, args = "UPDATE products SET stock = stock - ? WHERE sku = ? AND sale = ?", []any{qty, sku, sale}
 		}
-		r := refusal{table: "products", where: "sku = ?", id: []any{sku}, sale: sale, token: token, fenced: fenced, guardErr: guardErr, caught: caught}
+		r := refusal{table: "products", where: "sku = ?", id: []any{sku}, sale: sale, token: token, fenced: fenced, guardErr: guardErr, caught: w.caught}
 		if err := s.conditional(tx, "write stock", q, args, r); err != nil {
 			return err
 		}
-		if w != writeRead {
+		if w.stock != writeRead {
 			var now Product
 			if err := tx.Select("stock").Where("sku = ?", sku).Take(&now).Error; err != nil {
 				return fmt.Errorf("read stock: %w", err)
@@ -54,17 +79,17 @@ func (s *Service) commitOrder(ctx context.Context, sale, read int64, token uint6
 // same transaction, it proves that the seat row still belongs to the sale
 // the request began in and, for a fenced holder, still carries its token;
 // on PostgreSQL that also locks the row against a reset until the booking
-// is in. guarded (db-guard, or -production under a lock rung) adds the
-// condition that the seat is not booked yet.
-func (s *Service) commitBooking(ctx context.Context, b *Booking, sale int64, token uint64, fenced, guarded, caught bool) error {
+// is in. w.seatGuarded (db-guard) adds the condition that the seat is not
+// booked yet.
+func (s *Service) commitBooking(ctx context.Context, b *Booking, sale int64, token uint64, fenced bool, w writeRule) error {
 	return s.holderTx(ctx, "booking "+b.EventID+" "+b.Seat, func(tx *gorm.DB) error {
 		q, args := "UPDATE seats SET booked = ? WHERE event_id = ? AND label = ? AND sale = ?", []any{true, b.EventID, b.Seat, sale}
 		var guardErr error
-		if guarded {
+		if w.seatGuarded {
 			q, args, guardErr = guardedBooking(q, args, b)
 		}
 		r := refusal{table: "seats", where: "event_id = ? AND label = ?", id: []any{b.EventID, b.Seat},
-			sale: sale, token: token, fenced: fenced, guardErr: guardErr, caught: caught}
+			sale: sale, token: token, fenced: fenced, guardErr: guardErr, caught: w.caught}
 		if err := s.conditional(tx, "check seat", q, args, r); err != nil {
 			return err
 		}

@@ -8,13 +8,12 @@ import (
 	"flashsale/curriculum"
 	"flashsale/loadtest/cluster"
 	"flashsale/loadtest/storefront"
-	"flashsale/lock/ladder"
 )
 
 // Variants are the lock variants in ladder order, as the lock package
 // declares them. They are the values of the X-Lock-Variant header; the runner
 // knows them only as names.
-var Variants = ladder.Names()
+var Variants = curriculum.Names()
 
 // Scenario names: the columns of the matrix.
 const (

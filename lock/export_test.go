@@ -64,3 +64,6 @@ func (l *Lease) Extend(ctx context.Context) error { return l.extend(ctx) }
 
 // Lost is closed when the lease is known lost (Err).
 func (l *Lease) Lost() <-chan struct{} { return l.lost }
+
+// Name is the variant's name, for the tests' messages.
+func (l *Locker) Name() string { return l.variant.Name }

@@ -235,18 +235,10 @@ func mustAcquire(t testing.TB, l *lock.Locker, key string, within time.Duration)
 
 func isBusy(err error) bool { return errors.Is(err, lock.ErrNotAcquired) }
 
-// lockRungs are the variants that take a Redis lock, none first, in ladder
-// order. The rungs whose guard is the store take no lock: package
-// inventory tests them.
-func lockRungs() []string {
-	var out []string
-	for _, r := range ladder.Rungs() {
-		if !r.StoreGuarded {
-			out = append(out, r.Name)
-		}
-	}
-	return out
-}
+// lockRungs are the ladder's rungs, none first, in ladder order. The
+// store's designs take no lock and are not on it: package inventory tests
+// them.
+func lockRungs() []string { return ladder.Names() }
 
 // testOptions is opts' one element (or none) in namespace ns, with a
 // generous per-node timeout unless it sets one: these tests run beside

@@ -36,9 +36,6 @@ type Locker struct {
 	prefix keys
 }
 
-// Name is the variant's name.
-func (l *Locker) Name() string { return l.variant.Name }
-
 // waker is the speed layer of one set of lockers.
 type waker = fast.Waker[*Lease]
 

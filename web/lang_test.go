@@ -2,6 +2,7 @@ package web
 
 import (
 	"encoding/json"
+	"flashsale/curriculum"
 	"html"
 	"os"
 	"path/filepath"
@@ -10,8 +11,6 @@ import (
 	"strings"
 	"testing"
 	"unicode"
-
-	"flashsale/lock/ladder"
 )
 
 // The pages say everything in English and in Chinese. Their English is
@@ -152,7 +151,7 @@ func TestEveryErrorCodeInChinese(t *testing.T) {
 // never words.
 func TestNoUnmarkedWords(t *testing.T) {
 	names := map[string]bool{"flashsale": true, "中文": true}
-	for _, n := range ladder.Names() {
+	for _, n := range curriculum.Names() {
 		names[n] = true
 	}
 	text := regexp.MustCompile(`(<[^>]*>)([^<]+)`)

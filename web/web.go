@@ -17,6 +17,7 @@ import (
 	"embed"
 	"encoding/hex"
 	"encoding/json"
+	"flashsale/curriculum"
 	"fmt"
 	"html"
 	"io/fs"
@@ -26,8 +27,6 @@ import (
 	"path"
 	"strings"
 	"time"
-
-	"flashsale/lock/ladder"
 )
 
 //go:embed static
@@ -103,7 +102,7 @@ func Handler(opts Options) http.Handler {
 		s, ok := sources[r.PathValue("variant")]
 		if !ok {
 			writeError(w, http.StatusNotFound, "unknown_variant",
-				"No lock variant of that name has its source here; pick one of "+strings.Join(ladder.Names(), ", ")+".")
+				"No lock variant of that name has its source here; pick one of "+strings.Join(curriculum.Names(), ", ")+".")
 			return
 		}
 		w.Header().Set("Cache-Control", "no-cache")
@@ -153,7 +152,7 @@ func loadAssets() map[string]asset {
 // package declares, in its order, so no page lists the variants itself.
 func withVariants(page []byte) []byte {
 	var b strings.Builder
-	for i, name := range ladder.Names() {
+	for i, name := range curriculum.Names() {
 		if i > 0 {
 			b.WriteString("\n")
 		}

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"testing/fstest"
 
+	"flashsale/curriculum"
 	"flashsale/inventory"
-	"flashsale/lock/ladder"
 )
 
 func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
@@ -119,7 +119,7 @@ func TestSource(t *testing.T) {
 		}
 		return s
 	}
-	for _, name := range ladder.Names() {
+	for _, name := range curriculum.Names() {
 		s := read(name)
 		if s.Variant != name || s.Source == "" || s.Why == "" {
 			t.Errorf("%s: %+v", name, s)
@@ -204,12 +204,12 @@ func TestPagesOfferTheLadder(t *testing.T) {
 		body, _ := io.ReadAll(res.Body)
 		var got []string
 		for _, m := range regexp.MustCompile(`<option value="([^"]+)">`).FindAllStringSubmatch(string(body), -1) {
-			if slices.Contains(ladder.Names(), m[1]) {
+			if slices.Contains(curriculum.Names(), m[1]) {
 				got = append(got, m[1])
 			}
 		}
-		if !slices.Equal(got, ladder.Names()) {
-			t.Errorf("%s offers %v, the ladder is %v", page, got, ladder.Names())
+		if !slices.Equal(got, curriculum.Names()) {
+			t.Errorf("%s offers %v, the ladder is %v", page, got, curriculum.Names())
 		}
 		if bytes.Contains(body, []byte("<!-- lock variants -->")) {
 			t.Errorf("%s still carries the placeholder", page)

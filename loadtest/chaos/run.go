@@ -11,12 +11,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"flashsale/curriculum"
 	"flashsale/internal/clock"
 	"flashsale/loadtest/checker"
 	"flashsale/loadtest/cluster"
 	"flashsale/loadtest/output"
 	"flashsale/loadtest/storefront"
-	"flashsale/lock/ladder"
 )
 
 // Run starts the environment, runs the clients and the nemesis for
@@ -146,7 +146,7 @@ func setUpSale(ctx context.Context, cfg Config, fleet storefront.Fleet) (map[str
 	scopes := map[string]checker.Scope{}
 	for i, v := range cfg.Variants {
 		f := output.FileName(v)
-		rung, _ := ladder.Find(v)
+		rung, _ := curriculum.Find(v)
 		scopes[v] = checker.Scope{Variant: v, SKUs: []string{"hot-" + f, "scarce-" + f}, Event: state.Event, Seats: seats[i*per : (i+1)*per],
 			StoreGuarded: rung.StoreGuarded}
 	}

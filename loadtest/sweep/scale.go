@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"flashsale/curriculum"
 	"flashsale/internal/cli"
 	"flashsale/internal/machine"
 	"flashsale/loadtest/cluster"
@@ -92,7 +93,7 @@ func (c *ScaleConfig) defaults() error {
 	if len(c.Variants) == 0 {
 		c.Variants = slices.Clone(ScaleVariants)
 	}
-	if c.Variants, err = cli.Pick(strings.Join(c.Variants, ","), ladder.Names()); err != nil {
+	if c.Variants, err = cli.Pick(strings.Join(c.Variants, ","), curriculum.Names()); err != nil {
 		return fmt.Errorf("variants: %w", err)
 	}
 	def := func(v *[]int, d ...int) error {

@@ -19,6 +19,7 @@ import (
 	"flashsale/curriculum"
 	"flashsale/internal/cli"
 	"flashsale/internal/machine"
+	"flashsale/inventory"
 	"flashsale/loadtest/cluster"
 	"flashsale/loadtest/output"
 	"flashsale/loadtest/storefront"
@@ -33,7 +34,7 @@ import (
 // Go library people install instead costs on the same nodes, and the three
 // designs without a lock (db-guard, db-for-update, redis-stock) what the
 // same sale costs when the store is the guard.
-var Variants = []string{ladder.None, lock.Lua, lock.Redlock, lock.RedlockFence, ladder.Redsync, curriculum.DBGuard, curriculum.DBForUpdate, curriculum.RedisStock}
+var Variants = []string{ladder.None, lock.Lua, lock.Redlock, lock.RedlockFence, ladder.Redsync, inventory.DBGuard, inventory.DBForUpdate, inventory.RedisStock}
 
 // Rates are the sweep's default offered rates, rising past the point
 // where one hot key saturates.
@@ -92,7 +93,7 @@ const hotSKU = "hot"
 
 func (c *Config) defaults() error {
 	var err error
-	if c.Variants, err = cli.Pick(strings.Join(c.Variants, ","), ladder.Names()); err != nil {
+	if c.Variants, err = cli.Pick(strings.Join(c.Variants, ","), curriculum.Names()); err != nil {
 		return fmt.Errorf("variants: %w", err)
 	}
 	if len(c.Rates) == 0 {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"flashsale/curriculum"
+	"flashsale/inventory"
 	"flashsale/loadtest"
 	"flashsale/loadtest/cluster"
 	"flashsale/lock"
@@ -74,9 +75,9 @@ var labSteps = []Step{
 	{lock.Lua, loadtest.LongWorkWatchdog, 300, 3000},
 	{ladder.LuaCheck, loadtest.PauseAfterLeaseCheck, 300, 2000},
 	{lock.LuaFence, loadtest.PauseAfterLeaseCheck, 300, 2000},
-	{curriculum.DBGuard, loadtest.PauseInCriticalSection, 300, 2000},
-	{curriculum.DBForUpdate, loadtest.PauseInCriticalSection, 300, 2000},
-	{curriculum.RedisStock, loadtest.PauseInCriticalSection, 300, 2000},
+	{inventory.DBGuard, loadtest.PauseInCriticalSection, 300, 2000},
+	{inventory.DBForUpdate, loadtest.PauseInCriticalSection, 300, 2000},
+	{inventory.RedisStock, loadtest.PauseInCriticalSection, 300, 2000},
 	{ladder.Attendee, loadtest.Clean, 300, 1500},
 }
 

@@ -19,8 +19,8 @@ import (
 // Rung is one rung of the ladder as the workshop knows it.
 type Rung struct {
 	Name string // as in the X-Lock-Variant header
-	// File is the file that implements it: package lock's ("lua.go"), this
-	// package's ("ladder/get_del.go"), or the store's ("inventory/…").
+	// File is the file that implements it, from package lock's directory:
+	// lock's own ("lua.go") or this package's ("ladder/get_del.go").
 	File string
 	// Correct rungs keep the sale right under the faults their design
 	// answers; the production mode allows only these.
@@ -39,8 +39,6 @@ type Rung struct {
 	// SelfUndoing rungs delete their value on every node after a failed try
 	// themselves.
 	SelfUndoing bool
-	// StoreGuarded rungs take no Redis lock: the store keeps the sale right.
-	StoreGuarded bool
 
 	build func(_, _ []*redis.Client, _ lock.Protocol) lock.Protocol // nil: one of the library's rungs
 }
@@ -48,8 +46,7 @@ type Rung struct {
 // ladder is the teaching order: no lock, the three broken patterns, the
 // correct single-node lock, Redlock, the single-node lock that checks its
 // lease before writing, then both locks with fencing tokens; then the
-// designs that need no Redis lock at all, where the store is the guard;
-// then the Redlock an article teaches and the one a library ships, read
+// Redlock an article teaches and the one a library ships, read
 // beside ours; last, the rung the attendees write.
 var ladder = []Rung{
 	{Name: None, File: "ladder/none.go", build: func(_, _ []*redis.Client, _ lock.Protocol) lock.Protocol { return noLock{} }},
@@ -67,9 +64,6 @@ var ladder = []Rung{
 		Name: lock.RedlockFence, File: "redlock_fence.go", Fenced: true, Correct: true,
 		Quorum: true, OwnerChecked: true, ValidityChecked: true, SelfUndoing: true,
 	},
-	{Name: dbGuard, File: "inventory/db_guard.go", StoreGuarded: true, Correct: true, build: func(_, _ []*redis.Client, _ lock.Protocol) lock.Protocol { return noLock{} }},
-	{Name: dbForUpdate, File: "inventory/for_update.go", StoreGuarded: true, Correct: true, build: func(_, _ []*redis.Client, _ lock.Protocol) lock.Protocol { return noLock{} }},
-	{Name: redisStock, File: "inventory/redis_stock.go", StoreGuarded: true, Correct: true, build: func(_, _ []*redis.Client, _ lock.Protocol) lock.Protocol { return noLock{} }},
 	{
 		Name: ArticleRedlock, File: "ladder/article_redlock.go", Quorum: true,
 		build: func(c, _ []*redis.Client, _ lock.Protocol) lock.Protocol { return newArticleRedlock(c) },
@@ -80,13 +74,6 @@ var ladder = []Rung{
 	},
 	{Name: Attendee, File: "ladder/attendee.go", build: func(c, _ []*redis.Client, lua lock.Protocol) lock.Protocol { return attendee{lua, c[0]} }},
 }
-
-// The store-guarded designs' names (the store's list).
-const (
-	dbGuard     = "db-guard"
-	dbForUpdate = "db-for-update"
-	redisStock  = "redis-stock"
-)
 
 // Rungs lists every rung in teaching order.
 func Rungs() []Rung { return slices.Clone(ladder) }
@@ -121,4 +108,11 @@ func With(o lock.Options) lock.Options {
 		}
 	}
 	return o
+}
+
+// Unlocked is a rung named name that takes no lock at all, as None: how the
+// store's designs, which keep a sale right without a Redis lock, run under
+// their own names.
+func Unlocked(name string) lock.Rung {
+	return lock.Rung{Name: name, New: func(_, _ []*redis.Client, _ lock.Protocol) lock.Protocol { return noLock{} }}
 }
