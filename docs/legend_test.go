@@ -90,12 +90,12 @@ func TestChineseHandoutReadsLab15(t *testing.T) {
 		if !saysRangeAs(body, r, "第 %d–%d 行") {
 			t.Errorf("docs/handout.zh.md, Lab 15: does not say \"`%s` 第 %d–%d 行\"", r.file, r.from, r.to)
 		}
-		if r.file == "lock/attendee.go" && !strings.Contains(body, fmt.Sprintf("`%s`", r.marker)) {
+		if r.file == "lock/ladder/attendee.go" && !strings.Contains(body, fmt.Sprintf("`%s`", r.marker)) {
 			t.Errorf("docs/handout.zh.md, Lab 15: does not name the block `%s`", r.marker)
 		}
 	}
 	flat := strings.Join(strings.Fields(body), " ")
-	for _, s := range []string{"`checkpoint(ctx, …)`", "`go run .`", "`attendee`", "`lock/attendee.go`"} {
+	for _, s := range []string{"`checkpoint(ctx, …)`", "`go run .`", "`attendee`", "`lock/ladder/attendee.go`"} {
 		if !strings.Contains(flat, s) {
 			t.Errorf("docs/handout.zh.md, Lab 15: does not say %s", s)
 		}

@@ -28,7 +28,7 @@ type Config struct {
 
 	// JudgeAs, when set, judges every cell against this variant's expected
 	// outcomes instead of its own: the cells of a rung being written
-	// (lock/attendee.go) against the row it should reach.
+	// (lock/ladder/attendee.go) against the row it should reach.
 	JudgeAs string
 
 	// Rate is the requests per second of every attack. Default 300.

@@ -34,8 +34,8 @@ var static embed.FS
 
 // Options configure the pages.
 type Options struct {
-	// LockSource holds the lock variant files (none.go, setnx_expire.go,
-	// get_del.go, plain_del.go, lua.go, redlock.go) at its root: the
+	// LockSource holds package lock's files at its root (lua.go,
+	// redlock.go, …) and its ladder's under ladder/ (ladder/get_del.go, …): the
 	// program embeds them, as the web package cannot (embed cannot reach
 	// outside its own directory). When nil, or when a file is missing,
 	// GET /workshop/source/{variant} answers 404 for the variants affected

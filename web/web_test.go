@@ -51,7 +51,7 @@ func TestPages(t *testing.T) {
 		{"GET", "/static/nope.js", 404, "application/json", `"error":"not_found"`},
 		{"GET", "/nope", 404, "application/json", `"error":"not_found"`},
 		{"POST", "/", 405, "application/json", `"error":"method_not_allowed"`},
-		{"GET", "/workshop/source/get-del", 200, "application/json", `"file":"get_del.go"`},
+		{"GET", "/workshop/source/get-del", 200, "application/json", `"file":"ladder/get_del.go"`},
 		{"GET", "/workshop/source/lua%2Bfence", 200, "application/json", `"variant":"lua+fence"`},
 		{"GET", "/workshop/source/redlock+fence", 200, "application/json", `"file":"redlock_fence.go"`},
 		{"GET", "/workshop/source/nope", 404, "application/json", `"error":"unknown_variant"`},

@@ -17,7 +17,7 @@ import (
 	"flashsale/lock/ladder"
 )
 
-// attendeeFix is what an attendee changes in lock/attendee.go to reach lua's
+// attendeeFix is what an attendee changes in lock/ladder/attendee.go to reach lua's
 // row: the starter's flawed check after SET NX, and its release.
 var attendeeFix = []struct{ from, to, with string }{
 	{ // SET NX answers redis.Nil when it set nothing: the lock is held.
@@ -42,7 +42,7 @@ var attendeeFix = []struct{ from, to, with string }{
 
 // The check command of the workshop's last lab goes red on the attendees'
 // starter rung as shipped, and green once its two flaws are fixed: the same
-// command, on a copy of the module whose lock/attendee.go carries the fix.
+// command, on a copy of the module whose lock/ladder/attendee.go carries the fix.
 func TestAttendeeCheck(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the load runner twice")
@@ -50,7 +50,7 @@ func TestAttendeeCheck(t *testing.T) {
 	testsupport.Need(t, "redis-server", "start the load runner's Redis nodes")
 	root := testsupport.Root(t)
 	fixed := copyModule(t, root)
-	path := filepath.Join(fixed, "lock", "attendee.go")
+	path := filepath.Join(fixed, "lock", "ladder", "attendee.go")
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -60,7 +60,7 @@ func TestAttendeeCheck(t *testing.T) {
 		i := strings.Index(src, f.from)
 		j := strings.Index(src[max(i, 0):], f.to)
 		if i < 0 || j < 0 {
-			t.Fatalf("lock/attendee.go no longer holds the flaw at %q; update attendeeFix", f.from)
+			t.Fatalf("lock/ladder/attendee.go no longer holds the flaw at %q; update attendeeFix", f.from)
 		}
 		src = src[:i] + f.with + src[i+j+len(f.to):]
 	}
