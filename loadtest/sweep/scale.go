@@ -206,12 +206,7 @@ func (c *ScaleConfig) plan(pg string) []env {
 			out = append(out, e)
 		}
 	}
-	var voting []string
-	for _, v := range c.Variants {
-		if strings.HasPrefix(v, "redlock") {
-			voting = append(voting, v)
-		}
-	}
+	voting := quorumOnly(c.Variants)
 	for _, n := range c.Nodes {
 		if n != baseNodes && len(voting) > 0 {
 			e := first
@@ -354,4 +349,16 @@ func spread(skus int, stock int64) (storefront.Catalogue, traffic.Mix) {
 		mix.BulkSKUs = append(mix.BulkSKUs, sku)
 	}
 	return cat, mix
+}
+
+// quorumOnly are the variants among vs that ask a quorum of the nodes
+// (Redlock's): the only ones whose cost the node count moves.
+func quorumOnly(vs []string) []string {
+	var out []string
+	for _, v := range vs {
+		if l, ok := curriculum.Find(v); ok && l.Quorum {
+			out = append(out, v)
+		}
+	}
+	return out
 }

@@ -68,12 +68,7 @@ func (r *ScaleReport) axes() []axis {
 	first := r.Databases[0]
 	out = append(out, axis{file: "scale-instances.svg", title: fmt.Sprintf("by app instances, %d hot SKU, %s", baseSKUs, first), label: "app instances (processes)", db: first,
 		values: r.Instances, at: func(v int) (int, int, int) { return baseSKUs, v, baseNodes }, variants: r.Variants})
-	var voting []string
-	for _, v := range r.Variants {
-		if strings.HasPrefix(v, "redlock") {
-			voting = append(voting, v)
-		}
-	}
+	voting := quorumOnly(r.Variants)
 	out = append(out, axis{file: "scale-nodes.svg", title: fmt.Sprintf("by Redis nodes, %d hot SKU, %s", baseSKUs, first), label: "Redis nodes", db: first,
 		values: r.Nodes, at: func(v int) (int, int, int) { return baseSKUs, baseInstances, v }, variants: voting})
 	return out
