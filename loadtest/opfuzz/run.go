@@ -52,6 +52,10 @@ type Config struct {
 	// HolderLogLevel on, and why a holder failed.
 	HolderLog      io.Writer
 	HolderLogLevel string
+	// Signals has the holders log from info on (whatever HolderLogLevel
+	// says) and every Outcome carry the run's signals, for a search that
+	// steers by them.
+	Signals bool
 }
 
 func (c Config) withDefaults() Config {
@@ -93,6 +97,8 @@ type Outcome struct {
 	// operator, say): the run goes on, as an operator's would.
 	Errors []string      `json:"errors,omitempty"`
 	Took   time.Duration `json:"took"`
+	// Signals are what the run reached (see signals), with Config.Signals.
+	Signals []string `json:"signals,omitempty"`
 }
 
 // Unsafe counts the double grants that are failures.
@@ -115,6 +121,8 @@ type run struct {
 	admin   []*redis.Client
 	holders []*holderProc
 	gone    []*holderProc // stopped holders, whose grants still count
+	acted   []actedAt
+	born    map[int]time.Time // holder PID → when it started
 	bg      sync.WaitGroup
 	errs    []string
 	mu      sync.Mutex
@@ -225,7 +233,7 @@ func (rn *Runner) Run(ctx context.Context, seq Sequence) (Outcome, error) {
 	}
 	cfg, c := p.cfg, p.c
 	start = time.Now() // the nodes are ready: the run's clock starts
-	r := &run{cfg: cfg, c: c, start: start}
+	r := &run{cfg: cfg, c: c, start: start, born: map[int]time.Time{}}
 	for _, a := range c.Addrs() {
 		r.admin = append(r.admin, redis.NewClient(&redis.Options{
 			Addr: a, Username: cfg.AdminUser, Password: cfg.AdminPassword,
@@ -248,6 +256,7 @@ func (rn *Runner) Run(ctx context.Context, seq Sequence) (Outcome, error) {
 		if runCtx.Err() != nil {
 			break
 		}
+		r.acted = append(r.acted, actedAt{at: time.Now(), a: a})
 		actCtx, done := context.WithTimeout(runCtx, 30*time.Second)
 		err := r.act(actCtx, a)
 		done()
@@ -270,6 +279,13 @@ func (rn *Runner) Run(ctx context.Context, seq Sequence) (Outcome, error) {
 			"end", time.Unix(0, g.End()).Sub(start).Round(time.Millisecond))
 	}
 	out.Doubles = Check(out.Grants)
+	if cfg.Signals {
+		var logs [][]byte
+		for _, p := range r.gone {
+			logs = append(logs, p.stderr.Bytes())
+		}
+		out.Signals = signals(logs, out.Grants, out.Doubles, r.acted, r.born, c.Addrs())
+	}
 	out.Errors = r.errs
 	out.Took = time.Since(start)
 	return out, ctx.Err()
@@ -297,8 +313,13 @@ func (r *run) startHolder(variant string, ttl time.Duration) error {
 	if r.cfg.HolderLog != nil {
 		h.LogLevel = r.cfg.HolderLogLevel
 	}
+	if r.cfg.Signals && (h.LogLevel == "" || h.LogLevel == "warn" || h.LogLevel == "error") {
+		h.LogLevel = "info"
+	}
+	began := time.Now()
 	p, err := startHolder(r.cfg.Holder(h.args()), r.cfg.HolderLog, ttl+10*time.Second)
 	if p != nil {
+		r.born[p.cmd.Process.Pid] = began
 		r.holders = append(r.holders, p)
 	}
 	for len(r.holders) > r.cfg.MaxHolders {

@@ -7,6 +7,7 @@
 //
 //	opfuzz -seed 7 -duration 10m -out report.json
 //	opfuzz -replay 'holder redlock 6s; holder redlock 1s; restart 0 wipe' -runs 20
+//	opfuzz -replay '…' -shrink -shrink-runs 3 -shrink-budget 30
 //
 // It exits 1 when a run gave a double grant the store would not survive.
 package main
@@ -81,6 +82,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	fs.IntVar(&so.ShrinkRuns, "shrink-runs", 2, "runs of a candidate before the shrinker takes it to pass (0: no shrinking)")
 	fs.IntVar(&so.ShrinkBudget, "shrink-budget", 16, "candidates the shrinker tries at most per finding")
 	fs.IntVar(&so.Parallel, "parallel", 1, "sequences run at once, each on five nodes of its own")
+	fs.BoolVar(&so.Steer, "steer", true, "keep the sequences whose runs reach a new signal (what the holders' lock logs, what the oracle sees) and mutate them")
+	shrinkIt := fs.Bool("shrink", false, "with -replay: shrink the sequence (-shrink-runs, -shrink-budget) instead of replaying it")
 	fs.BoolVar(&so.StopAtFirst, "stop-at-first", false, "stop the search at the first double grant")
 	fs.BoolVar(&cfg.NoContender, "no-contender", false, "no client taking the last two nodes between leases (leases then rarely hold a bare quorum)")
 	fs.BoolVar(&cfg.AwarenessOff, "awareness-off", false, "holders without restart awareness (to see the search find what it prevents)")
@@ -120,6 +123,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return bad("cannot find this program to run holders: %v", err)
 	}
 	cfg.Holder = opfuzz.HolderCommand(exe, []string{holderCommand}, cfg.Password)
+	cfg.Signals = so.Steer
 	level := slog.LevelWarn
 	if *v {
 		level = slog.LevelDebug
@@ -144,6 +148,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		seq, err := opfuzz.Parse(*rep, 5)
 		if err != nil {
 			return bad("-replay: %v", err)
+		}
+		if *shrinkIt {
+			shrunk, n := opfuzz.ShrinkOn(ctx, rn, seq, max(so.ShrinkRuns, 1), so.ShrinkBudget)
+			fmt.Fprintf(stdout, "shrunk in %d runs: -replay '%s'\n", n, shrunk)
+			return 0
 		}
 		report, err = opfuzz.Replay(ctx, rn, seq, *runs)
 		if err != nil {
