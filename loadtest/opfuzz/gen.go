@@ -71,12 +71,14 @@ var (
 // six times in ten, a third kind of either part three times, one kind
 // once; the actions take the two parts in turn, setup first, each four
 // times in five: a double grant takes a process that met a node as a setup
-// left it and a loss there after. The actions land on one node
-// of the bare quorum (the sequence's focus; see Config.NoContender) four
-// times in five, else on any node: a double grant needs the losses on one
-// node that a lease's bare quorum holds. An ACL rule that takes something
-// away is followed, three times in four, by the rule that gives it back,
-// one to three actions later.
+// left it and a loss there after. Before a loss, two times in three, the
+// longest wait: a sit-out's length of quiet, after which a lease counts the
+// node's vote (a loss in a sit-out grants nothing twice). The actions land
+// on one node of the bare quorum (the sequence's focus; see
+// Config.NoContender) nine times in ten, else on any node: a double grant
+// needs the losses on one node that a lease's bare quorum holds. An ACL
+// rule that takes something away is followed, three times in four, by the
+// rule that gives it back, one to three actions later.
 func Generate(seed int64, nodes int, space Space) Sequence {
 	r := rand.New(rand.NewPCG(uint64(seed), uint64(seed)^0x9e3779b97f4a7c15))
 	focus := r.IntN(nodes - contenderNodes)
@@ -116,6 +118,11 @@ func Generate(seed int64, nodes int, space Space) Sequence {
 			continue
 		}
 		a := operatorAction(r, pickOne(r, kinds), focus, nodes)
+		if isLoss(a.Op) && space.in("wait") && len(space.Waits) > 0 && r.IntN(3) < 2 {
+			if len(seq) == 0 || seq[len(seq)-1].Op != "wait" || seq[len(seq)-1].D < slices.Max(space.Waits) {
+				seq = append(seq, Action{Op: "wait", Node: -1, D: slices.Max(space.Waits)})
+			}
+		}
 		if a.Op == "acl" && r.IntN(4) < 3 {
 			back := a
 			back.Arg = "+" + a.Arg[1:]
@@ -130,6 +137,16 @@ func Generate(seed int64, nodes int, space Space) Sequence {
 		seq = append(seq, holderAction(r, space, ttl))
 	}
 	return seq
+}
+
+// isLoss reports whether op is a loss (see operatorOps).
+func isLoss(op string) bool {
+	for _, w := range operatorOps {
+		if w.op == op {
+			return w.loss
+		}
+	}
+	return false
 }
 
 // drawKinds draws the kinds of operator action of one sequence, by weight
@@ -200,7 +217,7 @@ func between(r *rand.Rand, space Space, ttl *time.Duration) []Action {
 // operatorAction is one action of kind op, mostly on focus.
 func operatorAction(r *rand.Rand, op string, focus, nodes int) Action {
 	a := Action{Op: op, Node: focus}
-	if r.IntN(5) == 0 {
+	if r.IntN(10) == 0 {
 		a.Node = r.IntN(nodes)
 	}
 	switch op {
