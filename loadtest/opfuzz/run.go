@@ -7,6 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net/url"
+	"os"
 	"os/exec"
 	"strconv"
 	"sync"
@@ -34,8 +36,13 @@ type Config struct {
 	// so that an ACL rule on the holders' user never locks the operator
 	// out; the default user then requires Password, if set.
 	AdminUser, AdminPassword string
-	// ServerArgs are more redis-server arguments (an ACL file).
+	// ServerArgs are more redis-server arguments.
 	ServerArgs []string
+	// AppACL starts the nodes with the app's ACL (package redisacl, the
+	// default user off): the holders connect as its app user and the
+	// operator as its admin, with the passwords the nodes were started
+	// with; User, Password, AdminUser and AdminPassword are then ignored.
+	AppACL bool
 	// Keys are the keys every holder tries. Default one, "k".
 	Keys []string
 	// AwarenessOff starts the holders without restart awareness.
@@ -171,14 +178,25 @@ func (rn *Runner) prepare() *prepared {
 		cfg := &p.cfg
 		args := append(append([]string{}, nodeArgs...), cfg.ServerArgs...)
 		password := ""
-		if cfg.AdminUser == "" && len(cfg.ServerArgs) == 0 {
+		if cfg.AdminUser == "" && len(cfg.ServerArgs) == 0 && !cfg.AppACL {
 			cfg.AdminUser, cfg.AdminPassword = "opfuzz-admin", randomPassword()
 			args = append(args, "--user", cfg.AdminUser, "on", ">"+cfg.AdminPassword, "~*", "&*", "+@all")
 			password = cfg.Password
 		}
-		p.c, p.err = localredis.Start(rn.ctx, cfg.Nodes, localredis.Options{Args: args, Logger: cfg.Logger, Password: password})
+		p.c, p.err = localredis.Start(rn.ctx, cfg.Nodes, localredis.Options{Args: args, Logger: cfg.Logger, Password: password, ACL: cfg.AppACL})
 		p.up = time.Now()
-		if p.err != nil || cfg.AwarenessOff {
+		if p.err != nil {
+			return
+		}
+		if cfg.AppACL {
+			if cfg.User, cfg.Password, p.err = userOf(p.c.URLs()[0]); p.err != nil {
+				return
+			}
+			if cfg.AdminUser, cfg.AdminPassword, p.err = userOf(p.c.AdminURLs()[0]); p.err != nil {
+				return
+			}
+		}
+		if cfg.AwarenessOff {
 			return
 		}
 		p.err = p.age(rn.ctx, rn.agedFor)
@@ -291,6 +309,19 @@ func (rn *Runner) Run(ctx context.Context, seq Sequence) (Outcome, error) {
 	return out, ctx.Err()
 }
 
+// userOf is the user and password of a node's URL.
+func userOf(nodeURL string) (user, password string, err error) {
+	u, err := url.Parse(nodeURL)
+	if err != nil {
+		return "", "", err
+	}
+	password, ok := u.User.Password()
+	if !ok {
+		return "", "", fmt.Errorf("%s names no password", u.Redacted())
+	}
+	return u.User.Username(), password, nil
+}
+
 // randomPassword is the run's own admin password.
 func randomPassword() string {
 	return strconv.FormatUint(rand.Uint64(), 36) + strconv.FormatUint(rand.Uint64(), 36)
@@ -316,8 +347,16 @@ func (r *run) startHolder(variant string, ttl time.Duration) error {
 	if r.cfg.Signals && (h.LogLevel == "" || h.LogLevel == "warn" || h.LogLevel == "error") {
 		h.LogLevel = "info"
 	}
+	cmd := r.cfg.Holder(h.args())
+	if r.cfg.AppACL {
+		// The nodes' own password: the last value of a key in Env wins.
+		if cmd.Env == nil {
+			cmd.Env = os.Environ()
+		}
+		cmd.Env = append(cmd.Env, PasswordEnv+"="+r.cfg.Password)
+	}
 	began := time.Now()
-	p, err := startHolder(r.cfg.Holder(h.args()), r.cfg.HolderLog, ttl+10*time.Second)
+	p, err := startHolder(cmd, r.cfg.HolderLog, ttl+10*time.Second)
 	if p != nil {
 		r.born[p.cmd.Process.Pid] = began
 		r.holders = append(r.holders, p)

@@ -67,7 +67,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		cfg  opfuzz.Config
 		so   opfuzz.SearchOptions
 		keys = fs.String("keys", "k", "keys every holder tries, comma-separated")
-		acl  = fs.String("acl-file", getenv("OPFUZZ_ACL_FILE"), "start the nodes with this ACL file (env OPFUZZ_ACL_FILE); then set -user and -admin-user")
 		ops  = fs.String("ops", "", "draw only these ops, comma-separated (default: every op)")
 		rep  = fs.String("replay", "", "run this sequence instead of searching (actions separated by ';')")
 		runs = fs.Int("runs", 1, "with -replay: how many times to run it")
@@ -87,6 +86,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	fs.BoolVar(&so.StopAtFirst, "stop-at-first", false, "stop the search at the first double grant")
 	fs.BoolVar(&cfg.NoContender, "no-contender", false, "no client taking the last two nodes between leases (leases then rarely hold a bare quorum)")
 	fs.BoolVar(&cfg.AwarenessOff, "awareness-off", false, "holders without restart awareness (to see the search find what it prevents)")
+	fs.BoolVar(&cfg.AppACL, "app-acl", getenv("OPFUZZ_APP_ACL") == "1", "start the nodes with the app's ACL (the default user off): the holders run as the app's user, the operator's actions as the admin (env OPFUZZ_APP_ACL=1)")
 	fs.StringVar(&cfg.User, "user", getenv("OPFUZZ_USER"), "Redis user of the holders, the app's (env OPFUZZ_USER; default: the default user); password in env OPFUZZ_PASSWORD")
 	fs.StringVar(&cfg.AdminUser, "admin-user", getenv("OPFUZZ_ADMIN_USER"), "Redis user of the operator's actions (env OPFUZZ_ADMIN_USER; default: one the run creates); password in env OPFUZZ_ADMIN_PASSWORD")
 	fs.Usage = func() {
@@ -101,12 +101,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return 2
 	}
 	cfg.Password, cfg.AdminPassword, cfg.Keys = getenv("OPFUZZ_PASSWORD"), getenv("OPFUZZ_ADMIN_PASSWORD"), cli.Split(*keys)
-	if *acl != "" {
-		if cfg.AdminUser == "" {
-			return bad("-acl-file needs -admin-user: the operator's actions need a user that may run them")
-		}
-		cfg.ServerArgs = []string{"--aclfile", *acl}
-	}
 	if *ops != "" {
 		for _, op := range cli.Split(*ops) {
 			if _, ok := opfuzz.Ops[op]; !ok {

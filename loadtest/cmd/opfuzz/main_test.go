@@ -105,38 +105,21 @@ func TestFuzzReportsJSON(t *testing.T) {
 	}
 }
 
-// appUserEnv writes the app's ACL file with fresh passwords and returns the
-// environment that runs the command with it: the holders as the app's
-// user, the operator's actions as the admin.
-func appUserEnv(t *testing.T) func(string) string {
-	t.Helper()
-	app, admin := "app-"+strconv.FormatInt(time.Now().UnixNano(), 36), "admin-"+strconv.Itoa(os.Getpid())
-	file, err := redisacl.File(app, admin)
-	if err != nil {
-		t.Fatal(err)
+// appUserEnv is the environment that runs the command with the app's ACL
+// on the nodes: the holders as the app's user, the operator as the admin.
+func appUserEnv(k string) string {
+	if k == "OPFUZZ_APP_ACL" {
+		return "1"
 	}
-	path := filepath.Join(t.TempDir(), "users.acl")
-	if err := os.WriteFile(path, file, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	env := map[string]string{
-		"OPFUZZ_ACL_FILE": path, "OPFUZZ_USER": redisacl.AppUser, "OPFUZZ_PASSWORD": app,
-		"OPFUZZ_ADMIN_USER": redisacl.AdminUser, "OPFUZZ_ADMIN_PASSWORD": admin,
-	}
-	return func(k string) string {
-		if v, ok := env[k]; ok {
-			return v
-		}
-		return os.Getenv(k)
-	}
+	return os.Getenv(k)
 }
 
-// A search as the app's user: the nodes load the app's ACL file (the
-// default user off), so a holder is granted a lease only by connecting as
-// the app's user with its password, and the operator's actions run as the
-// admin (an action refused would be an action error).
+// A search as the app's user: the nodes run the app's ACL (the default
+// user off), so a holder is granted a lease only by connecting as the app's
+// user with its password, and the operator's actions run as the admin (an
+// action refused would be an action error).
 func TestFuzzAsAppUser(t *testing.T) {
-	_, rep := fuzzEnv(t, 3*time.Minute, appUserEnv(t), "-seed", "5", "-sequences", "1", "-duration", "2m", "-shrink-runs", "0")
+	_, rep := fuzzEnv(t, 3*time.Minute, appUserEnv, "-seed", "5", "-sequences", "1", "-duration", "2m", "-shrink-runs", "0")
 	grants := 0
 	for _, s := range rep.Sequences {
 		grants += s.Grants
@@ -163,7 +146,7 @@ func TestFuzzFindsNoDoubleGrant(t *testing.T) {
 	par := envInt(t, "OPFUZZ_PARALLEL", 1)
 	getenv := os.Getenv
 	if os.Getenv("OPFUZZ_APP_USER") == "1" {
-		getenv = appUserEnv(t)
+		getenv = appUserEnv
 	}
 	_, rep := fuzzEnv(t, d+5*time.Minute, getenv, "-seed", strconv.Itoa(seed), "-duration", d.String(), "-parallel", strconv.Itoa(par))
 	if len(rep.Sequences) == 0 || rep.Unsafe > 0 {
