@@ -7,17 +7,22 @@ import (
 )
 
 // operatorOps are the operator's actions the generator draws, with their
-// weights: the ones whose pairs slipped past the operator ledger before
-// (RESETSTAT, ACL changes, SAVE and a restart from the older file, DEBUG
-// RELOAD, CONFIG SET there and back, BUSY and LOADING) twice as often as
-// the ones the lock's tests take one at a time.
+// weights and their part. A "setup" changes what a process that meets the
+// node next reads, or what a later restore brings back (an ACL that takes
+// a command away, a RESETSTAT, a SAVE, a node answering BUSY or LOADING, a
+// killed connection); a "loss" can take a lease's key from the node (a
+// flush, SWAPDB, an eviction, a restart, a reload, a SCRIPT FLUSH of what
+// the lock's checks run). The ones whose pairs slipped past the operator
+// ledger before weigh twice the ones the lock's tests take one at a time.
 var operatorOps = []struct {
 	op     string
 	weight int
+	loss   bool
 }{
-	{"flushall", 1}, {"flushdb", 1}, {"swapdb", 1}, {"scriptflush", 1}, {"clientkill", 1},
-	{"evict", 2}, {"resetstat", 2}, {"acl", 2}, {"save", 2}, {"restart", 2},
-	{"reload", 2}, {"busy", 2}, {"loading", 2},
+	{"acl", 2, false}, {"resetstat", 2, false}, {"save", 2, false}, {"busy", 2, false},
+	{"loading", 2, false}, {"clientkill", 1, false},
+	{"flushall", 1, true}, {"flushdb", 1, true}, {"swapdb", 1, true}, {"scriptflush", 1, true},
+	{"evict", 2, true}, {"restart", 2, true}, {"reload", 2, true},
 }
 
 // Space is what the generator draws from.
@@ -49,29 +54,44 @@ var (
 // Generate returns the sequence for seed on nodes nodes (at least 3), drawn
 // from space: the same seed gives the same sequence.
 //
-// A sequence opens with a holder process and holds 3 to 7 operator actions.
-// Between two of them processes come and go and time passes: a new holder
-// process starts one time in two (it meets the nodes as they are then), the
-// oldest one stops one time in two, and a wait runs one time in two.
+// A sequence opens with a holder process (of the space's shortest TTL two
+// times in three: a process of one TTL meets the fresh nodes, processes of
+// others come later, as in a deploy that changes the TTL) and holds 3 to 7
+// operator actions. Between two of them processes come and go and time
+// passes: a new holder process starts two times in three (it meets the
+// nodes as the action before left them), the oldest one stops one time in
+// three, and a wait runs one time in two; after the last action a new
+// process starts three times in four.
 //
 // The operator actions follow swarm testing: each sequence draws from a
-// few kinds only (two of the space's six times in ten, three three times,
-// one once), so that a sequence holds
-// the same few actions several times and in several orders, as an
-// operator's routine does (a monitoring job's RESETSTAT, a backup's SAVE, a
-// CONFIG SET there and back), instead of one of everything. They land on
-// one node of the bare quorum (the sequence's focus; see
-// Config.NoContender) four times in five, else on any node: a double grant
+// few kinds only, so that it holds the same few actions several times and
+// in several orders, as an operator's routine does (a monitoring job's
+// RESETSTAT, a backup's SAVE, a CONFIG SET there and back), instead of one
+// of everything. The kinds are one setup and one loss (see operatorOps)
+// six times in ten, a third kind of either part three times, one kind
+// once; the actions take the two parts in turn, setup first, each four
+// times in five: a double grant takes a process that met a node as a setup
+// left it and a loss there after. Before a loss, two times in three, the
+// longest wait: a sit-out's length of quiet, after which a lease counts the
+// node's vote (a loss in a sit-out grants nothing twice). The actions land
+// on one node of the bare quorum (the sequence's focus; see
+// Config.NoContender) nine times in ten, else on any node: a double grant
 // needs the losses on one node that a lease's bare quorum holds. An ACL
 // rule that takes something away is followed, three times in four, by the
 // rule that gives it back, one to three actions later.
 func Generate(seed int64, nodes int, space Space) Sequence {
 	r := rand.New(rand.NewPCG(uint64(seed), uint64(seed)^0x9e3779b97f4a7c15))
 	focus := r.IntN(nodes - contenderNodes)
-	kinds := drawKinds(r, space)
+	setups, losses := drawKinds(r, space)
 	seq := Sequence{}
+	var ttl time.Duration // the last holder's
 	if space.in("holder") {
-		seq = append(seq, holderAction(r, space))
+		h := holderAction(r, space, 0)
+		if r.IntN(3) < 2 {
+			h.D = slices.Min(space.TTLs)
+		}
+		seq = append(seq, h)
+		ttl = h.D
 	}
 	type pending struct {
 		at int
@@ -81,7 +101,7 @@ func Generate(seed int64, nodes int, space Space) Sequence {
 	n := 3 + r.IntN(5)
 	for i := range n {
 		if i > 0 {
-			seq = append(seq, between(r, space)...)
+			seq = append(seq, between(r, space, &ttl)...)
 		}
 		for j := 0; j < len(later); j++ {
 			if later[j].at == i {
@@ -90,10 +110,19 @@ func Generate(seed int64, nodes int, space Space) Sequence {
 				j--
 			}
 		}
+		kinds := setups
+		if len(kinds) == 0 || (len(losses) > 0 && (r.IntN(5) == 0) == (i%2 == 0)) {
+			kinds = losses
+		}
 		if len(kinds) == 0 {
 			continue
 		}
 		a := operatorAction(r, pickOne(r, kinds), focus, nodes)
+		if isLoss(a.Op) && space.in("wait") && len(space.Waits) > 0 && r.IntN(3) < 2 {
+			if len(seq) == 0 || seq[len(seq)-1].Op != "wait" || seq[len(seq)-1].D < slices.Max(space.Waits) {
+				seq = append(seq, Action{Op: "wait", Node: -1, D: slices.Max(space.Waits)})
+			}
+		}
 		if a.Op == "acl" && r.IntN(4) < 3 {
 			back := a
 			back.Arg = "+" + a.Arg[1:]
@@ -104,57 +133,80 @@ func Generate(seed int64, nodes int, space Space) Sequence {
 	for _, p := range later {
 		seq = append(seq, p.a)
 	}
-	if space.in("holder") && r.IntN(2) == 0 {
-		seq = append(seq, holderAction(r, space))
+	if space.in("holder") && r.IntN(4) < 3 {
+		seq = append(seq, holderAction(r, space, ttl))
 	}
 	return seq
 }
 
-// drawKinds draws the kinds of operator action of one sequence, by weight
-// and without repeats.
-func drawKinds(r *rand.Rand, space Space) []string {
-	k := 2
-	switch n := r.IntN(10); {
-	case n == 0:
-		k = 1
-	case n >= 7:
-		k = 3
+// isLoss reports whether op is a loss (see operatorOps).
+func isLoss(op string) bool {
+	for _, w := range operatorOps {
+		if w.op == op {
+			return w.loss
+		}
 	}
-	var kinds []string
-	for len(kinds) < k {
+	return false
+}
+
+// drawKinds draws the kinds of operator action of one sequence, by weight
+// and without repeats: the setups and the losses.
+func drawKinds(r *rand.Rand, space Space) (setups, losses []string) {
+	draw := func(loss bool) {
 		sum := 0
 		for _, w := range operatorOps {
-			if space.in(w.op) && !slices.Contains(kinds, w.op) {
+			if w.loss == loss && space.in(w.op) && !slices.Contains(setups, w.op) && !slices.Contains(losses, w.op) {
 				sum += w.weight
 			}
 		}
 		if sum == 0 {
-			break
+			return
 		}
 		pick := r.IntN(sum)
 		for _, w := range operatorOps {
-			if !space.in(w.op) || slices.Contains(kinds, w.op) {
+			if w.loss != loss || !space.in(w.op) || slices.Contains(setups, w.op) || slices.Contains(losses, w.op) {
 				continue
 			}
 			if pick < w.weight {
-				kinds = append(kinds, w.op)
-				break
+				if loss {
+					losses = append(losses, w.op)
+				} else {
+					setups = append(setups, w.op)
+				}
+				return
 			}
 			pick -= w.weight
 		}
 	}
-	return kinds
+	switch n := r.IntN(10); {
+	case n == 0:
+		draw(r.IntN(2) == 0)
+	case n >= 7:
+		draw(false)
+		draw(true)
+		draw(r.IntN(2) == 0)
+	default:
+		draw(false)
+		draw(true)
+	}
+	if len(setups)+len(losses) == 0 { // a space of one part only
+		draw(true)
+		draw(false)
+	}
+	return setups, losses
 }
 
 // between is what happens between two operator actions: a process stops,
 // a new one starts, time passes; each may or may not.
-func between(r *rand.Rand, space Space) []Action {
+func between(r *rand.Rand, space Space, ttl *time.Duration) []Action {
 	var out []Action
-	if space.in("stop") && r.IntN(2) == 0 {
+	if space.in("stop") && r.IntN(3) == 0 {
 		out = append(out, Action{Op: "stop", Node: -1})
 	}
-	if space.in("holder") && r.IntN(2) == 0 {
-		out = append(out, holderAction(r, space))
+	if space.in("holder") && r.IntN(3) < 2 {
+		h := holderAction(r, space, *ttl)
+		*ttl = h.D
+		out = append(out, h)
 	}
 	if space.in("wait") && r.IntN(2) == 0 {
 		out = append(out, Action{Op: "wait", Node: -1, D: pickOne(r, space.Waits)})
@@ -165,7 +217,7 @@ func between(r *rand.Rand, space Space) []Action {
 // operatorAction is one action of kind op, mostly on focus.
 func operatorAction(r *rand.Rand, op string, focus, nodes int) Action {
 	a := Action{Op: op, Node: focus}
-	if r.IntN(5) == 0 {
+	if r.IntN(10) == 0 {
 		a.Node = r.IntN(nodes)
 	}
 	switch op {
@@ -175,6 +227,13 @@ func operatorAction(r *rand.Rand, op string, focus, nodes int) Action {
 		a.D = pickOne(r, swapFor)
 	case "busy":
 		a.D = pickOne(r, busyFor)
+	case "reload":
+		// A reload that saves first brings back what the node holds; one
+		// that does not, an older file: the loss, three times in four.
+		a.Arg = "nosave"
+		if r.IntN(4) == 0 {
+			a.Arg = "save"
+		}
 	default:
 		if args := Ops[op].args; len(args) > 0 {
 			a.Arg = pickOne(r, args)
@@ -183,8 +242,18 @@ func operatorAction(r *rand.Rand, op string, focus, nodes int) Action {
 	return a
 }
 
-func holderAction(r *rand.Rand, space Space) Action {
-	return Action{Op: "holder", Node: -1, Arg: pickOne(r, Ops["holder"].args), D: pickOne(r, space.TTLs)}
+// holderAction is a new holder process. For mixed TTLs, one drawn with
+// last's TTL (the holder's before it; 0 for none) is drawn again, from the
+// other TTLs, three times in four.
+func holderAction(r *rand.Rand, space Space, last time.Duration) Action {
+	h := Action{Op: "holder", Node: -1, Arg: pickOne(r, Ops["holder"].args), D: pickOne(r, space.TTLs)}
+	if h.D == last && r.IntN(4) < 3 {
+		others := slices.DeleteFunc(slices.Clone(space.TTLs), func(d time.Duration) bool { return d == last })
+		if len(others) > 0 {
+			h.D = pickOne(r, others)
+		}
+	}
+	return h
 }
 
 func pickOne[T any](r *rand.Rand, from []T) T { return from[r.IntN(len(from))] }

@@ -59,6 +59,42 @@ func TestGenerateIsDeterministic(t *testing.T) {
 	}
 }
 
+// A mutation is a function of its parent and its seed: the same pair gives
+// the same sequence, which reads back as itself, stays within the space and
+// its bound, and most seeds change the parent.
+func TestMutateIsDeterministic(t *testing.T) {
+	parent := opfuzz.Generate(7, 5, opfuzz.DefaultSpace)
+	changed := 0
+	for seed := int64(1); seed <= 50; seed++ {
+		a := opfuzz.Mutate(parent, seed, 5, opfuzz.DefaultSpace)
+		if b := opfuzz.Mutate(parent, seed, 5, opfuzz.DefaultSpace); !slices.Equal(a, b) {
+			t.Fatalf("seed %d gave %q, then %q", seed, a, b)
+		}
+		back, err := opfuzz.Parse(a.String(), 5)
+		if err != nil || !slices.Equal(a, back) {
+			t.Fatalf("seed %d: %q read back as %q (%v)", seed, a, back, err)
+		}
+		if len(a) > 24 {
+			t.Fatalf("seed %d: %d actions", seed, len(a))
+		}
+		if !slices.Equal(a, parent) {
+			changed++
+		}
+	}
+	if changed < 35 {
+		t.Fatalf("50 seeds changed the parent %d times", changed)
+	}
+	only := opfuzz.Space{Ops: []string{"restart", "wait", "holder"}, TTLs: []time.Duration{time.Second}, Waits: []time.Duration{time.Second}}
+	parent = opfuzz.Generate(7, 5, only)
+	for seed := int64(1); seed <= 50; seed++ {
+		for _, a := range opfuzz.Mutate(parent, seed, 5, only) {
+			if a.Op != "restart" && a.Op != "wait" && a.Op != "holder" {
+				t.Fatalf("a space of restart, wait and holder drew %q", a)
+			}
+		}
+	}
+}
+
 // A sequence that reads wrong is refused with what is wrong.
 func TestParseRefuses(t *testing.T) {
 	for _, tc := range []struct{ text, want string }{

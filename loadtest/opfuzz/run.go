@@ -7,6 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net/url"
+	"os"
 	"os/exec"
 	"strconv"
 	"sync"
@@ -34,8 +36,13 @@ type Config struct {
 	// so that an ACL rule on the holders' user never locks the operator
 	// out; the default user then requires Password, if set.
 	AdminUser, AdminPassword string
-	// ServerArgs are more redis-server arguments (an ACL file).
+	// ServerArgs are more redis-server arguments.
 	ServerArgs []string
+	// AppACL starts the nodes with the app's ACL (package redisacl, the
+	// default user off): the holders connect as its app user and the
+	// operator as its admin, with the passwords the nodes were started
+	// with; User, Password, AdminUser and AdminPassword are then ignored.
+	AppACL bool
 	// Keys are the keys every holder tries. Default one, "k".
 	Keys []string
 	// AwarenessOff starts the holders without restart awareness.
@@ -52,6 +59,10 @@ type Config struct {
 	// HolderLogLevel on, and why a holder failed.
 	HolderLog      io.Writer
 	HolderLogLevel string
+	// Signals has the holders log from info on (whatever HolderLogLevel
+	// says) and every Outcome carry the run's signals, for a search that
+	// steers by them.
+	Signals bool
 }
 
 func (c Config) withDefaults() Config {
@@ -93,6 +104,8 @@ type Outcome struct {
 	// operator, say): the run goes on, as an operator's would.
 	Errors []string      `json:"errors,omitempty"`
 	Took   time.Duration `json:"took"`
+	// Signals are what the run reached (see signals), with Config.Signals.
+	Signals []string `json:"signals,omitempty"`
 }
 
 // Unsafe counts the double grants that are failures.
@@ -115,6 +128,8 @@ type run struct {
 	admin   []*redis.Client
 	holders []*holderProc
 	gone    []*holderProc // stopped holders, whose grants still count
+	acted   []actedAt
+	born    map[int]time.Time // holder PID → when it started
 	bg      sync.WaitGroup
 	errs    []string
 	mu      sync.Mutex
@@ -163,14 +178,25 @@ func (rn *Runner) prepare() *prepared {
 		cfg := &p.cfg
 		args := append(append([]string{}, nodeArgs...), cfg.ServerArgs...)
 		password := ""
-		if cfg.AdminUser == "" && len(cfg.ServerArgs) == 0 {
+		if cfg.AdminUser == "" && len(cfg.ServerArgs) == 0 && !cfg.AppACL {
 			cfg.AdminUser, cfg.AdminPassword = "opfuzz-admin", randomPassword()
 			args = append(args, "--user", cfg.AdminUser, "on", ">"+cfg.AdminPassword, "~*", "&*", "+@all")
 			password = cfg.Password
 		}
-		p.c, p.err = localredis.Start(rn.ctx, cfg.Nodes, localredis.Options{Args: args, Logger: cfg.Logger, Password: password})
+		p.c, p.err = localredis.Start(rn.ctx, cfg.Nodes, localredis.Options{Args: args, Logger: cfg.Logger, Password: password, ACL: cfg.AppACL})
 		p.up = time.Now()
-		if p.err != nil || cfg.AwarenessOff {
+		if p.err != nil {
+			return
+		}
+		if cfg.AppACL {
+			if cfg.User, cfg.Password, p.err = userOf(p.c.URLs()[0]); p.err != nil {
+				return
+			}
+			if cfg.AdminUser, cfg.AdminPassword, p.err = userOf(p.c.AdminURLs()[0]); p.err != nil {
+				return
+			}
+		}
+		if cfg.AwarenessOff {
 			return
 		}
 		p.err = p.age(rn.ctx, rn.agedFor)
@@ -225,7 +251,7 @@ func (rn *Runner) Run(ctx context.Context, seq Sequence) (Outcome, error) {
 	}
 	cfg, c := p.cfg, p.c
 	start = time.Now() // the nodes are ready: the run's clock starts
-	r := &run{cfg: cfg, c: c, start: start}
+	r := &run{cfg: cfg, c: c, start: start, born: map[int]time.Time{}}
 	for _, a := range c.Addrs() {
 		r.admin = append(r.admin, redis.NewClient(&redis.Options{
 			Addr: a, Username: cfg.AdminUser, Password: cfg.AdminPassword,
@@ -248,6 +274,7 @@ func (rn *Runner) Run(ctx context.Context, seq Sequence) (Outcome, error) {
 		if runCtx.Err() != nil {
 			break
 		}
+		r.acted = append(r.acted, actedAt{at: time.Now(), a: a})
 		actCtx, done := context.WithTimeout(runCtx, 30*time.Second)
 		err := r.act(actCtx, a)
 		done()
@@ -270,9 +297,29 @@ func (rn *Runner) Run(ctx context.Context, seq Sequence) (Outcome, error) {
 			"end", time.Unix(0, g.End()).Sub(start).Round(time.Millisecond))
 	}
 	out.Doubles = Check(out.Grants)
+	if cfg.Signals {
+		var logs [][]byte
+		for _, p := range r.gone {
+			logs = append(logs, p.stderr.Bytes())
+		}
+		out.Signals = signals(logs, out.Grants, out.Doubles, r.acted, r.born, c.Addrs())
+	}
 	out.Errors = r.errs
 	out.Took = time.Since(start)
 	return out, ctx.Err()
+}
+
+// userOf is the user and password of a node's URL.
+func userOf(nodeURL string) (user, password string, err error) {
+	u, err := url.Parse(nodeURL)
+	if err != nil {
+		return "", "", err
+	}
+	password, ok := u.User.Password()
+	if !ok {
+		return "", "", fmt.Errorf("%s names no password", u.Redacted())
+	}
+	return u.User.Username(), password, nil
 }
 
 // randomPassword is the run's own admin password.
@@ -297,8 +344,21 @@ func (r *run) startHolder(variant string, ttl time.Duration) error {
 	if r.cfg.HolderLog != nil {
 		h.LogLevel = r.cfg.HolderLogLevel
 	}
-	p, err := startHolder(r.cfg.Holder(h.args()), r.cfg.HolderLog, ttl+10*time.Second)
+	if r.cfg.Signals && (h.LogLevel == "" || h.LogLevel == "warn" || h.LogLevel == "error") {
+		h.LogLevel = "info"
+	}
+	cmd := r.cfg.Holder(h.args())
+	if r.cfg.AppACL {
+		// The nodes' own password: the last value of a key in Env wins.
+		if cmd.Env == nil {
+			cmd.Env = os.Environ()
+		}
+		cmd.Env = append(cmd.Env, PasswordEnv+"="+r.cfg.Password)
+	}
+	began := time.Now()
+	p, err := startHolder(cmd, r.cfg.HolderLog, ttl+10*time.Second)
 	if p != nil {
+		r.born[p.cmd.Process.Pid] = began
 		r.holders = append(r.holders, p)
 	}
 	for len(r.holders) > r.cfg.MaxHolders {

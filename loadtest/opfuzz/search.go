@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -32,6 +33,15 @@ type SearchOptions struct {
 	Space Space
 	// Parallel is how many sequences run at once (default 1).
 	Parallel int
+	// Steer keeps every sequence whose run reached a signal no run before
+	// it reached (see signals; it takes Config.Signals), and draws two
+	// sequences in three as mutations of a kept one (see Mutate), the
+	// kept ones with rarer signals more often; the rest, and all of them
+	// until one is kept, are generated from their seed. A steered search
+	// is reproducible run by run (each sequence is printed, and a mutation
+	// is a function of its seed and its parent), not from the seed alone:
+	// what is kept depends on what the runs reached.
+	Steer bool
 	// Progress, if set, is called with the report so far after every
 	// sequence and every shrunk finding (to write it out as it grows).
 	Progress func(Report)
@@ -46,6 +56,11 @@ type SeqReport struct {
 	Fenced   int      `json:"fenced_overlaps"`
 	Errors   []string `json:"action_errors,omitempty"`
 	TookMS   int64    `json:"took_ms"`
+	// From is the seed of the kept sequence this one mutates, 0 for one
+	// generated from its seed; NewSignals are the signals its run was the
+	// first to reach (steered searches).
+	From       int64    `json:"mutated_from,omitempty"`
+	NewSignals []string `json:"new_signals,omitempty"`
 }
 
 // Finding is a sequence that gave a double grant.
@@ -78,6 +93,10 @@ type Report struct {
 	Fenced int `json:"fenced_overlaps"`
 	// Failed counts the runs with at least one Unsafe double grant.
 	Failed int `json:"failed_runs"`
+	// Kept and Signals count the sequences a steered search kept and the
+	// distinct signals its runs reached.
+	Kept    int `json:"kept,omitempty"`
+	Signals int `json:"signals,omitempty"`
 }
 
 // add records one run of seq.
@@ -108,6 +127,7 @@ func Search(ctx context.Context, rn *Runner, o SearchOptions) (Report, error) {
 	if o.Space.Waits == nil {
 		o.Space.Waits = DefaultSpace.Waits
 	}
+	kept := &corpus{seen: map[string]int{}}
 	var (
 		mu   sync.Mutex
 		next int64
@@ -144,7 +164,11 @@ func Search(ctx context.Context, rn *Runner, o SearchOptions) (Report, error) {
 		wg.Go(func() {
 			for i, ok := claim(); ok; i, ok = claim() {
 				seed := o.Seed + i
-				seq := Generate(seed, o.Nodes, o.Space)
+				var (
+					seq  Sequence
+					from int64
+				)
+				locked(func() { seq, from = kept.draw(seed, o) })
 				out, err := wrn.Run(ctx, seq)
 				if err != nil {
 					if ctx.Err() == nil {
@@ -153,7 +177,15 @@ func Search(ctx context.Context, rn *Runner, o SearchOptions) (Report, error) {
 					return
 				}
 				var sr SeqReport
-				locked(func() { sr = rep.add(seed, seq, out) })
+				locked(func() {
+					sr = rep.add(seed, seq, out)
+					sr.From = from
+					if o.Steer {
+						sr.NewSignals = kept.add(seed, seq, out)
+						rep.Kept, rep.Signals = len(kept.entries), len(kept.seen)
+					}
+					rep.Sequences[len(rep.Sequences)-1] = sr
+				})
 				rn.cfg.Logger.Info("opfuzz: sequence", "seed", seed, "grants", sr.Grants, "double_grants", sr.Unsafe, "fenced_overlaps", sr.Fenced)
 				if sr.Unsafe == 0 {
 					continue
@@ -181,9 +213,18 @@ func Search(ctx context.Context, rn *Runner, o SearchOptions) (Report, error) {
 
 // shrink shrinks seq on rn and returns it with the runs it took.
 func shrink(ctx context.Context, rn *Runner, seq Sequence, o SearchOptions) (string, int) {
+	s, runs := ShrinkOn(ctx, rn, seq, o.ShrinkRuns, o.ShrinkBudget)
+	return s.String(), runs
+}
+
+// ShrinkOn shrinks seq, taken to fail, on rn: a candidate fails when one of
+// up to tries runs of it gives an unsafe double grant; at most budget
+// candidates. It returns the shortest failing sequence found and the runs
+// it took.
+func ShrinkOn(ctx context.Context, rn *Runner, seq Sequence, tries, budget int) (Sequence, int) {
 	runs := 0
 	shrunk := Shrink(ctx, seq, func(ctx context.Context, s Sequence) bool {
-		for range o.ShrinkRuns {
+		for range tries {
 			runs++
 			out, err := rn.Run(ctx, s)
 			if err == nil && out.Unsafe() > 0 {
@@ -191,8 +232,8 @@ func shrink(ctx context.Context, rn *Runner, seq Sequence, o SearchOptions) (str
 			}
 		}
 		return false
-	}, o.ShrinkBudget)
-	return shrunk.String(), runs
+	}, budget)
+	return shrunk, runs
 }
 
 // finding is the report of a run of seq that gave a double grant.
@@ -239,6 +280,9 @@ func (r Report) Summary() string {
 	}
 	fmt.Fprintf(&b, "%s: %d run(s) in %v, %d with a double grant; %d double grant(s), %d fenced overlap(s) the store refuses\n",
 		what, len(r.Sequences), (time.Duration(r.DurationMS) * time.Millisecond).Round(time.Second), r.Failed, r.Unsafe, r.Fenced)
+	if r.Kept > 0 {
+		fmt.Fprintf(&b, "steered: %d sequence(s) kept for %d signal(s)\n", r.Kept, r.Signals)
+	}
 	for _, f := range r.Findings {
 		fmt.Fprintf(&b, "- %s (seed %d, after %v): %s\n", f.Kind, f.Seed, (time.Duration(f.FoundAfterMS) * time.Millisecond).Round(time.Second), f.Sequence)
 		if f.Shrunk != "" {
@@ -249,4 +293,62 @@ func (r Report) Summary() string {
 			time.Duration(min(f.First.End(), f.Second.End())-f.Second.Acquired).Round(time.Millisecond))
 	}
 	return b.String()
+}
+
+// corpus is what a steered search keeps: the sequences whose runs reached
+// a signal first, and how many runs reached each signal.
+type corpus struct {
+	entries []keptSeq
+	seen    map[string]int
+}
+
+// keptSeq is one kept sequence.
+type keptSeq struct {
+	seed    int64
+	seq     Sequence
+	signals []string
+	picked  int
+}
+
+// add counts the signals of a run of seq and keeps seq if one of them is
+// new; it returns the new ones. A run that gave an unsafe double grant is
+// a finding, not kept: the search goes on elsewhere.
+func (c *corpus) add(seed int64, seq Sequence, out Outcome) []string {
+	var fresh []string
+	for _, s := range out.Signals {
+		if c.seen[s] == 0 {
+			fresh = append(fresh, s)
+		}
+		c.seen[s]++
+	}
+	if len(fresh) > 0 && out.Unsafe() == 0 {
+		c.entries = append(c.entries, keptSeq{seed: seed, seq: seq, signals: out.Signals})
+	}
+	return fresh
+}
+
+// draw is the sequence of seed: two times in three, once a sequence is
+// kept, a mutation of a kept one picked by the rarity of its signals (the
+// sum of one over how many runs reached each), less often the more it was
+// picked; else the generated one. from is the kept one's seed, or 0.
+func (c *corpus) draw(seed int64, o SearchOptions) (seq Sequence, from int64) {
+	r := rand.New(rand.NewPCG(uint64(seed), 0x3c6ef372fe94f82b))
+	if !o.Steer || len(c.entries) == 0 || r.IntN(3) == 0 {
+		return Generate(seed, o.Nodes, o.Space), 0
+	}
+	weights := make([]float64, len(c.entries))
+	sum := 0.0
+	for i, e := range c.entries {
+		for _, s := range e.signals {
+			weights[i] += 1 / float64(c.seen[s])
+		}
+		weights[i] /= float64(1 + e.picked)
+		sum += weights[i]
+	}
+	pick, i := r.Float64()*sum, 0
+	for ; i < len(weights)-1 && pick >= weights[i]; i++ {
+		pick -= weights[i]
+	}
+	c.entries[i].picked++
+	return Mutate(c.entries[i].seq, seed, o.Nodes, o.Space), c.entries[i].seed
 }

@@ -12,7 +12,9 @@
 // double grant. Between two fenced leases it is one the store survives when
 // the later token is the larger; every other one is a failure. A failing
 // sequence is shrunk by delta debugging and printed in the form Parse
-// reads, to be replayed.
+// reads, to be replayed. A steered search keeps the sequences whose runs
+// reached something new (what the holders' lock logged, a grant after a new
+// pair of actions, a fenced overlap) and mutates them (see Search).
 //
 // The sequence is reproducible from the seed; the timing is real (processes,
 // sockets, a shared machine), so a replay finds the same race only as often

@@ -7,6 +7,7 @@
 //
 //	opfuzz -seed 7 -duration 10m -out report.json
 //	opfuzz -replay 'holder redlock 6s; holder redlock 1s; restart 0 wipe' -runs 20
+//	opfuzz -replay '…' -shrink -shrink-runs 3 -shrink-budget 30
 //
 // It exits 1 when a run gave a double grant the store would not survive.
 package main
@@ -66,7 +67,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		cfg  opfuzz.Config
 		so   opfuzz.SearchOptions
 		keys = fs.String("keys", "k", "keys every holder tries, comma-separated")
-		acl  = fs.String("acl-file", getenv("OPFUZZ_ACL_FILE"), "start the nodes with this ACL file (env OPFUZZ_ACL_FILE); then set -user and -admin-user")
 		ops  = fs.String("ops", "", "draw only these ops, comma-separated (default: every op)")
 		rep  = fs.String("replay", "", "run this sequence instead of searching (actions separated by ';')")
 		runs = fs.Int("runs", 1, "with -replay: how many times to run it")
@@ -81,9 +81,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	fs.IntVar(&so.ShrinkRuns, "shrink-runs", 2, "runs of a candidate before the shrinker takes it to pass (0: no shrinking)")
 	fs.IntVar(&so.ShrinkBudget, "shrink-budget", 16, "candidates the shrinker tries at most per finding")
 	fs.IntVar(&so.Parallel, "parallel", 1, "sequences run at once, each on five nodes of its own")
+	fs.BoolVar(&so.Steer, "steer", true, "keep the sequences whose runs reach a new signal (what the holders' lock logs, what the oracle sees) and mutate them")
+	shrinkIt := fs.Bool("shrink", false, "with -replay: shrink the sequence (-shrink-runs, -shrink-budget) instead of replaying it")
 	fs.BoolVar(&so.StopAtFirst, "stop-at-first", false, "stop the search at the first double grant")
 	fs.BoolVar(&cfg.NoContender, "no-contender", false, "no client taking the last two nodes between leases (leases then rarely hold a bare quorum)")
 	fs.BoolVar(&cfg.AwarenessOff, "awareness-off", false, "holders without restart awareness (to see the search find what it prevents)")
+	fs.BoolVar(&cfg.AppACL, "app-acl", getenv("OPFUZZ_APP_ACL") == "1", "start the nodes with the app's ACL (the default user off): the holders run as the app's user, the operator's actions as the admin (env OPFUZZ_APP_ACL=1)")
 	fs.StringVar(&cfg.User, "user", getenv("OPFUZZ_USER"), "Redis user of the holders, the app's (env OPFUZZ_USER; default: the default user); password in env OPFUZZ_PASSWORD")
 	fs.StringVar(&cfg.AdminUser, "admin-user", getenv("OPFUZZ_ADMIN_USER"), "Redis user of the operator's actions (env OPFUZZ_ADMIN_USER; default: one the run creates); password in env OPFUZZ_ADMIN_PASSWORD")
 	fs.Usage = func() {
@@ -98,12 +101,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return 2
 	}
 	cfg.Password, cfg.AdminPassword, cfg.Keys = getenv("OPFUZZ_PASSWORD"), getenv("OPFUZZ_ADMIN_PASSWORD"), cli.Split(*keys)
-	if *acl != "" {
-		if cfg.AdminUser == "" {
-			return bad("-acl-file needs -admin-user: the operator's actions need a user that may run them")
-		}
-		cfg.ServerArgs = []string{"--aclfile", *acl}
-	}
 	if *ops != "" {
 		for _, op := range cli.Split(*ops) {
 			if _, ok := opfuzz.Ops[op]; !ok {
@@ -120,6 +117,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return bad("cannot find this program to run holders: %v", err)
 	}
 	cfg.Holder = opfuzz.HolderCommand(exe, []string{holderCommand}, cfg.Password)
+	cfg.Signals = so.Steer
 	level := slog.LevelWarn
 	if *v {
 		level = slog.LevelDebug
@@ -144,6 +142,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		seq, err := opfuzz.Parse(*rep, 5)
 		if err != nil {
 			return bad("-replay: %v", err)
+		}
+		if *shrinkIt {
+			shrunk, n := opfuzz.ShrinkOn(ctx, rn, seq, max(so.ShrinkRuns, 1), so.ShrinkBudget)
+			fmt.Fprintf(stdout, "shrunk in %d runs: -replay '%s'\n", n, shrunk)
+			return 0
 		}
 		report, err = opfuzz.Replay(ctx, rn, seq, *runs)
 		if err != nil {

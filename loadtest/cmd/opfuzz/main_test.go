@@ -7,9 +7,11 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"flashsale/internal/redisacl"
 	"flashsale/internal/testsupport"
 	"flashsale/loadtest/opfuzz"
 )
@@ -44,12 +46,18 @@ func envInt(t *testing.T, name string, def int) int {
 // its JSON report.
 func fuzz(t *testing.T, within time.Duration, args ...string) (int, opfuzz.Report) {
 	t.Helper()
+	return fuzzEnv(t, within, os.Getenv, args...)
+}
+
+// fuzzEnv is fuzz with the command's environment read from getenv.
+func fuzzEnv(t *testing.T, within time.Duration, getenv func(string) string, args ...string) (int, opfuzz.Report) {
+	t.Helper()
 	testsupport.RequireRedis(t)
 	out := filepath.Join(t.TempDir(), "report.json")
 	var stdout, stderr bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), within)
 	defer cancel()
-	code := run(ctx, append(args, "-out", out), os.Getenv, &stdout, &stderr)
+	code := run(ctx, append(args, "-out", out), getenv, &stdout, &stderr)
 	t.Logf("exit %d\n%s%s", code, stdout.String(), stderr.String())
 	if code != 0 && code != 1 {
 		t.Fatalf("exit %d", code)
@@ -97,16 +105,50 @@ func TestFuzzReportsJSON(t *testing.T) {
 	}
 }
 
+// appUserEnv is the environment that runs the command with the app's ACL
+// on the nodes: the holders as the app's user, the operator as the admin.
+func appUserEnv(k string) string {
+	if k == "OPFUZZ_APP_ACL" {
+		return "1"
+	}
+	return os.Getenv(k)
+}
+
+// A search as the app's user: the nodes run the app's ACL (the default
+// user off), so a holder is granted a lease only by connecting as the app's
+// user with its password, and the operator's actions run as the admin (an
+// action refused would be an action error).
+func TestFuzzAsAppUser(t *testing.T) {
+	_, rep := fuzzEnv(t, 3*time.Minute, appUserEnv, "-seed", "5", "-sequences", "1", "-duration", "2m", "-shrink-runs", "0")
+	grants := 0
+	for _, s := range rep.Sequences {
+		grants += s.Grants
+		for _, e := range s.Errors {
+			if strings.Contains(e, "NOPERM") || strings.Contains(e, "WRONGPASS") || strings.Contains(e, "NOAUTH") {
+				t.Errorf("seed %d: %s", s.Seed, e)
+			}
+		}
+	}
+	if len(rep.Sequences) != 1 || grants == 0 {
+		t.Fatalf("%d sequences, %d grants: the holders were not granted anything as %s", len(rep.Sequences), grants, redisacl.AppUser)
+	}
+}
+
 // The lock closes every hole the search can reach: a search over every op
 // finds no double grant. OPFUZZ_SEED, OPFUZZ_MINUTES (default 1) and
 // OPFUZZ_PARALLEL (default 1) set the search; a long one is
-// OPFUZZ_MINUTES=10.
+// OPFUZZ_MINUTES=10. OPFUZZ_APP_USER=1 runs it as the app's user (the app's
+// ACL file on the nodes).
 func TestFuzzFindsNoDoubleGrant(t *testing.T) {
 	testsupport.Long(t, "a minute's search on five nodes")
 	seed := envInt(t, "OPFUZZ_SEED", 1)
 	d := time.Duration(envInt(t, "OPFUZZ_MINUTES", 1)) * time.Minute
 	par := envInt(t, "OPFUZZ_PARALLEL", 1)
-	_, rep := fuzz(t, d+5*time.Minute, "-seed", strconv.Itoa(seed), "-duration", d.String(), "-parallel", strconv.Itoa(par))
+	getenv := os.Getenv
+	if os.Getenv("OPFUZZ_APP_USER") == "1" {
+		getenv = appUserEnv
+	}
+	_, rep := fuzzEnv(t, d+5*time.Minute, getenv, "-seed", strconv.Itoa(seed), "-duration", d.String(), "-parallel", strconv.Itoa(par))
 	if len(rep.Sequences) == 0 || rep.Unsafe > 0 {
 		t.Fatalf("%d sequences, %d double grants: %+v", len(rep.Sequences), rep.Unsafe, rep.Findings)
 	}
