@@ -1,6 +1,7 @@
 package opfuzz
 
 import (
+	"flashsale/lock"
 	"math/rand/v2"
 	"slices"
 )
@@ -66,7 +67,7 @@ func Mutate(parent Sequence, seed int64, nodes int, space Space) Sequence {
 		case 8:
 			for i, a := range seq {
 				if a.Op == "holder" {
-					seq[i].Arg = "redlock"
+					seq[i].Arg = lock.Redlock
 				}
 			}
 		}

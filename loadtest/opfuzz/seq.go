@@ -22,6 +22,7 @@
 package opfuzz
 
 import (
+	"flashsale/lock"
 	"fmt"
 	"slices"
 	"strconv"
@@ -58,7 +59,7 @@ type opSpec struct {
 // what it holds and exits, as an app instance does in a deploy).
 var Ops = map[string]opSpec{
 	"wait":        {dur: true},
-	"holder":      {args: []string{"redlock", "redlock+fence"}, dur: true},
+	"holder":      {args: []string{lock.Redlock, lock.RedlockFence}, dur: true},
 	"stop":        {},
 	"flushall":    {node: true},
 	"flushdb":     {node: true},
