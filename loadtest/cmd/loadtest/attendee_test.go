@@ -22,19 +22,12 @@ import (
 var attendeeFix = []struct{ from, to, with string }{
 	{ // SET NX answers redis.Nil when it set nothing: the lock is held.
 		from: "	if err != nil && !errors.Is(err, redis.Nil) {", to: "	}\n",
-		with: "	if errors.Is(err, redis.Nil) {\n		return grant{}, ErrNotAcquired\n	}\n	if err != nil {\n		return grant{}, down(v.rdb, err)\n	}\n",
+		with: "	if errors.Is(err, redis.Nil) {\n		return 0, lock.ErrNotAcquired\n	}\n	if err != nil {\n		return 0, down(v.rdb, err)\n	}\n",
 	},
 	{ // The check and the delete in one script: nothing between them.
-		from: "func (v attendee) release(", to: "\n}\n",
-		with: `func (v attendee) release(ctx context.Context, _ faultPoints, k keys, value string) error {
-	n, err := compareAndDelete.Run(ctx, v.rdb, []string{k.lock}, value).Int()
-	if err != nil {
-		return down(v.rdb, err)
-	}
-	if n == 0 {
-		return ErrNotHeld
-	}
-	return nil
+		from: "func (v attendee) Release(", to: "\n}\n",
+		with: `func (v attendee) Release(ctx context.Context, checkpoint step, key, value string) error {
+	return v.lua.Release(ctx, checkpoint, key, value) // one script: nothing comes between the check and the delete
 }
 `,
 	},
