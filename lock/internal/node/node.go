@@ -241,10 +241,6 @@ func (n *Node) meetPipe(ctx context.Context, nc net.Conn, r *bufio.Reader, o *re
 	return n.meet(ctx, pipeExchange(nc, r, o), true)
 }
 
-// ScanTimeout bounds a whole-keyspace walk of one node, so a paused node
-// delays an audit or a reset by this much at most.
-const ScanTimeout = 2 * time.Second
-
 // ForEach runs fn on every node in parallel, each under its own timeout
 // (none when timeout is 0), and returns each node's error, in node order,
 // wrapped with the node's address.
