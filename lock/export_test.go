@@ -67,3 +67,16 @@ func (l *Lease) Lost() <-chan struct{} { return l.lost }
 
 // Name is the variant's name, for the tests' messages.
 func (l *Locker) Name() string { return l.variant.Name }
+
+// Traits are the traits lock declares of one of its own rungs.
+type Traits struct{ Quorum, OwnerChecked, ValidityChecked, Fenced, SelfUndoing bool }
+
+// LibraryTraits are the traits of the library's rungs by name, for the test
+// that holds the ladder's entries for them to the same.
+func LibraryTraits() map[string]Traits {
+	out := map[string]Traits{}
+	for _, r := range library {
+		out[r.Name] = Traits{r.Quorum, r.OwnerChecked, r.ValidityChecked, r.Fenced, r.SelfUndoing}
+	}
+	return out
+}

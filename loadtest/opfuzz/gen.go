@@ -69,7 +69,8 @@ var (
 // RESETSTAT, a backup's SAVE, a CONFIG SET there and back), instead of one
 // of everything. The kinds are one setup and one loss (see operatorOps)
 // six times in ten, a third kind of either part three times, one kind
-// once; the actions take the two parts in turn, setup first, each four
+// once (and a SAVE with a loss that loads the node's file, one time in
+// two); the actions take the two parts in turn, setup first, each four
 // times in five: a double grant takes a process that met a node as a setup
 // left it and a loss there after. Before a loss, two times in three, the
 // longest wait: a sit-out's length of quiet, after which a lease counts the
@@ -193,7 +194,21 @@ func drawKinds(r *rand.Rand, space Space) (setups, losses []string) {
 		draw(true)
 		draw(false)
 	}
+	// A loss that brings back the node's own file (a restart that keeps
+	// it, a reload that does not save first) loads whatever the last SAVE
+	// wrote: without a SAVE in the sequence it is the node's first file,
+	// with one, an older state of the lock's own records. The latter is
+	// drawn one time in two.
+	if restoresFile(losses) && space.in("save") && !slices.Contains(setups, "save") && r.IntN(2) == 0 {
+		setups = append(setups, "save")
+	}
 	return setups, losses
+}
+
+// restoresFile reports whether losses hold one that can load the node's
+// file as an earlier SAVE left it.
+func restoresFile(losses []string) bool {
+	return slices.Contains(losses, "restart") || slices.Contains(losses, "reload")
 }
 
 // between is what happens between two operator actions: a process stops,
