@@ -34,13 +34,15 @@ type SearchOptions struct {
 	// Parallel is how many sequences run at once (default 1).
 	Parallel int
 	// Steer keeps every sequence whose run reached a signal no run before
-	// it reached (see signals; it takes Config.Signals), and draws two
-	// sequences in three as mutations of a kept one (see Mutate), the
-	// kept ones with rarer signals more often; the rest, and all of them
-	// until one is kept, are generated from their seed. A steered search
-	// is reproducible run by run (each sequence is printed, and a mutation
-	// is a function of its seed and its parent), not from the seed alone:
-	// what is kept depends on what the runs reached.
+	// it reached, or reached one in fewer actions than the sequence kept
+	// for it (see signals and corpus; it takes Config.Signals), and draws
+	// two sequences in three as mutations of a kept one that is still the
+	// shortest way to some signal (see Mutate), those with rarer signals
+	// more often; the rest, and all of them until one is kept, are
+	// generated from their seed. A steered search is reproducible run by
+	// run (each sequence is printed, and a mutation is a function of its
+	// seed and its parent), not from the seed alone: what is kept depends
+	// on what the runs reached.
 	Steer bool
 	// Progress, if set, is called with the report so far after every
 	// sequence and every shrunk finding (to write it out as it grows).
@@ -296,57 +298,87 @@ func (r Report) Summary() string {
 }
 
 // corpus is what a steered search keeps: the sequences whose runs reached
-// a signal first, and how many runs reached each signal.
+// a signal first or more cheaply than the one kept for it, how many runs
+// reached each signal, and for each signal the cheapest kept sequence that
+// reached it (its "best": the fewest actions, then the shortest run), as
+// AFL keeps a favoured input per edge. Only a sequence that is the best
+// for some signal is picked to mutate: the corpus then holds the shortest
+// way to each thing the lock did, not every longer one that also got
+// there, and mutations start from short, quick runs.
 type corpus struct {
 	entries []keptSeq
 	seen    map[string]int
+	best    map[string]int // signal → index in entries
 }
 
 // keptSeq is one kept sequence.
 type keptSeq struct {
 	seed    int64
 	seq     Sequence
+	took    time.Duration
 	signals []string
 	picked  int
 }
 
+// cheaper reports whether a is a cheaper way to a signal than b: fewer
+// actions, then a shorter run.
+func (a keptSeq) cheaper(b keptSeq) bool {
+	return cmp.Or(cmp.Compare(len(a.seq), len(b.seq)), cmp.Compare(a.took, b.took)) < 0
+}
+
 // add counts the signals of a run of seq and keeps seq if one of them is
-// new; it returns the new ones. A run that gave an unsafe double grant is
-// a finding, not kept: the search goes on elsewhere.
+// new or seq is a cheaper way to one; it returns the new ones. A run that
+// gave an unsafe double grant is a finding, not kept: the search goes on
+// elsewhere.
 func (c *corpus) add(seed int64, seq Sequence, out Outcome) []string {
-	var fresh []string
+	if c.best == nil {
+		c.best = map[string]int{}
+	}
+	e := keptSeq{seed: seed, seq: seq, took: out.Took, signals: out.Signals}
+	var fresh, bested []string
 	for _, s := range out.Signals {
 		if c.seen[s] == 0 {
 			fresh = append(fresh, s)
 		}
 		c.seen[s]++
+		if i, ok := c.best[s]; !ok || e.cheaper(c.entries[i]) {
+			bested = append(bested, s)
+		}
 	}
-	if len(fresh) > 0 && out.Unsafe() == 0 {
-		c.entries = append(c.entries, keptSeq{seed: seed, seq: seq, signals: out.Signals})
+	if len(bested) > 0 && out.Unsafe() == 0 {
+		c.entries = append(c.entries, e)
+		for _, s := range bested {
+			c.best[s] = len(c.entries) - 1
+		}
 	}
 	return fresh
 }
 
 // draw is the sequence of seed: two times in three, once a sequence is
-// kept, a mutation of a kept one picked by the rarity of its signals (the
-// sum of one over how many runs reached each), less often the more it was
-// picked; else the generated one. from is the kept one's seed, or 0.
+// kept, a mutation of a kept one that is the best for some signal, picked
+// by the rarity of the signals it is the best for (the sum of one over how
+// many runs reached each), less often the more it was picked; else the
+// generated one. from is the kept one's seed, or 0.
 func (c *corpus) draw(seed int64, o SearchOptions) (seq Sequence, from int64) {
 	r := rand.New(rand.NewPCG(uint64(seed), 0x3c6ef372fe94f82b))
 	if !o.Steer || len(c.entries) == 0 || r.IntN(3) == 0 {
 		return Generate(seed, o.Nodes, o.Space), 0
 	}
 	weights := make([]float64, len(c.entries))
-	sum := 0.0
+	sum, last := 0.0, 0
 	for i, e := range c.entries {
 		for _, s := range e.signals {
-			weights[i] += 1 / float64(c.seen[s])
+			if c.best[s] == i {
+				weights[i] += 1 / float64(c.seen[s])
+			}
 		}
-		weights[i] /= float64(1 + e.picked)
-		sum += weights[i]
+		if weights[i] > 0 {
+			weights[i] /= float64(1 + e.picked)
+			sum, last = sum+weights[i], i
+		}
 	}
 	pick, i := r.Float64()*sum, 0
-	for ; i < len(weights)-1 && pick >= weights[i]; i++ {
+	for ; i < last && (weights[i] == 0 || pick >= weights[i]); i++ {
 		pick -= weights[i]
 	}
 	c.entries[i].picked++

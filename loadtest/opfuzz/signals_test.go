@@ -56,3 +56,39 @@ func TestSignals(t *testing.T) {
 		t.Fatalf("signals:\n%q\nwant\n%q", got, want)
 	}
 }
+
+// The corpus keeps a sequence for a new signal and for a shorter way to a
+// known one, and mutates only sequences that are still the shortest way to
+// some signal: once a short sequence reaches everything a long one did,
+// the long one is never picked again.
+func TestCorpusFavoursTheShortestWay(t *testing.T) {
+	mustParse := func(s string) Sequence {
+		seq, err := Parse(s, 5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return seq
+	}
+	long := mustParse("holder redlock 1s; wait 7s; save 1; wait 2s; flushall 1; holder redlock 6s")
+	short := mustParse("holder redlock 1s; flushall 1; holder redlock 6s")
+	c := &corpus{seen: map[string]int{}}
+	if fresh := c.add(1, long, Outcome{Took: 12 * time.Second, Signals: []string{"a", "b"}}); len(fresh) != 2 {
+		t.Fatalf("new signals %q, want a and b", fresh)
+	}
+	if fresh := c.add(2, long, Outcome{Took: 12 * time.Second, Signals: []string{"a"}}); len(fresh) != 0 || len(c.entries) != 1 {
+		t.Fatalf("the same way to a known signal: new %q, %d kept; want none new, one kept", fresh, len(c.entries))
+	}
+	c.add(3, short, Outcome{Took: 3 * time.Second, Signals: []string{"a", "b"}})
+	if len(c.entries) != 2 || c.best["a"] != 1 || c.best["b"] != 1 {
+		t.Fatalf("after a shorter way: %d kept, best %v; want 2 kept, both signals' best the short one", len(c.entries), c.best)
+	}
+	steer := SearchOptions{Steer: true, Nodes: 5, Space: DefaultSpace}
+	for seed := int64(10); seed < 200; seed++ {
+		if _, from := c.draw(seed, steer); from == 1 {
+			t.Fatalf("seed %d mutated the long sequence, which is no signal's shortest way", seed)
+		}
+	}
+	if c.entries[1].picked == 0 {
+		t.Fatal("the short sequence was never picked")
+	}
+}
