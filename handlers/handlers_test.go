@@ -514,14 +514,16 @@ func TestHolderCrashedAndStaleFence(t *testing.T) {
 	r := a.call("POST", "/api/orders", `{"sku":"hot","qty":1,"user":"ann"}`, "X-Lock-Variant", lock.Lua)
 	want(t, "crashed", r, 503, "holder_crashed")
 
-	plan = `{"seed":3,"work_ms":0,"faults":[{"point":"in-critical-section","action":"pause","p":1,"ms":600}]}`
+	// The pause outlasts the 150 ms lease by far, so that the second holder
+	// is in (its token issued) before the first wakes, on a loaded machine
+	// too. The first order waits out the crashed holder's lock itself.
+	plan = `{"seed":3,"work_ms":0,"faults":[{"point":"in-critical-section","action":"pause","p":1,"ms":1500}]}`
 	want(t, "set pause", a.call("PUT", "/api/admin/faults", plan, admin...), 200, "")
-	time.Sleep(200 * time.Millisecond) // the crashed holder's lock expires
 	first := make(chan response, 1)
 	go func() {
 		first <- a.call("POST", "/api/orders", `{"sku":"hot","qty":1,"user":"ann"}`, "X-Lock-Variant", lock.LuaFence)
 	}()
-	time.Sleep(50 * time.Millisecond)
+	a.awaitMetric(`flashsale_faults_fired_total{action="pause",point="in-critical-section"} 1`, 5*time.Second) // ann holds, paused
 	second := a.call("POST", "/api/orders", `{"sku":"hot","qty":1,"user":"bob"}`, "X-Lock-Variant", lock.LuaFence)
 	want(t, "newer holder", second, 201, "")
 	want(t, "stale holder", <-first, 409, "stale_fence")

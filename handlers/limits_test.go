@@ -488,6 +488,19 @@ func (a *app) metrics() string {
 	return string(r.body)
 }
 
+// awaitMetric waits until /metrics holds line (a sample and its value),
+// failing the test after within.
+func (a *app) awaitMetric(line string, within time.Duration) {
+	a.t.Helper()
+	deadline := time.Now().Add(within)
+	for !strings.Contains(a.metrics(), line) {
+		if time.Now().After(deadline) {
+			a.t.Fatalf("/metrics did not show %q within %v", line, within)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // metricValue is the value of the sample named exactly series.
 func metricValue(t *testing.T, metrics, series string) float64 {
 	t.Helper()

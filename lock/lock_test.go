@@ -46,8 +46,11 @@ func TestAcquireReleaseExtend(t *testing.T) {
 			}
 
 			// Shorten the TTL behind the lock's back; Extend must restore it.
+			// Short enough to tell from a restored TTL (below the 500 ms
+			// asked of it), long enough that a loaded machine's stall before
+			// the extend does not let the key expire first.
 			for i := range nodesOf(name, len(e.raw)) {
-				e.raw[i].PExpire(ctx, e.ns+"lock:sku:1", 100*time.Millisecond)
+				e.raw[i].PExpire(ctx, e.ns+"lock:sku:1", 400*time.Millisecond)
 			}
 			if err := a.Extend(ctx); err != nil {
 				t.Fatalf("extend: %v", err)

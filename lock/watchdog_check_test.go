@@ -125,7 +125,10 @@ func TestLeaseCheckBeforeWrite(t *testing.T) {
 			e := newEnv(t, c, lock.Options{TTL: ttl})
 			l := e.locker(tc.variant)
 			first := mustAcquire(t, l, "k", time.Second)
-			setFaults(t, e, fault.Fault{Point: tc.point, Action: fault.Pause, P: 1, MS: int(3 * ttl / time.Millisecond)})
+			// The pause outlasts the lease by far (the second holder waits one
+			// TTL, then takes the lock): a loaded machine's stall of a second
+			// must not let the first holder through before the second is in.
+			setFaults(t, e, fault.Fault{Point: tc.point, Action: fault.Pause, P: 1, MS: int(10 * ttl / time.Millisecond)})
 			checked := make(chan error, 1)
 			go func() {
 				if err := first.Checkpoint(context.Background(), fault.InCriticalSection); err != nil {
@@ -134,7 +137,7 @@ func TestLeaseCheckBeforeWrite(t *testing.T) {
 				}
 				checked <- first.CheckBeforeWrite(context.Background())
 			}()
-			second := mustAcquire(t, l, "k", 5*ttl) // in while the first is paused
+			second := mustAcquire(t, l, "k", 8*ttl) // in while the first is paused
 			defer second.Release(context.Background())
 			select {
 			case err := <-checked:
