@@ -72,9 +72,12 @@ var (
 // once (and a SAVE with a loss that loads the node's file, one time in
 // two); the actions take the two parts in turn, setup first, each four
 // times in five: a double grant takes a process that met a node as a setup
-// left it and a loss there after. Before a loss, two times in three, the
-// longest wait: a sit-out's length of quiet, after which a lease counts the
-// node's vote (a loss in a sit-out grants nothing twice). The actions land
+// left it and a loss there after. Before a loss, one time in three while
+// two or more processes run, the oldest stops (the lease passes to one
+// that met the node later: which process holds the lease a loss takes is
+// part of the space); two times in three, the longest wait: a sit-out's
+// length of quiet, after which a lease counts the node's vote (a loss in a
+// sit-out grants nothing twice). The actions land
 // on one node of the bare quorum (the sequence's focus; see
 // Config.NoContender) nine times in ten, else on any node: a double grant
 // needs the losses on one node that a lease's bare quorum holds. An ACL
@@ -119,6 +122,9 @@ func Generate(seed int64, nodes int, space Space) Sequence {
 			continue
 		}
 		a := operatorAction(r, pickOne(r, kinds), focus, nodes)
+		if isLoss(a.Op) && space.in("stop") && running(seq) > 1 && r.IntN(3) == 0 {
+			seq = append(seq, Action{Op: "stop", Node: -1})
+		}
 		if isLoss(a.Op) && space.in("wait") && len(space.Waits) > 0 && r.IntN(3) < 2 {
 			if len(seq) == 0 || seq[len(seq)-1].Op != "wait" || seq[len(seq)-1].D < slices.Max(space.Waits) {
 				seq = append(seq, Action{Op: "wait", Node: -1, D: slices.Max(space.Waits)})
@@ -138,6 +144,20 @@ func Generate(seed int64, nodes int, space Space) Sequence {
 		seq = append(seq, holderAction(r, space, ttl))
 	}
 	return seq
+}
+
+// running is how many holder processes seq leaves running.
+func running(seq Sequence) int {
+	n := 0
+	for _, a := range seq {
+		switch {
+		case a.Op == "holder":
+			n++
+		case a.Op == "stop" && n > 0:
+			n--
+		}
+	}
+	return n
 }
 
 // isLoss reports whether op is a loss (see operatorOps).
