@@ -129,7 +129,7 @@ func Search(ctx context.Context, rn *Runner, o SearchOptions) (Report, error) {
 	if o.Space.Waits == nil {
 		o.Space.Waits = DefaultSpace.Waits
 	}
-	kept := &corpus{seen: map[string]int{}}
+	kept := newCorpus()
 	var (
 		mu   sync.Mutex
 		next int64
@@ -311,6 +311,9 @@ type corpus struct {
 	best    map[string]int // signal → index in entries
 }
 
+// newCorpus is an empty corpus.
+func newCorpus() *corpus { return &corpus{seen: map[string]int{}, best: map[string]int{}} }
+
 // keptSeq is one kept sequence.
 type keptSeq struct {
 	seed    int64
@@ -331,9 +334,6 @@ func (a keptSeq) cheaper(b keptSeq) bool {
 // gave an unsafe double grant is a finding, not kept: the search goes on
 // elsewhere.
 func (c *corpus) add(seed int64, seq Sequence, out Outcome) []string {
-	if c.best == nil {
-		c.best = map[string]int{}
-	}
 	e := keptSeq{seed: seed, seq: seq, took: out.Took, signals: out.Signals}
 	var fresh, bested []string
 	for _, s := range out.Signals {

@@ -71,7 +71,7 @@ func TestCorpusFavoursTheShortestWay(t *testing.T) {
 	}
 	long := mustParse("holder redlock 1s; wait 7s; save 1; wait 2s; flushall 1; holder redlock 6s")
 	short := mustParse("holder redlock 1s; flushall 1; holder redlock 6s")
-	c := &corpus{seen: map[string]int{}}
+	c := newCorpus()
 	if fresh := c.add(1, long, Outcome{Took: 12 * time.Second, Signals: []string{"a", "b"}}); len(fresh) != 2 {
 		t.Fatalf("new signals %q, want a and b", fresh)
 	}
