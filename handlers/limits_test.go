@@ -488,12 +488,12 @@ func (a *app) metrics() string {
 	return string(r.body)
 }
 
-// awaitMetric waits until /metrics holds line (a sample and its value),
-// failing the test after within.
+// awaitMetric waits until /metrics holds line (a sample and its value) as
+// a whole line, failing the test after within: "x 1" is not met by "x 10".
 func (a *app) awaitMetric(line string, within time.Duration) {
 	a.t.Helper()
 	deadline := time.Now().Add(within)
-	for !strings.Contains(a.metrics(), line) {
+	for !slices.Contains(strings.Split(a.metrics(), "\n"), line) {
 		if time.Now().After(deadline) {
 			a.t.Fatalf("/metrics did not show %q within %v", line, within)
 		}
